@@ -1,0 +1,16 @@
+"""minidynamo: a small symbolic bytecode interpreter that captures what a Python function
+does with tensors (and user-written Triton kernels) into a guarded torch.fx graph."""
+from .api import OptimizedFunction, optimize, reset
+from .backends import register_backend
+from .cache import RecompileError
+from .config import config
+from .exc import BackendError, Unsupported
+from .explain import explain
+from .logs import init_from_env as _init_logs
+from .logs import set_logs
+
+_init_logs()
+
+__all__ = ["optimize", "explain", "reset", "Unsupported", "config", "set_logs",
+           "register_backend", "OptimizedFunction", "RecompileError", "BackendError"]
+__version__ = "0.1.0"

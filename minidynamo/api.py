@@ -1,0 +1,109 @@
+"""The public entry point: `optimize` and the OptimizedFunction wrapper it returns."""
+from __future__ import annotations
+
+import functools
+import inspect
+import types
+import weakref
+
+from .backends import lookup_backend
+from .cache import FunctionCache
+from .codegen import MISS
+
+_all_caches: "weakref.WeakSet[FunctionCache]" = weakref.WeakSet()
+
+
+class OptimizedFunction:
+    """Calls `fn` through guarded cache entries; `fn` itself stays plain eager."""
+
+    def __init__(self, fn, backend="eager", fullgraph: bool = False):
+        _check_optimizable(fn)
+        lookup_backend(backend)  # bad backend names fail here, not at the first call
+        self._fn = fn
+        code = fn.__code__
+        where = f"{code.co_filename}:{code.co_firstlineno}"
+        self._cache = FunctionCache(fn, backend, fullgraph, fn.__name__, where)
+        _all_caches.add(self._cache)
+        functools.update_wrapper(self, fn)
+        self.__signature__ = inspect.signature(fn, follow_wrapped=False)
+
+    def __call__(self, *args, **kwargs):
+        for entry in self._cache.entries:
+            result = entry.run(*args, **kwargs)
+            if result is not MISS:
+                return result
+        return self._cache.miss(args, kwargs)
+
+    def __get__(self, obj, objtype=None):
+        # Used as a method: bind like a function would.
+        return self if obj is None else types.MethodType(self, obj)
+
+    def cache_entries(self):
+        return list(self._cache.entries)
+
+    def guard_failures(self):
+        return list(self._cache.failures)
+
+    def reset(self):
+        self._cache.clear()
+
+    def __repr__(self):
+        return f"<minidynamo optimized {self._fn.__qualname__}>"
+
+
+def _check_optimizable(fn):
+    if isinstance(fn, OptimizedFunction):
+        return
+    if isinstance(fn, (staticmethod, classmethod)):
+        raise TypeError(f"minidynamo.optimize got a {type(fn).__name__} object: apply "
+                        f"@minidynamo.optimize below @{type(fn).__name__} (closest to the def)")
+    if isinstance(fn, types.MethodType):
+        raise TypeError("minidynamo.optimize got a bound method: optimize the function "
+                        "(decorate the def in the class body), or wrap a lambda calling it")
+    if isinstance(fn, type):
+        raise TypeError(f"minidynamo.optimize got the class {fn.__qualname__}: optimize a "
+                        "function (for a module, its forward method)")
+    if isinstance(fn, (types.BuiltinFunctionType, types.BuiltinMethodType)) or (
+            callable(fn) and not isinstance(fn, types.FunctionType) and not hasattr(fn, "__code__")):
+        raise TypeError(f"minidynamo.optimize needs a Python function; "
+                        f"{getattr(fn, '__qualname__', type(fn).__name__)!r} has no Python bytecode")
+    if not callable(fn):
+        raise TypeError(f"minidynamo.optimize needs a Python function, got {type(fn).__name__}")
+    if not isinstance(fn, types.FunctionType):
+        raise TypeError(f"minidynamo.optimize needs a Python function, got {type(fn).__name__}")
+    from ._compat import CO_ASYNC_GENERATOR, CO_COROUTINE, CO_GENERATOR
+    if fn.__code__.co_flags & (CO_GENERATOR | CO_COROUTINE | CO_ASYNC_GENERATOR):
+        raise TypeError(f"minidynamo.optimize cannot optimize {fn.__qualname__}: generator and "
+                        "async functions are not supported")
+
+
+def optimize(backend="eager", *, fullgraph: bool = False):
+    """Trace a function's tensor work into a guarded torch.fx graph.
+
+    Usable bare (`@optimize`), called (`@optimize()`, `@optimize("eager")`,
+    `@optimize(backend=fn, fullgraph=True)`), or as `optimize(backend)(fn)`.
+    """
+    if isinstance(backend, types.FunctionType) and _looks_like_user_function(backend):
+        return OptimizedFunction(backend)
+
+    def decorator(fn):
+        if isinstance(fn, OptimizedFunction):
+            fn = fn._fn
+        return OptimizedFunction(fn, backend, fullgraph)
+    lookup_backend(backend)
+    return decorator
+
+
+def _looks_like_user_function(fn) -> bool:
+    """Bare @optimize passes the user's function where the backend goes. A backend takes
+    exactly (gm, example_inputs); anything else is the function to optimize."""
+    params = list(inspect.signature(fn).parameters.values())
+    return not (len(params) == 2 and all(p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
+                                         and p.default is p.empty for p in params)
+                and params[0].name in ("gm", "graph_module", "graph", "model", "fx_graph", "module"))
+
+
+def reset():
+    """Drop every cache of every optimized function."""
+    for cache in list(_all_caches):
+        cache.clear()

@@ -1,0 +1,67 @@
+"""Backends: what turns a captured fx.GraphModule into the callable that runs it.
+
+A backend is a registered name or a callable `backend(gm, example_inputs) -> callable`,
+the convention of torch.compile's custom backends, so those plug in unchanged.
+"""
+from __future__ import annotations
+
+import torch.fx as fx
+
+from .exc import BackendError
+
+_REGISTRY: dict = {}
+
+
+def register_backend(name: str, fn=None):
+    """Register `fn(gm, example_inputs) -> callable` under `name` (usable as a decorator)."""
+    def deco(f):
+        _REGISTRY[name] = f
+        return f
+    return deco(fn) if fn is not None else deco
+
+
+@register_backend("eager")
+def eager(gm: fx.GraphModule, example_inputs):
+    # The generated forward itself: skips nn.Module.__call__ machinery on every call.
+    return gm.forward
+
+
+@register_backend("debug")
+def debug(gm: fx.GraphModule, example_inputs):
+    print(f"minidynamo graph ({len(example_inputs)} inputs):\n{gm.code.strip()}\n")
+    return gm.forward
+
+
+_REGISTRY["print"] = debug
+
+
+def lookup_backend(backend):
+    if callable(backend):
+        return backend
+    if isinstance(backend, str):
+        if backend not in _REGISTRY:
+            raise ValueError(f"unknown minidynamo backend {backend!r}; registered: "
+                             f"{sorted(_REGISTRY)} (or pass a callable backend(gm, example_inputs))")
+        return _REGISTRY[backend]
+    raise TypeError(f"a minidynamo backend must be a registered name or a callable "
+                    f"(gm, example_inputs) -> callable, not {type(backend).__name__}")
+
+
+def backend_name(backend) -> str:
+    if isinstance(backend, str):
+        return backend
+    return getattr(backend, "__qualname__", None) or getattr(backend, "__name__", None) or repr(backend)
+
+
+def compile_with(backend, gm, example_inputs):
+    """Call the backend once; a raise or a non-callable result names the backend."""
+    fn = lookup_backend(backend)
+    name = backend_name(backend)
+    try:
+        compiled = fn(gm, example_inputs)
+    except Exception as e:
+        raise BackendError(f"minidynamo backend {name!r} raised {type(e).__name__}: {e}") from e
+    if not callable(compiled):
+        raise BackendError(f"minidynamo backend {name!r} returned {type(compiled).__name__}, "
+                           "not a callable that runs the graph")
+    return compiled

@@ -1,0 +1,188 @@
+"""One (re)compilation: trace a call, turn the result into a graph plus a rebuild of the
+return value, hand the graph to the backend, and generate the cache entry function.
+
+A trace that declines (Unsupported) becomes an eager entry under the guards gathered up
+to that point, so a function that cannot be traced costs one failed trace, not one per call.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import torch
+import torch.fx as fx
+
+from . import codegen
+from .backends import backend_name, compile_with
+from .exc import Unsupported, unsupported
+from .graph import OutputGraph
+from .guards import Guard
+from .interpreter.translator import trace
+from .sources import AttrSource, Namespace, ObjectSource
+from .variables.base import VariableTracker
+from .variables.builtins import BuiltinVariable
+from .variables.constant import ConstantVariable
+from .variables.dicts import DictVariable, SetVariable
+from .variables.lists import ListVariable, TupleVariable
+from .variables.objects import ClassVariable, ModuleVariable
+from .variables.tensor import TensorVariable
+from .variables.torch import TorchVariable
+
+
+@dataclass(eq=False)
+class CacheEntry:
+    run: object  # the generated entry function
+    kind: str  # "graph", "eager" (fallback), or "constant" (no tensor work: no graph)
+    guards: list
+    guard_exprs: list
+    source_text: str
+    params: str
+    ns: Namespace
+    gm: fx.GraphModule | None = None
+    compiled: object = None
+    reason: Unsupported | None = None
+    compile_time_ms: float = 0.0
+    hits: list = field(default_factory=lambda: [0])
+    created: float = field(default_factory=time.time)
+    _finder: object = None
+
+    @property
+    def hit_count(self) -> int:
+        return self.hits[0]
+
+    def first_failure(self, args, kwargs):
+        """(guard, explanation) for the first guard these arguments fail, or None."""
+        if self._finder is None:
+            self._finder = codegen.failure_finder("_md_why", self.params, self.guard_exprs, self.ns)
+        i = self._finder(*args, **kwargs)
+        if i < 0:
+            return None
+        guard = self.guards[i]
+        reader = codegen.source_reader("_md_read", self.params, [guard.source.expr(self.ns)], self.ns)
+        actual = reader(*args, **kwargs)[0]
+        if isinstance(actual, Exception):
+            return guard, f"{guard.source.name()} could not be read ({type(actual).__name__}: {actual})"
+        return guard, guard.explain(actual)
+
+    def guard_text(self) -> str:
+        return "\n".join(self.guard_exprs) if self.guard_exprs else "(no guards)"
+
+
+def _defaults_guards(fn) -> list[Guard]:
+    """The generated entry copies fn's defaults: pin them, so editing fn.__defaults__ re-traces."""
+    src = ObjectSource(fn, fn.__qualname__)
+    out = []
+    if fn.__defaults__ is not None:
+        out.append(Guard("ID_MATCH", AttrSource(src, "__defaults__"), fn.__defaults__))
+    if fn.__kwdefaults__ is not None:
+        out.append(Guard("ID_MATCH", AttrSource(src, "__kwdefaults__"), fn.__kwdefaults__))
+    return out
+
+
+class _OutputBuilder:
+    """Return value tracker → (graph outputs, Python expression rebuilding the value)."""
+
+    def __init__(self, output: OutputGraph, ns: Namespace, out_name: str):
+        self.output = output
+        self.ns = ns
+        self.out_name = out_name
+        self.nodes: list = []
+        self._index: dict = {}
+
+    def expr(self, v: VariableTracker) -> str:
+        if isinstance(v, TensorVariable):
+            if v.node.op == "placeholder" and v.source is not None:
+                return v.source.expr(self.ns)  # an input returned unchanged: the same object
+            i = self._index.get(v.node)
+            if i is None:
+                i = self._index[v.node] = len(self.nodes)
+                self.nodes.append(v.node)
+            return f"{self.out_name}[{i}]"
+        if v.source is not None and not isinstance(v, ConstantVariable):
+            return v.source.expr(self.ns)  # containers/objects from outside: same object
+        if isinstance(v, ConstantVariable):
+            value = v.value
+            if type(value) in (int, str, bool, bytes) or value is None:
+                return repr(value)
+            return self.ns.bind(value, "c")
+        if isinstance(v, TupleVariable):
+            inner = "".join(self.expr(i) + ", " for i in v.items)
+            if v.tuple_type is tuple:
+                return f"({inner})"
+            return f"{self.ns.bind(v.tuple_type, 't')}(({inner}))"
+        if isinstance(v, ListVariable):
+            return "[" + ", ".join(self.expr(i) for i in v.items) + "]"
+        if isinstance(v, DictVariable):
+            body = ", ".join(f"{self._key(k)}: {self.expr(x)}" for k, x in v.items.items())
+            return "{" + body + "}" if v.dict_type is dict else f"{self.ns.bind(v.dict_type, 't')}({{{body}}})"
+        if isinstance(v, SetVariable):
+            return f"set({self.ns.bind(frozenset(v.values), 'c')})"
+        if isinstance(v, (BuiltinVariable, ClassVariable, TorchVariable, ModuleVariable)):
+            return self.ns.bind(v.as_python_constant(), "c")
+        unsupported("construct", f"returning {v.describe()}, which exists only inside the trace")
+
+    def _key(self, k) -> str:
+        return repr(k) if type(k) in (int, str, bool) or k is None else self.ns.bind(k, "k")
+
+
+def _prune_unused_inputs(output: OutputGraph) -> None:
+    kept = []
+    for inp in output.inputs:
+        if inp.node.users:
+            kept.append(inp)
+        else:
+            output.graph.erase_node(inp.node)
+    output.inputs = kept
+
+
+def compile_call(fn, args, kwargs, backend, *, name: str) -> CacheEntry:
+    """Trace `fn(*args, **kwargs)` and build its cache entry (graph or eager fallback)."""
+    start = time.perf_counter()
+    ns = Namespace(codegen.pick_prefix(fn))
+    params, call_args = codegen.signature_parts(fn, ns)
+    output = OutputGraph(fn.__qualname__)
+    for g in _defaults_guards(fn):
+        output.guards.add(g)
+    out_name = ns.prefix + "out"
+    miss = ns.bind(codegen.MISS, "MISS")
+    try:
+        result = trace(output, fn, args, kwargs)
+        builder = _OutputBuilder(output, ns, out_name)
+        rebuild = builder.expr(result)
+    except Unsupported as reason:
+        return _eager_entry(fn, output, ns, params, call_args, miss, reason, name, start)
+
+    _prune_unused_inputs(output)
+    guard_exprs = output.guards.expressions(ns)
+    hits = [0]
+    body = codegen.guard_block(guard_exprs, miss)
+    body.append(f"    {ns.bind(hits, 'hits')}[0] += 1")
+    gm = compiled = None
+    has_work = output.op_count > 0 or output.kernels
+    if has_work:
+        output.graph.output(tuple(builder.nodes))
+        gm = fx.GraphModule(torch.nn.Module(), output.graph, class_name=f"{name}_graph")
+        gm._minidynamo_kernels = output.kernels  # the graph owns its Triton side table
+        example_inputs = [inp.example for inp in output.inputs]
+        compiled = compile_with(backend, gm, example_inputs)
+        inputs = ", ".join(inp.source.expr(ns) for inp in output.inputs)
+        body.append(f"    {out_name} = {ns.bind(compiled, 'compiled')}({inputs})")
+    body.append(f"    return {rebuild}")
+    run, text = codegen.build_function(name, params, body, ns, f"<minidynamo entry {name}>")
+    return CacheEntry(run, "graph" if has_work else "constant", output.guards.ordered(),
+                      guard_exprs, text, params, ns, gm, compiled, None,
+                      (time.perf_counter() - start) * 1e3, hits)
+
+
+def _eager_entry(fn, output, ns, params, call_args, miss, reason, name, start) -> CacheEntry:
+    guard_exprs = output.guards.expressions(ns)
+    hits = [0]
+    body = codegen.guard_block(guard_exprs, miss)
+    body.append(f"    {ns.bind(hits, 'hits')}[0] += 1")
+    body.append(f"    return {ns.bind(fn, 'fn')}({call_args})")
+    run, text = codegen.build_function(name, params, body, ns, f"<minidynamo eager entry {name}>")
+    return CacheEntry(run, "eager", output.guards.ordered(), guard_exprs, text, params, ns,
+                      reason=reason, compile_time_ms=(time.perf_counter() - start) * 1e3, hits=hits)
+
+
+__all__ = ["CacheEntry", "compile_call", "backend_name"]

@@ -1,0 +1,66 @@
+"""The one error vocabulary: `Unsupported` is how a trace declines a construct.
+
+Every refusal goes through `unsupported(category, detail)`, which attaches the user's
+file:line of the instruction being traced. Only the cache layer catches it.
+"""
+from __future__ import annotations
+
+import contextvars
+
+# Fixed categories: they are counted and shown by explain(), so keep the list short.
+CATEGORIES = {
+    "data_dependent": "control flow or a value that depends on tensor data",
+    "side_effect": "a side effect that would outlive the call (I/O, global or outside-object writes)",
+    "opcode": "an opcode the interpreter does not handle",
+    "call": "a call into code the interpreter cannot trace",
+    "exceptions": "try/except/with or a raised exception",
+    "generator": "generators and coroutines",
+    "torch_op": "a torch operation that failed or cannot be traced",
+    "triton": "a Triton kernel launch that cannot be captured",
+    "construct": "a Python construct the interpreter does not model",
+    "backend": "the backend failed to compile the graph",
+}
+
+# (filename, lineno) of the instruction being traced; set by the translator.
+current_location: contextvars.ContextVar = contextvars.ContextVar("minidynamo_location", default=None)
+
+
+class Unsupported(Exception):
+    """Raised when the interpreter declines a construct; the call then runs eagerly."""
+
+    def __init__(self, category: str, detail: str, where: str | None = None):
+        assert category in CATEGORIES, category
+        self.category = category
+        self.detail = detail
+        self.where = where
+        super().__init__(self._message())
+
+    def _message(self) -> str:
+        at = f" (at {self.where})" if self.where else ""
+        return f"[{self.category}] {self.detail}{at}"
+
+    def __reduce__(self):
+        return (Unsupported, (self.category, self.detail, self.where))
+
+
+def format_location(loc) -> str | None:
+    if loc is None:
+        return None
+    import linecache
+    filename, lineno = loc
+    where = f"{filename}:{lineno}"
+    text = linecache.getline(filename, lineno).strip() if lineno else ""
+    return f"{where}: {text}" if text else where
+
+
+def unsupported(category: str, detail: str):
+    """Raise Unsupported for the instruction being traced. Never returns."""
+    raise Unsupported(category, detail, format_location(current_location.get()))
+
+
+class BackendError(RuntimeError):
+    """A backend raised or returned something that cannot run the graph."""
+
+
+class InternalError(RuntimeError):
+    """A bug in minidynamo itself; never swallowed, never turned into a fallback."""

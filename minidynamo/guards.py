@@ -1,0 +1,147 @@
+"""Guards: the assumptions a trace made, compiled into one check function per cache entry.
+
+Each guard is a Python boolean expression over a `Source`. `GuardSet.compile()` joins
+them, cheapest first, into the source text of one function with the user's own signature
+(so arguments bind exactly as in the original call), `exec`s it once, and keeps the text:
+it is what `explain()` shows and what a failure is explained against.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+
+from .sources import Namespace, Source
+
+# Cost classes: structural checks run before the tensor checks they protect.
+_COST = {"TYPE_MATCH": 0, "ID_MATCH": 0, "EQUALS_MATCH": 0, "LEN_MATCH": 0,
+         "DICT_KEYS": 0, "TENSOR_MATCH": 1}
+
+
+@dataclass(eq=False)
+class Guard:
+    kind: str
+    source: Source
+    expected: object = None
+    # Extra per-kind data (tensor metadata) kept for explaining failures.
+    meta: dict = field(default_factory=dict)
+
+    def code(self, ns: Namespace) -> str:
+        e = self.source.expr(ns)
+        kind = self.kind
+        if kind == "ID_MATCH":
+            return f"{e} is {ns.bind(self.expected, 'id')}"
+        if kind == "TYPE_MATCH":
+            return f"type({e}) is {ns.bind(self.expected, 'type')}"
+        if kind == "EQUALS_MATCH":
+            v = self.expected
+            t = ns.bind(type(v), "type")
+            if v is None or type(v) is bool:
+                return f"{e} is {v!r}"
+            exact = type(v) in (int, str, bytes) or (type(v) is float and v == v and abs(v) != float("inf"))
+            lit = repr(v) if exact else ns.bind(v, "const")
+            if type(v) is float and v != v:  # NaN never equals itself
+                return f"type({e}) is {t} and {e} != {e}"
+            return f"type({e}) is {t} and {e} == {lit}"
+        if kind == "LEN_MATCH":
+            t = ns.bind(self.meta["type"], "type")
+            return f"type({e}) is {t} and len({e}) == {self.expected}"
+        if kind == "DICT_KEYS":
+            t = ns.bind(self.meta["type"], "type")
+            return f"type({e}) is {t} and tuple({e}) == {tuple(self.expected)!r}"
+        if kind == "TENSOR_MATCH":
+            m = self.meta
+            parts = [
+                f"type({e}) is {ns.bind(m['type'], 'type')}",
+                f"{e}.dtype is {ns.bind(m['dtype'], 'dtype')}",
+                f"{e}.device == {ns.bind(m['device'], 'device')}",
+                f"{e}.shape == {m['shape']!r}",
+                f"{e}.stride() == {m['stride']!r}",
+                f"{e}.requires_grad is {m['requires_grad']!r}",
+            ]
+            return " and ".join(parts)
+        raise AssertionError(kind)
+
+    def explain(self, actual) -> str:
+        """Plain words for why `actual` fails this guard."""
+        name = self.source.name()
+        kind = self.kind
+        if kind == "TENSOR_MATCH":
+            m = self.meta
+            if not isinstance(actual, torch.Tensor):
+                return f"{name} expected a tensor, got {type(actual).__name__}"
+            if type(actual) is not m["type"]:
+                return f"tensor {name!r} type changed: expected {m['type'].__name__}, actual {type(actual).__name__}"
+            if actual.dtype is not m["dtype"]:
+                return f"tensor {name!r} dtype mismatch: expected {m['dtype']}, actual {actual.dtype}"
+            if actual.device != m["device"]:
+                return f"tensor {name!r} device mismatch: expected {m['device']}, actual {actual.device}"
+            if actual.dim() != len(m["shape"]):
+                return (f"tensor {name!r} rank mismatch: expected {len(m['shape'])} dims, "
+                        f"actual {actual.dim()}")
+            for d, (exp, act) in enumerate(zip(m["shape"], actual.shape)):
+                if exp != act:
+                    return f"tensor {name!r} size mismatch at dim {d}: expected {exp}, actual {act}"
+            for d, (exp, act) in enumerate(zip(m["stride"], actual.stride())):
+                if exp != act:
+                    return f"tensor {name!r} stride mismatch at dim {d}: expected {exp}, actual {act}"
+            return (f"tensor {name!r} requires_grad mismatch: expected {m['requires_grad']}, "
+                    f"actual {actual.requires_grad}")
+        if kind == "ID_MATCH":
+            what = getattr(self.expected, "__name__", type(self.expected).__name__)
+            return f"{name} is a different object (expected the {what!r} seen when tracing)"
+        if kind == "TYPE_MATCH":
+            return (f"{name} type changed: expected {self.expected.__name__}, "
+                    f"actual {type(actual).__name__}")
+        if kind == "EQUALS_MATCH":
+            return f"{name} changed: expected {self.expected!r}, actual {_short(actual)}"
+        if kind == "LEN_MATCH":
+            if type(actual) is not self.meta["type"]:
+                return (f"{name} type changed: expected {self.meta['type'].__name__}, "
+                        f"actual {type(actual).__name__}")
+            return f"{name} length changed: expected {self.expected}, actual {len(actual)}"
+        if kind == "DICT_KEYS":
+            if type(actual) is not self.meta["type"]:
+                return (f"{name} type changed: expected {self.meta['type'].__name__}, "
+                        f"actual {type(actual).__name__}")
+            return f"{name} keys changed: expected {list(self.expected)}, actual {list(actual)}"
+        return f"{name}: guard {kind} failed"
+
+    def __repr__(self):
+        return f"Guard({self.kind}, {self.source.name()})"
+
+
+def _short(v) -> str:
+    r = repr(v)
+    return r if len(r) <= 60 else r[:57] + "..."
+
+
+def tensor_guard(source: Source, t: torch.Tensor) -> Guard:
+    meta = dict(type=type(t), dtype=t.dtype, device=t.device, shape=tuple(t.shape),
+                stride=tuple(t.stride()), requires_grad=t.requires_grad)
+    return Guard("TENSOR_MATCH", source, None, meta)
+
+
+class GuardSet:
+    """The guards of one trace; deduplicated by (kind, source)."""
+
+    def __init__(self):
+        self._guards: dict = {}
+
+    def add(self, guard: Guard) -> None:
+        key = (guard.kind, guard.source)
+        if key not in self._guards:
+            self._guards[key] = guard
+
+    def __iter__(self):
+        return iter(self.ordered())
+
+    def __len__(self):
+        return len(self._guards)
+
+    def ordered(self) -> list[Guard]:
+        # Stable: a container's structural guard keeps its place before guards on its items.
+        return sorted(self._guards.values(), key=lambda g: (_COST[g.kind], g.source.depth))
+
+    def expressions(self, ns: Namespace) -> list[str]:
+        return [g.code(ns) for g in self.ordered()]

@@ -1,0 +1,203 @@
+"""normalize(code): one canonical instruction list for Python 3.10-3.13.
+
+Bytecode is read through the `bytecode` package (jump targets are Labels, CACHE entries
+gone, EXTENDED_ARG folded). Then every per-version difference that can be rewritten away
+is rewritten here, once, so the opcode handlers see fewer variants:
+
+- jumps: every unconditional jump is `JUMP`; 3.11's directed `POP_JUMP_{FORWARD,BACKWARD}_IF_*`
+  lose their direction; targets become instruction indices.
+- arithmetic: 3.10's `BINARY_<op>`/`INPLACE_<op>` and 3.11+'s `BINARY_OP` all become
+  `BINARY_OP` with arg `(op_name, inplace)`, op_name as in `operator` (add, sub, ...).
+- `COMPARE_OP` arg is the operator symbol (`<`, `==`, ...) on every version.
+- `LOAD_GLOBAL`/`LOAD_ATTR` arg is `(push_null_or_method, name)` on every version; 3.10/3.11's
+  `LOAD_METHOD name` becomes `LOAD_ATTR (True, name)`; `CALL_METHOD n` becomes `CALL n`.
+- 3.13's fused `LOAD_FAST_LOAD_FAST`/`STORE_FAST_STORE_FAST`/`STORE_FAST_LOAD_FAST` are split.
+- `RETURN_CONST c` becomes `LOAD_CONST c; RETURN_VALUE`; `LOAD_FAST_CHECK` becomes `LOAD_FAST`;
+  `DUP_TOP` becomes `COPY 1`, `DUP_TOP_TWO` two `COPY 2`, `ROT_TWO` becomes `SWAP 2`.
+- `FOR_ITER` targets the instruction CPython really continues at on exhaustion (past
+  3.12's `END_FOR` and 3.13's `END_FOR; POP_TOP`).
+- A 3.11+ protected region whose handler is a user `except`/`finally` becomes a
+  `SETUP_EXCEPT` pseudo-instruction (3.10 keeps its real `SETUP_FINALLY`).
+- No-ops for a symbolic interpreter (RESUME, NOP, PRECALL, MAKE_CELL, COPY_FREE_VARS) go.
+"""
+from __future__ import annotations
+
+import linecache
+import weakref
+from dataclasses import dataclass
+from typing import Any
+
+import bytecode as bc
+
+from ._compat import PY312, PY313
+
+
+@dataclass(eq=False)
+class Inst:
+    opname: str
+    arg: Any = None
+    target: int | None = None  # instruction index for jumps
+    lineno: int | None = None
+
+    def __repr__(self):
+        tgt = f" -> {self.target}" if self.target is not None else ""
+        return f"{self.opname} {self.arg!r}{tgt}" if self.arg is not None else f"{self.opname}{tgt}"
+
+
+# operator-module names for every binary operator, keyed by both spellings.
+_BINARY_NAMES = {
+    "ADD": "add", "SUBTRACT": "sub", "MULTIPLY": "mul", "TRUE_DIVIDE": "truediv",
+    "FLOOR_DIVIDE": "floordiv", "REMAINDER": "mod", "MODULO": "mod", "POWER": "pow",
+    "MATRIX_MULTIPLY": "matmul", "LSHIFT": "lshift", "RSHIFT": "rshift", "AND": "and_",
+    "OR": "or_", "XOR": "xor",
+}
+_COMPARE_SYMBOLS = {"LT": "<", "LE": "<=", "EQ": "==", "NE": "!=", "GT": ">", "GE": ">="}
+_UNCONDITIONAL_JUMPS = {
+    "JUMP_FORWARD", "JUMP_BACKWARD", "JUMP_ABSOLUTE", "JUMP_BACKWARD_NO_INTERRUPT",
+    "JUMP", "JUMP_NO_INTERRUPT",
+}
+_DROPPED = {"RESUME", "NOP", "PRECALL", "MAKE_CELL", "COPY_FREE_VARS", "CACHE", "EXTENDED_ARG"}
+
+_cache: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+
+
+def _binary_arg(opname: str, arg) -> tuple[str, bool]:
+    if opname == "BINARY_OP":  # 3.11+: arg is a bytecode.BinaryOp enum
+        name = arg.name
+    else:  # 3.10: BINARY_ADD / INPLACE_ADD
+        name = opname
+    inplace = name.startswith("INPLACE_")
+    for prefix in ("INPLACE_", "BINARY_"):
+        if name.startswith(prefix):
+            name = name[len(prefix):]
+    return _BINARY_NAMES[name], inplace
+
+
+def _compare_symbol(arg) -> str:
+    name = arg.name if hasattr(arg, "name") else str(arg)
+    return _COMPARE_SYMBOLS[name.replace("_CAST", "")]
+
+
+def _rewrite(instr, label_of) -> list[Inst]:
+    """One `bytecode.Instr` → zero or more canonical `Inst`s (targets still as Labels)."""
+    op, arg, line = instr.name, instr.arg, instr.lineno
+    if op in _DROPPED:
+        return []
+    if op in _UNCONDITIONAL_JUMPS:
+        return [Inst("JUMP", None, arg, line)]
+    if op.startswith("POP_JUMP_FORWARD_IF_") or op.startswith("POP_JUMP_BACKWARD_IF_"):
+        return [Inst("POP_JUMP_IF_" + op.rsplit("_IF_", 1)[1], None, arg, line)]
+    if op == "BINARY_OP" or (op.startswith(("BINARY_", "INPLACE_")) and op != "BINARY_SUBSCR"
+                             and op != "BINARY_SLICE"):
+        return [Inst("BINARY_OP", _binary_arg(op, arg), None, line)]
+    if op == "COMPARE_OP":
+        return [Inst("COMPARE_OP", _compare_symbol(arg), None, line)]
+    if op == "LOAD_GLOBAL":
+        return [Inst(op, arg if isinstance(arg, tuple) else (False, arg), None, line)]
+    if op == "LOAD_ATTR":
+        return [Inst(op, arg if isinstance(arg, tuple) else (False, arg), None, line)]
+    if op == "LOAD_METHOD":
+        return [Inst("LOAD_ATTR", (True, arg), None, line)]
+    if op == "CALL_METHOD":
+        return [Inst("CALL", arg, None, line)]
+    if op in ("LOAD_FAST_LOAD_FAST", "STORE_FAST_STORE_FAST", "STORE_FAST_LOAD_FAST"):
+        first, second = op.split("_FAST_", 1)[0] + "_FAST", op.rsplit("_", 2)[-2] + "_FAST"
+        return [Inst(first, arg[0], None, line), Inst(second, arg[1], None, line)]
+    if op == "RETURN_CONST":
+        return [Inst("LOAD_CONST", arg, None, line), Inst("RETURN_VALUE", None, None, line)]
+    if op == "LOAD_FAST_CHECK":
+        return [Inst("LOAD_FAST", arg, None, line)]
+    if op == "DUP_TOP":
+        return [Inst("COPY", 1, None, line)]
+    if op == "DUP_TOP_TWO":
+        return [Inst("COPY", 2, None, line), Inst("COPY", 2, None, line)]
+    if op == "ROT_TWO":
+        return [Inst("SWAP", 2, None, line)]
+    if isinstance(arg, bc.Label):
+        return [Inst(op, None, arg, line)]
+    if isinstance(arg, (bc.CellVar, bc.FreeVar)):
+        arg = arg.name
+    return [Inst(op, arg, None, line)]
+
+
+def normalize(code) -> list[Inst]:
+    """The canonical instruction list of a code object (cached per code object)."""
+    try:
+        return _cache[code]
+    except KeyError:
+        pass
+    stream = bc.Bytecode.from_code(code, conserve_exception_block_stackdepth=True)
+    insts: list[Inst] = []
+    label_index: dict = {}
+    pending_labels: list = []
+    try_begins: list[tuple[int, Any]] = []
+    for item in stream:
+        if isinstance(item, bc.Label):
+            pending_labels.append(item)
+            continue
+        if isinstance(item, bc.TryBegin):
+            try_begins.append((len(insts), item.target))
+            continue
+        if isinstance(item, bc.TryEnd):
+            continue
+        new = _rewrite(item, label_index)
+        if new:
+            for label in pending_labels:
+                label_index[label] = len(insts)
+            pending_labels.clear()
+            insts.extend(new)
+    for label in pending_labels:  # labels at the very end
+        label_index[label] = len(insts)
+
+    for inst in insts:
+        if isinstance(inst.target, bc.Label):
+            inst.target = label_index[inst.target]
+    for inst in insts:
+        if inst.opname == "FOR_ITER" and PY312:
+            # CPython continues past END_FOR (3.12) / END_FOR; POP_TOP (3.13) on exhaustion.
+            t = inst.target
+            if t < len(insts) and insts[t].opname == "END_FOR":
+                t += 1
+                if PY313 and t < len(insts) and insts[t].opname == "POP_TOP":
+                    t += 1
+            inst.target = t
+
+    # A protected region whose handler starts with PUSH_EXC_INFO is a user try/except/finally
+    # (comprehension cleanups on 3.12+ don't push exception info): mark where it begins.
+    marks = sorted(
+        (pos, label_index[target]) for pos, target in try_begins
+        if label_index.get(target) is not None and label_index[target] < len(insts)
+        and insts[label_index[target]].opname == "PUSH_EXC_INFO"
+    )
+    if marks:
+        insts = _insert_setup_except(insts, marks)
+    _cache[code] = insts
+    return insts
+
+
+def _insert_setup_except(insts: list[Inst], marks: list[tuple[int, int]]) -> list[Inst]:
+    """Insert SETUP_EXCEPT pseudo-instructions, shifting jump targets to match."""
+    positions = sorted({pos for pos, _ in marks})
+    shift = [0] * (len(insts) + 1)
+    k = 0
+    for i in range(len(insts) + 1):
+        while k < len(positions) and positions[k] <= i:
+            k += 1
+        shift[i] = k
+    out: list[Inst] = []
+    mark_set = set(positions)
+    for i, inst in enumerate(insts):
+        if i in mark_set:
+            # Jumps to position i land on the SETUP_EXCEPT (shift counts it before i).
+            out.append(Inst("SETUP_EXCEPT", None, None, inst.lineno))
+        out.append(inst)
+    for inst in out:
+        if inst.target is not None and inst.opname != "SETUP_EXCEPT":
+            inst.target = inst.target + shift[inst.target] - (1 if inst.target in mark_set else 0)
+    return out
+
+
+def source_line(filename: str, lineno: int | None) -> str:
+    if lineno is None:
+        return ""
+    return linecache.getline(filename, lineno).strip()

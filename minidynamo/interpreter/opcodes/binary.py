@@ -1,0 +1,87 @@
+"""Operators, comparisons, subscripts and slices."""
+from __future__ import annotations
+
+from ...exc import unsupported
+from ...variables.constant import ConstantVariable
+from ..operators import binary_op, compare, contains, getitem, is_same, setitem, unary_op
+
+
+def _slice(tx, start, stop, step=None):
+    parts = [start, stop] + ([step] if step is not None else [])
+    if not all(p.is_python_constant() for p in parts):
+        unsupported("data_dependent", "a slice bound that is not a Python constant")
+    return ConstantVariable(slice(*[p.as_python_constant() for p in parts]))
+
+
+class BinaryOps:
+    def BINARY_OP(self, inst):
+        name, inplace = inst.arg
+        b = self.pop()
+        a = self.pop()
+        self.push(binary_op(self, name, a, b, inplace))
+
+    def UNARY_NEGATIVE(self, inst):
+        self.push(unary_op(self, "neg", self.pop()))
+
+    def UNARY_POSITIVE(self, inst):
+        self.push(unary_op(self, "pos", self.pop()))
+
+    def UNARY_INVERT(self, inst):
+        self.push(unary_op(self, "invert", self.pop()))
+
+    def UNARY_NOT(self, inst):
+        self.push(ConstantVariable(not self.pop().truthy(self)))
+
+    def COMPARE_OP(self, inst):
+        b = self.pop()
+        a = self.pop()
+        self.push(compare(self, inst.arg, a, b))
+
+    def IS_OP(self, inst):
+        b = self.pop()
+        a = self.pop()
+        same = is_same(a, b)
+        if same is None:
+            unsupported("construct", f"cannot decide `{a.describe()} is {b.describe()}` while tracing")
+        self.push(ConstantVariable(same != bool(inst.arg)))
+
+    def CONTAINS_OP(self, inst):
+        container = self.pop()
+        item = self.pop()
+        result = contains(self, container, item)
+        self.push(ConstantVariable(result.truthy(self) != bool(inst.arg)))
+
+    def BINARY_SUBSCR(self, inst):
+        key = self.pop()
+        obj = self.pop()
+        self.push(getitem(self, obj, key))
+
+    def STORE_SUBSCR(self, inst):  # [value, obj, key]
+        key = self.pop()
+        obj = self.pop()
+        value = self.pop()
+        setitem(self, obj, key, value)
+
+    def DELETE_SUBSCR(self, inst):
+        key = self.pop()
+        obj = self.pop()
+        if not hasattr(obj, "delitem"):
+            unsupported("side_effect", f"deleting an item of {obj.describe()}")
+        obj.delitem(self, key)
+
+    def BUILD_SLICE(self, inst):
+        parts = self.popn(inst.arg)
+        self.push(_slice(self, *parts))
+
+    def BINARY_SLICE(self, inst):  # 3.12+: [container, start, stop]
+        stop = self.pop()
+        start = self.pop()
+        obj = self.pop()
+        self.push(getitem(self, obj, _slice(self, start, stop)))
+
+    def STORE_SLICE(self, inst):  # 3.12+: [value, container, start, stop]
+        stop = self.pop()
+        start = self.pop()
+        obj = self.pop()
+        value = self.pop()
+        setitem(self, obj, _slice(self, start, stop), value)

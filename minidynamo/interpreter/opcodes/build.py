@@ -1,0 +1,126 @@
+"""Building containers and strings, unpacking, comprehension appends, f-strings."""
+from __future__ import annotations
+
+from ...exc import unsupported
+from ...variables.constant import ConstantVariable, fold
+from ...variables.dicts import DictVariable, SetVariable
+from ...variables.lists import ListVariable, TupleVariable
+
+_CONVERSIONS = {0: None, 1: str, 2: repr, 3: ascii}
+
+
+def _constant_for_format(tx, v, what):
+    if not v.is_python_constant():
+        unsupported("data_dependent" if "tensor" in v.describe() else "construct",
+                    f"formatting {v.describe()} in {what}")
+    return v.as_python_constant()
+
+
+class BuildOps:
+    def BUILD_TUPLE(self, inst):
+        self.push(TupleVariable(self.popn(inst.arg)))
+
+    def BUILD_LIST(self, inst):
+        self.push(ListVariable(self.popn(inst.arg)))
+
+    def BUILD_SET(self, inst):
+        s = SetVariable()
+        for item in self.popn(inst.arg):
+            s.add(self, item)
+        self.push(s)
+
+    def BUILD_MAP(self, inst):
+        flat = self.popn(2 * inst.arg)
+        d = DictVariable({})
+        for k, v in zip(flat[::2], flat[1::2]):
+            d.setitem(self, k, v)
+        self.push(d)
+
+    def BUILD_CONST_KEY_MAP(self, inst):
+        keys = self.pop().as_python_constant()
+        values = self.popn(inst.arg)
+        self.push(DictVariable(dict(zip(keys, values))))
+
+    def BUILD_STRING(self, inst):
+        parts = [_constant_for_format(self, p, "an f-string") for p in self.popn(inst.arg)]
+        self.push(ConstantVariable("".join(parts)))
+
+    def LIST_APPEND(self, inst):
+        v = self.pop()
+        self.stack[-inst.arg].items.append(v)
+
+    def SET_ADD(self, inst):
+        v = self.pop()
+        self.stack[-inst.arg].add(self, v)
+
+    def MAP_ADD(self, inst):
+        v = self.pop()
+        k = self.pop()
+        self.stack[-inst.arg].setitem(self, k, v)
+
+    def LIST_EXTEND(self, inst):
+        v = self.pop()
+        self.stack[-inst.arg].items.extend(v.iter_items(self))
+
+    def SET_UPDATE(self, inst):
+        v = self.pop()
+        target = self.stack[-inst.arg]
+        for item in v.iter_items(self):
+            target.add(self, item)
+
+    def DICT_UPDATE(self, inst):
+        v = self.pop()
+        self.stack[-inst.arg].update_from(self, v)
+
+    def DICT_MERGE(self, inst):  # f(**a, **b): a repeated keyword is the user's TypeError
+        v = self.pop()
+        target = self.stack[-inst.arg]
+        if not isinstance(v, DictVariable):
+            unsupported("construct", f"** of {v.describe()}")
+        for k in v.items:
+            if k in target.items:
+                unsupported("exceptions", f"TypeError: got multiple values for keyword argument {k!r}")
+        target.update_from(self, v)
+
+    def LIST_TO_TUPLE(self, inst):
+        self.push(TupleVariable(self.pop().items))
+
+    def UNPACK_SEQUENCE(self, inst):
+        items = self.pop().unpack_sequence(self)
+        if len(items) != inst.arg:
+            unsupported("exceptions", f"ValueError: expected {inst.arg} values to unpack, got {len(items)}")
+        self.stack.extend(reversed(items))
+
+    def UNPACK_EX(self, inst):
+        before, after = inst.arg & 0xFF, inst.arg >> 8
+        items = self.pop().unpack_sequence(self)
+        if len(items) < before + after:
+            unsupported("exceptions", f"ValueError: not enough values to unpack (expected at least "
+                                      f"{before + after}, got {len(items)})")
+        middle = ListVariable(items[before:len(items) - after])
+        out = items[:before] + [middle] + items[len(items) - after:]
+        self.stack.extend(reversed(out))
+
+    # --- f-strings: 3.10-3.12 FORMAT_VALUE; 3.13 CONVERT_VALUE/FORMAT_SIMPLE/FORMAT_WITH_SPEC
+    def FORMAT_VALUE(self, inst):
+        flags = inst.arg
+        spec = _constant_for_format(self, self.pop(), "an f-string") if flags & 0x04 else ""
+        value = _constant_for_format(self, self.pop(), "an f-string")
+        conv = _CONVERSIONS[flags & 0x03]
+        if conv is not None:
+            value = conv(value)
+        self.push(fold(self, format, [value, spec], {}, "an f-string"))
+
+    def CONVERT_VALUE(self, inst):
+        value = _constant_for_format(self, self.pop(), "an f-string")
+        conv = _CONVERSIONS[int(inst.arg)]
+        self.push(ConstantVariable(conv(value)))
+
+    def FORMAT_SIMPLE(self, inst):
+        value = _constant_for_format(self, self.pop(), "an f-string")
+        self.push(fold(self, format, [value, ""], {}, "an f-string"))
+
+    def FORMAT_WITH_SPEC(self, inst):
+        spec = _constant_for_format(self, self.pop(), "an f-string")
+        value = _constant_for_format(self, self.pop(), "an f-string")
+        self.push(fold(self, format, [value, spec], {}, "an f-string"))

@@ -1,0 +1,47 @@
+"""Return, raise, exception handling, with, generators: all but return decline the trace,
+so the call runs eagerly and Python raises (or handles) for real."""
+from __future__ import annotations
+
+from ...exc import unsupported
+
+
+class ControlOps:
+    def RETURN_VALUE(self, inst):
+        from ..translator import _Return
+        raise _Return(self.pop())
+
+    def RAISE_VARARGS(self, inst):
+        unsupported("exceptions", "a raise statement (the exception is raised by the eager run)")
+
+    def LOAD_ASSERTION_ERROR(self, inst):
+        unsupported("exceptions", "a failing assert (the AssertionError is raised by the eager run)")
+
+    def SETUP_EXCEPT(self, inst):  # pseudo-instruction from normalize() (3.11+)
+        unsupported("exceptions", "try/except/finally is not traced")
+
+    def SETUP_FINALLY(self, inst):  # 3.10
+        unsupported("exceptions", "try/except/finally is not traced")
+
+    def SETUP_WITH(self, inst):
+        unsupported("exceptions", "a with statement is not traced")
+
+    def BEFORE_WITH(self, inst):
+        unsupported("exceptions", "a with statement is not traced")
+
+    def SETUP_ASYNC_WITH(self, inst):
+        unsupported("generator", "async with")
+
+    def YIELD_VALUE(self, inst):
+        unsupported("generator", "yield")
+
+    def RETURN_GENERATOR(self, inst):
+        unsupported("generator", "a generator")
+
+    def GEN_START(self, inst):
+        unsupported("generator", "a generator")
+
+    def LOAD_BUILD_CLASS(self, inst):
+        unsupported("construct", "defining a class inside the traced function")
+
+    def LOAD_SUPER_ATTR(self, inst):
+        unsupported("construct", "super() is not traced")

@@ -1,0 +1,156 @@
+"""Operators on trackers: one table from operator name to `operator.*` function, folded
+on constants, recorded as graph nodes on tensors, structural on tuples and lists."""
+from __future__ import annotations
+
+import operator
+
+from ..exc import unsupported
+from ..variables.base import VariableTracker
+from ..variables.constant import ConstantVariable, fold
+from ..variables.dicts import DictVariable, SetVariable
+from ..variables.lists import BaseListVariable, ListVariable, TupleVariable
+from ..variables.tensor import TensorVariable
+
+BINARY = {name: getattr(operator, name) for name in (
+    "add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "matmul", "lshift", "rshift",
+    "and_", "or_", "xor")}
+INPLACE = {name: getattr(operator, "i" + name.rstrip("_")) for name in BINARY}
+SYMBOL = {"add": "+", "sub": "-", "mul": "*", "truediv": "/", "floordiv": "//", "mod": "%",
+          "pow": "**", "matmul": "@", "lshift": "<<", "rshift": ">>", "and_": "&", "or_": "|",
+          "xor": "^"}
+COMPARE = {"<": operator.lt, "<=": operator.le, "==": operator.eq, "!=": operator.ne,
+           ">": operator.gt, ">=": operator.ge}
+UNARY = {"neg": operator.neg, "pos": operator.pos, "invert": operator.invert}
+
+
+def _is_tensor(v):
+    return isinstance(v, TensorVariable)
+
+
+def binary_op(tx, name: str, a: VariableTracker, b: VariableTracker, inplace: bool = False):
+    sym = SYMBOL[name] + ("=" if inplace else "")
+    if _is_tensor(a) or _is_tensor(b):
+        fn = INPLACE[name] if inplace and _is_tensor(a) else BINARY[name]
+        return tx.output.call("call_function", fn, [a, b], {}, what=f"tensor {sym}")
+    if a.is_python_constant() and b.is_python_constant() and not isinstance(
+            a, (ListVariable, DictVariable)) and not isinstance(b, (ListVariable, DictVariable)):
+        av, bv = a.as_python_constant(), b.as_python_constant()
+        if type(av) in (tuple, frozenset) or type(bv) in (tuple, frozenset) or isinstance(
+                a, SetVariable) or isinstance(b, SetVariable):
+            pass  # sequences of trackers are handled structurally below
+        else:
+            return fold(tx, BINARY[name], [av, bv], {}, f"{type(av).__name__} {sym} {type(bv).__name__}")
+    if isinstance(a, BaseListVariable):
+        if name == "add" and isinstance(b, BaseListVariable) and type(a) is type(b):
+            if inplace and isinstance(a, ListVariable):
+                a.check_mutable("+=")
+                a.items.extend(b.items)
+                return a
+            return a.new_like(a.items + b.items) if isinstance(a, ListVariable) else TupleVariable(a.items + b.items)
+        if name == "add" and inplace and isinstance(a, ListVariable):
+            a.check_mutable("+=")
+            a.items.extend(b.iter_items(tx))
+            return a
+        if name == "mul" and b.is_python_constant() and isinstance(b.as_python_constant(), int):
+            n = b.as_python_constant()
+            if inplace and isinstance(a, ListVariable):
+                a.check_mutable("*=")
+                a.items[:] = a.items * n
+                return a
+            return a.new_like(a.items * n) if isinstance(a, ListVariable) else TupleVariable(a.items * n)
+    if name == "mul" and isinstance(b, BaseListVariable) and a.is_python_constant():
+        return binary_op(tx, name, b, a)
+    if isinstance(a, (SetVariable, DictVariable)) and isinstance(b, (SetVariable, DictVariable)) \
+            and a.is_python_constant() and b.is_python_constant():
+        return fold(tx, BINARY[name], [a.as_python_constant(), b.as_python_constant()], {},
+                    f"{sym} on {a.describe()}")
+    if isinstance(a, BaseListVariable) and name == "mod":
+        pass
+    if a.is_python_constant() and isinstance(a.as_python_constant(), str) and name == "mod":
+        return fold(tx, operator.mod, [a.as_python_constant(), b.as_python_constant()], {}, "str %")
+    unsupported("construct", f"{a.describe()} {sym} {b.describe()}")
+
+
+def compare(tx, op: str, a: VariableTracker, b: VariableTracker):
+    if _is_tensor(a) or _is_tensor(b):
+        return tx.output.call("call_function", COMPARE[op], [a, b], {}, what=f"tensor {op}")
+    if a.is_python_constant() and b.is_python_constant():
+        return fold(tx, COMPARE[op], [a.as_python_constant(), b.as_python_constant()], {},
+                    f"{a.describe()} {op} {b.describe()}")
+    if isinstance(a, BaseListVariable) and isinstance(b, BaseListVariable) and op in ("==", "!="):
+        equal = type(a) is type(b) and len(a.items) == len(b.items) and all(
+            compare(tx, "==", x, y).truthy(tx) for x, y in zip(a.items, b.items))
+        return ConstantVariable(equal if op == "==" else not equal)
+    if op in ("==", "!="):
+        same = is_same(a, b)
+        if same is not None:
+            return ConstantVariable(same if op == "==" else not same)
+    unsupported("construct", f"comparing {a.describe()} {op} {b.describe()}")
+
+
+def is_same(a: VariableTracker, b: VariableTracker):
+    """`a is b` when it can be decided at trace time, else None."""
+    if a is b:
+        return True
+    if a.is_python_constant() and b.is_python_constant():
+        try:
+            return a.as_python_constant() is b.as_python_constant()
+        except Exception:
+            return None
+    if _is_tensor(a) and _is_tensor(b):
+        return a.node is b.node
+    if a.is_python_constant() or b.is_python_constant():
+        # A constant (None, a class...) is never a list, tensor or function made in the trace.
+        c = a if a.is_python_constant() else b
+        other = b if c is a else a
+        if isinstance(other, (TensorVariable, BaseListVariable, DictVariable)):
+            return False
+        if c.as_python_constant() is None:
+            return False
+    from ..variables.objects import UserObjectVariable
+    if isinstance(a, UserObjectVariable) and isinstance(b, UserObjectVariable):
+        return a.value is b.value
+    if type(a) is not type(b):
+        return False
+    return None
+
+
+def contains(tx, container: VariableTracker, item: VariableTracker):
+    if isinstance(container, (DictVariable, SetVariable)):
+        return container.call_method(tx, "__contains__", [item], {})
+    if _is_tensor(container):
+        unsupported("data_dependent", "`in` on a tensor reads its data")
+    if container.is_python_constant() and item.is_python_constant() and not isinstance(container, BaseListVariable):
+        return fold(tx, operator.contains, [container.as_python_constant(), item.as_python_constant()], {}, "in")
+    for x in container.iter_items(tx):
+        if is_same(x, item) or compare(tx, "==", x, item).truthy(tx):
+            return ConstantVariable(True)
+    return ConstantVariable(False)
+
+
+def getitem(tx, obj: VariableTracker, key: VariableTracker):
+    if _is_tensor(obj):
+        return obj.call_method(tx, "__getitem__", [key], {})
+    if isinstance(obj, (BaseListVariable, DictVariable)):
+        return obj.getitem(tx, key)
+    if obj.is_python_constant() and key.is_python_constant():
+        return fold(tx, operator.getitem, [obj.as_python_constant(), key.as_python_constant()], {}, "[]")
+    return obj.call_method(tx, "__getitem__", [key], {})
+
+
+def setitem(tx, obj: VariableTracker, key: VariableTracker, value: VariableTracker):
+    if _is_tensor(obj):
+        obj.call_method(tx, "__setitem__", [key, value], {})
+    elif isinstance(obj, (ListVariable, DictVariable)):
+        obj.setitem(tx, key, value)
+    else:
+        unsupported("side_effect" if obj.source is not None else "construct",
+                    f"item assignment on {obj.describe()}")
+
+
+def unary_op(tx, name: str, a: VariableTracker):
+    if _is_tensor(a):
+        return tx.output.call("call_function", UNARY[name], [a], {}, what=f"tensor unary {name}")
+    if a.is_python_constant():
+        return fold(tx, UNARY[name], [a.as_python_constant()], {}, f"unary {name}")
+    unsupported("construct", f"unary {name} of {a.describe()}")

@@ -1,0 +1,168 @@
+"""InstructionTranslator: symbolic execution of one code object.
+
+A value stack and locals of VariableTrackers, `step()` over the normalized instruction
+list, one handler per opcode, looked up in a dispatch table built once at class creation
+from the methods named exactly after opcodes. Calls into Python functions are inlined by
+a child translator sharing the same OutputGraph.
+"""
+from __future__ import annotations
+
+import builtins
+import inspect
+import sys
+
+from .._compat import CO_ASYNC_GENERATOR, CO_COROUTINE, CO_GENERATOR, CO_ITERABLE_COROUTINE, VERSION
+from ..exc import current_location, unsupported
+from ..graph import OutputGraph
+from ..instructions import normalize
+from ..sources import GlobalSource, LocalSource
+from ..variables.base import NULL
+from ..variables.builder import wrap
+from ..variables.functions import CellVariable, bind_arguments
+from .opcodes.binary import BinaryOps
+from .opcodes.build import BuildOps
+from .opcodes.calls import CallOps
+from .opcodes.control import ControlOps
+from .opcodes.jumps import JumpOps
+from .opcodes.load_store import LoadStoreOps
+from .opcodes.stack import StackOps
+
+MAX_INLINE_DEPTH = 48
+MAX_INSTRUCTIONS = 2_000_000
+_NOT_PLAIN = CO_GENERATOR | CO_COROUTINE | CO_ITERABLE_COROUTINE | CO_ASYNC_GENERATOR
+
+
+class _Return(Exception):
+    """Internal: RETURN_VALUE ends the run loop."""
+
+    def __init__(self, value):
+        self.value = value
+
+
+class InstructionTranslator(LoadStoreOps, StackOps, BinaryOps, JumpOps, BuildOps, CallOps, ControlOps):
+    dispatch: dict = {}
+
+    def __init_subclass__(cls, **kw):
+        super().__init_subclass__(**kw)
+        cls._build_dispatch()
+
+    @classmethod
+    def _build_dispatch(cls):
+        cls.dispatch = {name: getattr(cls, name) for name in dir(cls)
+                        if name.isupper() and callable(getattr(cls, name))}
+
+    def __init__(self, output: OutputGraph, code, f_locals: dict, cells: dict, f_globals: dict,
+                 depth: int = 0, counter=None):
+        self.output = output
+        self.code = code
+        self.instructions = normalize(code)
+        self.f_locals = f_locals
+        self.cells = cells
+        self.f_globals = f_globals
+        self.f_builtins = _builtins_of(f_globals)
+        self.stack: list = []
+        self.ip = 0
+        self.depth = depth
+        self.kw_names = None  # 3.11/3.12 KW_NAMES for the next CALL
+        self.counter = counter if counter is not None else [0]
+
+    # --- the run loop --------------------------------------------------------------
+    def run(self):
+        insts = self.instructions
+        dispatch = self.dispatch
+        filename = self.code.co_filename
+        last_line = None
+        counter = self.counter
+        token = current_location.set((filename, self.code.co_firstlineno))
+        try:
+            while True:
+                inst = insts[self.ip]
+                self.ip += 1
+                if inst.lineno is not None and inst.lineno != last_line:
+                    last_line = inst.lineno
+                    current_location.set((filename, last_line))
+                counter[0] += 1
+                if counter[0] > MAX_INSTRUCTIONS:
+                    unsupported("construct", "the trace ran too many instructions (an unbounded loop?)")
+                handler = dispatch.get(inst.opname)
+                if handler is None:
+                    unsupported("opcode", f"opcode {inst.opname} is not supported (Python {VERSION})")
+                handler(self, inst)
+        except _Return as r:
+            return r.value
+        finally:
+            current_location.reset(token)
+
+    # --- stack helpers ---------------------------------------------------------------
+    def push(self, v):
+        self.stack.append(v)
+
+    def pop(self):
+        return self.stack.pop()
+
+    def popn(self, n: int) -> list:
+        if n == 0:
+            return []
+        items = self.stack[-n:]
+        del self.stack[-n:]
+        return items
+
+    # --- inlining ----------------------------------------------------------------
+    def inline_call(self, fn_var, args: list, kwargs: dict):
+        code = fn_var.get_code()
+        if code.co_flags & _NOT_PLAIN:
+            unsupported("generator", f"calling {fn_var.describe()}, a generator or coroutine function")
+        if self.depth + 1 > MAX_INLINE_DEPTH:
+            unsupported("construct", f"call depth over {MAX_INLINE_DEPTH} (recursion?) at {fn_var.describe()}")
+        f_locals = bind_arguments(fn_var, self, code, list(args), dict(kwargs))
+        cells = make_cells(code, f_locals, fn_var.closure_cells(self))
+        child = InstructionTranslator(self.output, code, f_locals, cells, fn_var.get_globals(),
+                                      self.depth + 1, self.counter)
+        return child.run()
+
+    def load_global(self, name: str):
+        g = self.f_globals
+        if name in g:
+            return wrap(self, g[name], GlobalSource(name, g))
+        if name in self.f_builtins:
+            return wrap(self, self.f_builtins[name], None)
+        unsupported("exceptions", f"NameError: name {name!r} is not defined")
+
+
+InstructionTranslator._build_dispatch()
+
+
+def _builtins_of(f_globals: dict) -> dict:
+    b = f_globals.get("__builtins__", builtins)
+    return b if isinstance(b, dict) else vars(b)
+
+
+def make_cells(code, f_locals: dict, free_cells: dict) -> dict:
+    """Cells of a frame: its own cellvars (an argument's cell starts with its value) and
+    the free variables it closes over."""
+    cells = {}
+    for name in code.co_cellvars:
+        cells[name] = CellVariable(name, f_locals.pop(name, None))
+    cells.update(free_cells)
+    return cells
+
+
+def trace(output: OutputGraph, fn, args: tuple, kwargs: dict):
+    """Trace a call of the plain function `fn`; returns the tracker of its return value."""
+    code = fn.__code__
+    if code.co_flags & _NOT_PLAIN:
+        unsupported("generator", f"{fn.__qualname__} is a generator or coroutine function")
+    try:
+        bound = inspect.signature(fn).bind(*args, **kwargs)
+    except TypeError as e:
+        unsupported("exceptions", f"TypeError: {fn.__name__}() {e}")
+    bound.apply_defaults()
+    tx = InstructionTranslator(output, code, {}, {}, fn.__globals__)
+    f_locals = {name: wrap(tx, value, LocalSource(name)) for name, value in bound.arguments.items()}
+    from ..variables.functions import UserFunctionVariable
+    tx.f_locals = f_locals
+    tx.cells = make_cells(code, f_locals, UserFunctionVariable(fn).closure_cells(tx))
+    return tx.run()
+
+
+__all__ = ["InstructionTranslator", "trace", "NULL", "sys"]

@@ -1,0 +1,183 @@
+"""Sources: where a value the trace used comes from, as a Python expression.
+
+A source renders to an expression over the optimized function's own parameters (the
+generated guard and run functions have the user's signature, so an argument is just its
+name) and over objects bound into the generated code's namespace (a module's globals
+dict, a closure cell, a function object).
+"""
+from __future__ import annotations
+
+import keyword
+import types
+from dataclasses import dataclass
+
+
+class Namespace:
+    """Names for objects that generated code refers to: `_md_g0`, `_md_g1`, ..."""
+
+    def __init__(self, prefix: str = "_md_"):
+        self.prefix = prefix
+        self.values: dict[str, object] = {}
+        self._by_id: dict[int, str] = {}
+
+    def bind(self, obj, hint: str = "o") -> str:
+        name = self._by_id.get(id(obj))
+        if name is not None and self.values[name] is obj:
+            return name
+        if type(obj).__name__ == "device":  # torch.device: equal values share one name
+            for existing, value in self.values.items():
+                if type(value) is type(obj) and value == obj:
+                    return existing
+        base = self.prefix + _readable(obj, hint)
+        name, n = base, 1
+        while name in self.values:
+            n += 1
+            name = f"{base}{n}"
+        self.values[name] = obj
+        self._by_id[id(obj)] = name
+        return name
+
+
+def _readable(obj, hint: str) -> str:
+    """A name that says what the object is: `Tensor`, `float32`, `cpu`, `G_mymodule`."""
+    import torch
+    if isinstance(obj, torch.dtype):
+        text = str(obj).replace("torch.", "")
+    elif isinstance(obj, torch.device):
+        text = str(obj)
+    elif isinstance(obj, types.ModuleType):
+        text = obj.__name__
+    elif type(obj) is tuple and hint == "id":
+        text = "tuple"
+    elif isinstance(obj, dict) and hint == "G":
+        text = "G_" + str(obj.get("__name__", "globals"))
+    elif isinstance(obj, type) or callable(obj) and hasattr(obj, "__name__"):
+        text = getattr(obj, "__name__", hint)
+    else:
+        text = hint
+    cleaned = "".join(c if c.isalnum() else "_" for c in text)
+    return cleaned if cleaned and not cleaned[0].isdigit() else hint
+
+
+class Source:
+    """Base: `expr(ns)` is a Python expression that fetches the value at call time."""
+
+    def expr(self, ns: Namespace) -> str:
+        raise NotImplementedError
+
+    def name(self) -> str:
+        """A human-readable name for messages (`x`, `G['SCALE']`, `x[0]`, `obj.w`)."""
+        raise NotImplementedError
+
+    @property
+    def depth(self) -> int:
+        return 0
+
+    def __str__(self):
+        return self.name()
+
+
+@dataclass(frozen=True)
+class LocalSource(Source):
+    local: str
+
+    def expr(self, ns):
+        return self.local
+
+    def name(self):
+        return self.local
+
+
+@dataclass(frozen=True, eq=False)
+class GlobalSource(Source):
+    global_name: str
+    globals_dict: dict
+
+    def expr(self, ns):
+        return f"{ns.bind(self.globals_dict, 'G')}[{self.global_name!r}]"
+
+    def name(self):
+        return f"G[{self.global_name!r}]"
+
+    def __eq__(self, other):
+        return (isinstance(other, GlobalSource) and other.global_name == self.global_name
+                and other.globals_dict is self.globals_dict)
+
+    def __hash__(self):
+        return hash((self.global_name, id(self.globals_dict)))
+
+
+@dataclass(frozen=True, eq=False)
+class ClosureSource(Source):
+    """The contents of one closure cell (the cell object itself is fixed per function)."""
+
+    cell: object
+    var_name: str
+
+    def expr(self, ns):
+        return f"{ns.bind(self.cell, 'cell')}.cell_contents"
+
+    def name(self):
+        return f"closure {self.var_name!r}"
+
+    def __eq__(self, other):
+        return isinstance(other, ClosureSource) and other.cell is self.cell
+
+    def __hash__(self):
+        return hash(id(self.cell))
+
+
+@dataclass(frozen=True, eq=False)
+class ObjectSource(Source):
+    """A fixed object the trace holds (a function, a module): guards use it by identity."""
+
+    obj: object
+    label: str
+
+    def expr(self, ns):
+        return ns.bind(self.obj, "obj")
+
+    def name(self):
+        return self.label
+
+    def __eq__(self, other):
+        return isinstance(other, ObjectSource) and other.obj is self.obj
+
+    def __hash__(self):
+        return hash(id(self.obj))
+
+
+@dataclass(frozen=True)
+class AttrSource(Source):
+    base: Source
+    attr: str
+
+    def expr(self, ns):
+        if self.attr.isidentifier() and not keyword.iskeyword(self.attr):
+            return f"{self.base.expr(ns)}.{self.attr}"
+        return f"getattr({self.base.expr(ns)}, {self.attr!r})"
+
+    def name(self):
+        return f"{self.base.name()}.{self.attr}"
+
+    @property
+    def depth(self):
+        return self.base.depth + 1
+
+
+@dataclass(frozen=True)
+class ItemSource(Source):
+    base: Source
+    key: object  # an int index or a constant dict key
+
+    def expr(self, ns):
+        if type(self.key) in (int, str, bool, float, type(None)):
+            return f"{self.base.expr(ns)}[{self.key!r}]"
+        return f"{self.base.expr(ns)}[{ns.bind(self.key, 'key')}]"
+
+    def name(self):
+        return f"{self.base.name()}[{self.key!r}]"
+
+    @property
+    def depth(self):
+        return self.base.depth + 1

@@ -1,0 +1,73 @@
+"""VariableTracker: the symbolic value of one Python object during a trace.
+
+Queries (`python_type`, `as_python_constant`, `is_python_constant`) and operations
+(`var_getattr`, `call_function`, `call_method`, `unpack_sequence`, `iter_items`) —
+anything a subclass does not implement declines through Unsupported.
+"""
+from __future__ import annotations
+
+from ..exc import unsupported
+
+
+class VariableTracker:
+    __slots__ = ("source",)
+
+    def __init__(self, source=None):
+        self.source = source
+
+    # --- queries -----------------------------------------------------------------
+    def python_type(self) -> type:
+        unsupported("construct", f"the type of {self.describe()} is not known while tracing")
+
+    def is_python_constant(self) -> bool:
+        return False
+
+    def as_python_constant(self):
+        unsupported("construct", f"{self.describe()} is not a Python constant")
+
+    def describe(self) -> str:
+        return type(self).__name__.replace("Variable", "").lower() or "value"
+
+    def truthy(self, tx) -> bool:
+        """The value of `bool(self)`, when it can be decided without data."""
+        if self.is_python_constant():
+            return bool(self.as_python_constant())
+        unsupported("data_dependent", f"cannot decide the truth value of {self.describe()}")
+
+    def as_fx_arg(self):
+        """This value as an fx node argument (a node for tensors, a plain value otherwise)."""
+        unsupported("torch_op", f"{self.describe()} cannot be passed to a torch operation")
+
+    def as_fake(self):
+        """This value with fake tensors in place of tensors, to run an op at trace time."""
+        unsupported("torch_op", f"{self.describe()} cannot be passed to a torch operation")
+
+    # --- operations --------------------------------------------------------------
+    def var_getattr(self, tx, name: str) -> "VariableTracker":
+        unsupported("construct", f"attribute {name!r} of {self.describe()}")
+
+    def call_function(self, tx, args: list, kwargs: dict) -> "VariableTracker":
+        unsupported("call", f"calling {self.describe()}")
+
+    def call_method(self, tx, name: str, args: list, kwargs: dict) -> "VariableTracker":
+        unsupported("call", f"method {name!r} of {self.describe()}")
+
+    def iter_items(self, tx) -> list:
+        """The items iterating over this value yields, as VariableTrackers."""
+        unsupported("construct", f"iterating over {self.describe()}")
+
+    def unpack_sequence(self, tx) -> list:
+        return self.iter_items(tx)
+
+    def __repr__(self):
+        return f"{type(self).__name__}()"
+
+
+class NullVariable(VariableTracker):
+    """The NULL that CPython's call protocol pushes beside a callable."""
+
+    def __repr__(self):
+        return "NULL"
+
+
+NULL = NullVariable()

@@ -1,0 +1,185 @@
+"""VariableBuilder: a real value read from the frame → a tracker, plus the guards that
+pin what the trace may assume about it. Also wraps values the trace itself produced
+(fake op results, folded constants), which need no guards."""
+from __future__ import annotations
+
+import functools
+import types
+
+import torch
+
+from ..exc import unsupported
+from ..guards import Guard
+from ..sources import AttrSource, ItemSource
+from .builtins import BuiltinVariable, is_builtin_callable
+from .constant import ConstantVariable, is_constant_value
+from .dicts import DictVariable, SetVariable
+from .functions import PartialVariable, UserFunctionVariable, UserMethodVariable
+from .lists import ListVariable, TupleVariable
+from .objects import ClassVariable, ModuleVariable, UserObjectVariable
+from .tensor import TensorVariable, size_variable
+from .torch import TorchVariable, is_torch_object
+
+# (predicate, factory(tx, value, source)) pairs other modules register (Triton kernels).
+_extra_wrappers: list = []
+
+
+def register_wrapper(predicate, factory):
+    _extra_wrappers.append((predicate, factory))
+
+
+def wrap(tx, value, source):
+    """Wrap a real value. With a source, guards are installed and the result is memoized
+    per source, so a list read twice is one tracker (aliasing preserved)."""
+    if source is None:
+        return _wrap(tx, value, None)
+    memo = tx.output.wrapped
+    hit = memo.get(source)
+    if hit is not None and hit[0] is value:
+        return hit[1]
+    var = _wrap(tx, value, source)
+    memo[source] = (value, var)
+    return var
+
+
+def _guard(tx, kind, source, expected=None, **meta):
+    if source is not None:
+        tx.output.guards.add(Guard(kind, source, expected, meta))
+
+
+def _wrap(tx, value, source):
+    if isinstance(value, torch.Tensor):
+        if source is None:
+            unsupported("construct", "a tensor that is not reachable from the function's inputs, "
+                                     "globals or closures")
+        return tx.output.add_input(source, value)
+    if type(value) is torch.Size:
+        _guard(tx, "EQUALS_MATCH", source, value)
+        return size_variable(value)
+    if is_constant_value(value) and type(value) is not tuple and type(value) is not frozenset:
+        _guard(tx, "EQUALS_MATCH", source, value)
+        return ConstantVariable(value, source)
+    for predicate, factory in _extra_wrappers:
+        if predicate(value):
+            _guard(tx, "ID_MATCH", source, value)
+            return factory(tx, value, source)
+    if isinstance(value, tuple):
+        _guard(tx, "LEN_MATCH", source, len(value), type=type(value))
+        items = [wrap(tx, v, ItemSource(source, i) if source else None) for i, v in enumerate(value)]
+        return TupleVariable(items, source, tuple_type=type(value))
+    if type(value) is list:
+        _guard(tx, "LEN_MATCH", source, len(value), type=list)
+        items = [wrap(tx, v, ItemSource(source, i) if source else None) for i, v in enumerate(value)]
+        return ListVariable(items, source)
+    if type(value) is dict:
+        if not all(is_constant_value(k) for k in value):
+            unsupported("construct", "a dict with keys that are not constants")
+        _guard(tx, "DICT_KEYS", source, tuple(value), type=dict)
+        items = {k: wrap(tx, v, ItemSource(source, k) if source else None) for k, v in value.items()}
+        return DictVariable(items, source)
+    if type(value) in (set, frozenset) and all(is_constant_value(v) for v in value):
+        _guard(tx, "EQUALS_MATCH", source, value)
+        return SetVariable(value, source)
+    if isinstance(value, functools.partial):
+        _guard(tx, "TYPE_MATCH", source, type(value))
+        if source is not None:
+            _guard(tx, "LEN_MATCH", AttrSource(source, "args"), len(value.args), type=tuple)
+            _guard(tx, "DICT_KEYS", AttrSource(source, "keywords"), tuple(value.keywords), type=dict)
+        sub = (lambda a: AttrSource(source, a)) if source else (lambda a: None)
+        func = wrap(tx, value.func, sub("func"))
+        args = [wrap(tx, v, ItemSource(sub("args"), i) if source else None) for i, v in enumerate(value.args)]
+        kw = {k: wrap(tx, v, ItemSource(sub("keywords"), k) if source else None) for k, v in value.keywords.items()}
+        return PartialVariable(func, args, kw, source)
+    if isinstance(value, types.FunctionType):
+        _guard(tx, "ID_MATCH", source, value)
+        return UserFunctionVariable(value, source)
+    if isinstance(value, types.MethodType) and isinstance(value.__func__, types.FunctionType):
+        _guard(tx, "TYPE_MATCH", source, types.MethodType)
+        func = wrap(tx, value.__func__, AttrSource(source, "__func__") if source else None)
+        obj = wrap(tx, value.__self__, AttrSource(source, "__self__") if source else None)
+        return UserMethodVariable(func, obj, source)
+    if is_torch_object(value) and (callable(value) or isinstance(value, types.ModuleType)):
+        _guard(tx, "ID_MATCH", source, value)
+        if isinstance(value, type) and not issubclass(value, torch.Tensor) and not is_builtin_callable(value):
+            if issubclass(value, torch.nn.Module):
+                return ClassVariable(value, source)
+        return TorchVariable(value, source)
+    if is_builtin_callable(value):
+        _guard(tx, "ID_MATCH", source, value)
+        return BuiltinVariable(value, source)
+    if isinstance(value, types.ModuleType):
+        _guard(tx, "ID_MATCH", source, value)
+        return ModuleVariable(value, source)
+    if isinstance(value, type):
+        _guard(tx, "ID_MATCH", source, value)
+        return ClassVariable(value, source)
+    if isinstance(value, (types.GeneratorType, types.CoroutineType)):
+        unsupported("generator", f"a {type(value).__name__} object")
+    if isinstance(value, (types.BuiltinFunctionType, types.BuiltinMethodType)):
+        unsupported("call", f"C function {getattr(value, '__qualname__', value)!r} is not traced")
+    if type(value).__module__ == "builtins" and not hasattr(value, "__dict__"):
+        unsupported("construct", f"a {type(value).__name__} object is not traced")
+    _guard(tx, "TYPE_MATCH", source, type(value))
+    return UserObjectVariable(value, source)
+
+
+def wrap_fake_result(output, node, result, what: str):
+    """A fake op result → trackers; tuples of tensors are split with getitem nodes."""
+    if isinstance(result, torch.Tensor):
+        return TensorVariable(node, result)
+    if type(result) is torch.Size:
+        return size_variable(result)
+    if isinstance(result, (tuple, list)):
+        items = []
+        for i, r in enumerate(result):
+            if isinstance(r, torch.Tensor):
+                items.append(TensorVariable(output.getitem_node(node, i), r))
+            elif node is None or not isinstance(r, (tuple, list)):
+                items.append(wrap_fake_result(output, None, r, what))
+            else:
+                unsupported("torch_op", f"{what} returned nested sequences")
+        if isinstance(result, list):
+            return ListVariable(items)
+        fields = getattr(type(result), "__match_args__", None) if type(result) is not tuple else None
+        return TupleVariable(items, tuple_type=tuple) if fields is None else \
+            NamedResultVariable(items, fields)
+    if is_constant_value(result):
+        return ConstantVariable(result)
+    unsupported("torch_op", f"{what} returned a {type(result).__name__}")
+
+
+class NamedResultVariable(TupleVariable):
+    """torch.return_types (values, indices): a tuple whose fields are also attributes."""
+
+    __slots__ = ("fields",)
+
+    def __init__(self, items, fields):
+        super().__init__(items)
+        self.fields = tuple(fields)
+
+    def var_getattr(self, tx, name):
+        if name in self.fields:
+            return self.items[self.fields.index(name)]
+        return super().var_getattr(tx, name)
+
+
+def wrap_constant_result(result, what: str):
+    """The result of folding a pure function on constants."""
+    if is_constant_value(result) and type(result) is not tuple:
+        return ConstantVariable(result)
+    if isinstance(result, tuple):
+        return TupleVariable([wrap_constant_result(r, what) for r in result], tuple_type=type(result)
+                             if type(result) is not tuple else tuple)
+    if type(result) is list:
+        return ListVariable([wrap_constant_result(r, what) for r in result])
+    if type(result) is dict:
+        return DictVariable({k: wrap_constant_result(v, what) for k, v in result.items()})
+    if type(result) in (set, frozenset):
+        return SetVariable(result)
+    if isinstance(result, type):
+        return ClassVariable(result)
+    if is_builtin_callable(result):
+        return BuiltinVariable(result)
+    if isinstance(result, (torch.finfo, torch.iinfo)):
+        return ConstantVariable(result)
+    unsupported("construct", f"{what} returned a {type(result).__name__}, which is not traced")

@@ -1,0 +1,96 @@
+"""ConstantVariable: an immutable Python value known at trace time (folded, guarded)."""
+from __future__ import annotations
+
+import torch
+
+from ..exc import unsupported
+from .base import VariableTracker
+
+# Types whose values are immutable and whose methods are pure: safe to fold.
+CONSTANT_TYPES = (
+    int, float, bool, complex, str, bytes, type(None), type(Ellipsis), type(NotImplemented),
+    range, slice, torch.dtype, torch.device, torch.layout, torch.memory_format,
+)
+_FOLDABLE_METHOD_TYPES = (int, float, bool, complex, str, bytes, range, slice, torch.dtype,
+                          torch.device)
+
+
+def is_constant_value(v) -> bool:
+    if isinstance(v, CONSTANT_TYPES):
+        if isinstance(v, slice):
+            return all(is_constant_value(x) for x in (v.start, v.stop, v.step))
+        return True
+    if type(v) in (tuple, frozenset):
+        return all(is_constant_value(x) for x in v)
+    return False
+
+
+class ConstantVariable(VariableTracker):
+    __slots__ = ("value",)
+
+    def __init__(self, value, source=None):
+        super().__init__(source)
+        self.value = value
+
+    def python_type(self):
+        return type(self.value)
+
+    def is_python_constant(self):
+        return True
+
+    def as_python_constant(self):
+        return self.value
+
+    def as_fx_arg(self):
+        return self.value
+
+    def as_fake(self):
+        return self.value
+
+    def describe(self):
+        r = repr(self.value)
+        return f"constant {r if len(r) < 40 else r[:37] + '...'}"
+
+    def truthy(self, tx):
+        return bool(self.value)
+
+    def var_getattr(self, tx, name):
+        try:
+            attr = getattr(self.value, name)
+        except AttributeError as e:
+            unsupported("exceptions", f"AttributeError: {e}")
+        if callable(attr):
+            from .functions import BoundMethodVariable
+            return BoundMethodVariable(self, name)
+        if is_constant_value(attr):
+            return ConstantVariable(attr)
+        unsupported("construct", f"attribute {name!r} of {self.describe()}")
+
+    def call_method(self, tx, name, args, kwargs):
+        if not isinstance(self.value, _FOLDABLE_METHOD_TYPES):
+            unsupported("call", f"method {name!r} of {self.describe()}")
+        if not all(a.is_python_constant() for a in args) or not all(
+                v.is_python_constant() for v in kwargs.values()):
+            unsupported("call", f"{type(self.value).__name__}.{name} with non-constant arguments")
+        pargs = [a.as_python_constant() for a in args]
+        pkwargs = {k: v.as_python_constant() for k, v in kwargs.items()}
+        return fold(tx, getattr(self.value, name), pargs, pkwargs, f"{type(self.value).__name__}.{name}")
+
+    def iter_items(self, tx):
+        v = self.value
+        if isinstance(v, (range, str, bytes)) or type(v) in (tuple, frozenset):
+            return [ConstantVariable(x) for x in v]
+        return super().iter_items(tx)
+
+    def __repr__(self):
+        return f"ConstantVariable({self.value!r})"
+
+
+def fold(tx, fn, args, kwargs, what: str):
+    """Call a pure function on constants; a raised exception declines the trace."""
+    try:
+        result = fn(*args, **kwargs)
+    except Exception as e:  # the eager run will raise it for real
+        unsupported("exceptions", f"{what} raised {type(e).__name__}: {e}")
+    from .builder import wrap_constant_result
+    return wrap_constant_result(result, what)

@@ -1,0 +1,178 @@
+"""Dicts and sets with constant keys. Like lists, only those created inside the
+traced function may be written."""
+from __future__ import annotations
+
+from ..exc import unsupported
+from .base import VariableTracker
+from .constant import ConstantVariable
+from .lists import ListVariable, TupleVariable
+
+
+def _key(tx, k: VariableTracker):
+    if not k.is_python_constant():
+        unsupported("construct", f"dict key {k.describe()} (only constant keys are supported)")
+    value = k.as_python_constant()
+    try:
+        hash(value)
+    except TypeError:
+        unsupported("exceptions", f"TypeError: unhashable type: {type(value).__name__!r}")
+    return value
+
+
+class DictVariable(VariableTracker):
+    __slots__ = ("items", "dict_type")
+
+    def __init__(self, items: dict, source=None, dict_type=dict):
+        super().__init__(source)
+        self.items = dict(items)  # python key -> tracker
+        self.dict_type = dict_type
+
+    def python_type(self):
+        return self.dict_type
+
+    def is_python_constant(self):
+        return all(v.is_python_constant() for v in self.items.values())
+
+    def as_python_constant(self):
+        return self.dict_type((k, v.as_python_constant()) for k, v in self.items.items())
+
+    def describe(self):
+        return f"dict with {len(self.items)} keys"
+
+    def truthy(self, tx):
+        return bool(self.items)
+
+    def as_fx_arg(self):
+        return {k: v.as_fx_arg() for k, v in self.items.items()}
+
+    def as_fake(self):
+        return {k: v.as_fake() for k, v in self.items.items()}
+
+    def iter_items(self, tx):
+        return [ConstantVariable(k) for k in self.items]
+
+    def check_mutable(self, what):
+        if self.source is not None:
+            unsupported("side_effect", f"{what} on the dict {self.source.name()!r}, which outlives the call")
+
+    def getitem(self, tx, key):
+        k = _key(tx, key)
+        if k not in self.items:
+            unsupported("exceptions", f"KeyError: {k!r}")
+        return self.items[k]
+
+    def setitem(self, tx, key, value):
+        self.check_mutable("item assignment")
+        self.items[_key(tx, key)] = value
+
+    def delitem(self, tx, key):
+        self.check_mutable("item deletion")
+        k = _key(tx, key)
+        if k not in self.items:
+            unsupported("exceptions", f"KeyError: {k!r}")
+        del self.items[k]
+
+    def call_method(self, tx, name, args, kwargs):
+        n = len(args)
+        if name == "__getitem__" and n == 1:
+            return self.getitem(tx, args[0])
+        if name == "__setitem__" and n == 2:
+            self.setitem(tx, args[0], args[1])
+            return ConstantVariable(None)
+        if name == "__len__" and n == 0:
+            return ConstantVariable(len(self.items))
+        if name == "__contains__" and n == 1:
+            return ConstantVariable(_key(tx, args[0]) in self.items)
+        if name == "keys" and n == 0:
+            return ListVariable([ConstantVariable(k) for k in self.items])
+        if name == "values" and n == 0:
+            return ListVariable(list(self.items.values()))
+        if name == "items" and n == 0:
+            return ListVariable([TupleVariable([ConstantVariable(k), v]) for k, v in self.items.items()])
+        if name == "get" and n in (1, 2):
+            k = _key(tx, args[0])
+            return self.items.get(k, args[1] if n == 2 else ConstantVariable(None))
+        if name == "copy" and n == 0:
+            return DictVariable(self.items)
+        if name == "pop" and n in (1, 2):
+            self.check_mutable("dict.pop")
+            k = _key(tx, args[0])
+            if k in self.items:
+                return self.items.pop(k)
+            if n == 2:
+                return args[1]
+            unsupported("exceptions", f"KeyError: {k!r}")
+        if name == "setdefault" and n in (1, 2):
+            k = _key(tx, args[0])
+            if k not in self.items:
+                self.check_mutable("dict.setdefault")
+                self.items[k] = args[1] if n == 2 else ConstantVariable(None)
+            return self.items[k]
+        if name == "update" and n <= 1:
+            self.check_mutable("dict.update")
+            if args:
+                self.update_from(tx, args[0])
+            for k, v in kwargs.items():
+                self.items[k] = v
+            return ConstantVariable(None)
+        if name == "clear" and n == 0:
+            self.check_mutable("dict.clear")
+            self.items.clear()
+            return ConstantVariable(None)
+        return super().call_method(tx, name, args, kwargs)
+
+    def update_from(self, tx, other):
+        if isinstance(other, DictVariable):
+            self.items.update(other.items)
+        else:
+            for pair in other.iter_items(tx):
+                k, v = pair.unpack_sequence(tx)
+                self.items[_key(tx, k)] = v
+
+    def __repr__(self):
+        return f"DictVariable({self.items!r})"
+
+
+class SetVariable(VariableTracker):
+    """A set of constants built inside the function (set literals and comprehensions)."""
+
+    __slots__ = ("values",)
+
+    def __init__(self, values=(), source=None):
+        super().__init__(source)
+        self.values = set(values)
+
+    def python_type(self):
+        return set
+
+    def is_python_constant(self):
+        return True
+
+    def as_python_constant(self):
+        return set(self.values)
+
+    def describe(self):
+        return f"set of {len(self.values)} items"
+
+    def truthy(self, tx):
+        return bool(self.values)
+
+    def add(self, tx, item):
+        if self.source is not None:
+            unsupported("side_effect", f"set.add on {self.source.name()!r}, which outlives the call")
+        self.values.add(_key(tx, item))
+
+    def iter_items(self, tx):
+        return [ConstantVariable(v) for v in self.values]
+
+    def call_method(self, tx, name, args, kwargs):
+        if name == "add" and len(args) == 1:
+            self.add(tx, args[0])
+            return ConstantVariable(None)
+        if name == "__contains__" and len(args) == 1:
+            return ConstantVariable(_key(tx, args[0]) in self.values)
+        if name == "__len__":
+            return ConstantVariable(len(self.values))
+        if name in ("union", "intersection", "difference") and all(a.is_python_constant() for a in args):
+            return SetVariable(getattr(self.values, name)(*[a.as_python_constant() for a in args]))
+        return super().call_method(tx, name, args, kwargs)

@@ -1,0 +1,290 @@
+"""Callables that are inlined into the trace: plain Python functions, lambdas and nested
+defs (with closures and defaults), functools.partial objects, bound methods."""
+from __future__ import annotations
+
+import types
+
+from ..exc import unsupported
+from ..sources import AttrSource, ClosureSource, ItemSource
+from .base import VariableTracker
+from .constant import ConstantVariable
+from .dicts import DictVariable
+from .lists import TupleVariable
+
+
+class CellVariable(VariableTracker):
+    """A closure cell created by the traced code itself (lives only inside the call)."""
+
+    __slots__ = ("contents", "name")
+
+    def __init__(self, name: str, contents: VariableTracker | None = None):
+        super().__init__(None)
+        self.name = name
+        self.contents = contents
+
+    def load(self, tx):
+        if self.contents is None:
+            unsupported("exceptions", f"NameError: free variable {self.name!r} referenced before assignment")
+        return self.contents
+
+    def store(self, tx, value):
+        self.contents = value
+
+
+class RealCellVariable(VariableTracker):
+    """A closure cell of a function that exists outside the trace: read-only here."""
+
+    __slots__ = ("cell", "name")
+
+    def __init__(self, cell, name: str):
+        super().__init__(None)
+        self.cell = cell
+        self.name = name
+
+    def load(self, tx):
+        from .builder import wrap
+        try:
+            value = self.cell.cell_contents
+        except ValueError:
+            unsupported("exceptions", f"NameError: free variable {self.name!r} referenced before assignment")
+        return wrap(tx, value, ClosureSource(self.cell, self.name))
+
+    def store(self, tx, value):
+        unsupported("side_effect", f"assigning the closure variable {self.name!r}, which outlives the call")
+
+
+class BaseFunctionVariable(VariableTracker):
+    """Something with Python bytecode that the translator inlines when called."""
+
+    def get_code(self):
+        raise NotImplementedError
+
+    def python_type(self):
+        return types.FunctionType
+
+    def call_function(self, tx, args, kwargs):
+        return tx.inline_call(self, args, kwargs)
+
+
+class UserFunctionVariable(BaseFunctionVariable):
+    """A real Python function object reached from the frame (a global, an attribute...)."""
+
+    __slots__ = ("fn",)
+
+    def __init__(self, fn, source=None):
+        super().__init__(source)
+        self.fn = fn
+
+    def get_code(self):
+        return self.fn.__code__
+
+    def get_globals(self):
+        return self.fn.__globals__
+
+    def get_name(self):
+        return self.fn.__name__
+
+    def closure_cells(self, tx):
+        code = self.fn.__code__
+        cells = self.fn.__closure__ or ()
+        return {name: RealCellVariable(cell, name) for name, cell in zip(code.co_freevars, cells)}
+
+    def defaults(self, tx):
+        from .builder import wrap
+        base = AttrSource(self.source, "__defaults__") if self.source else None
+        d = self.fn.__defaults__ or ()
+        return [wrap(tx, v, ItemSource(base, i) if base else None) for i, v in enumerate(d)]
+
+    def kwdefaults(self, tx):
+        from .builder import wrap
+        base = AttrSource(self.source, "__kwdefaults__") if self.source else None
+        d = self.fn.__kwdefaults__ or {}
+        return {k: wrap(tx, v, ItemSource(base, k) if base else None) for k, v in d.items()}
+
+    def is_python_constant(self):
+        return True
+
+    def as_python_constant(self):
+        return self.fn
+
+    def describe(self):
+        return f"function {self.fn.__qualname__!r}"
+
+    def var_getattr(self, tx, name):
+        if name in ("__name__", "__qualname__", "__module__", "__doc__"):
+            return ConstantVariable(getattr(self.fn, name))
+        return super().var_getattr(tx, name)
+
+
+class NestedFunctionVariable(BaseFunctionVariable):
+    """A lambda or inner def created by MAKE_FUNCTION during the trace."""
+
+    __slots__ = ("code", "globals", "name", "defaults_var", "kwdefaults_var", "closure")
+
+    def __init__(self, code, fn_globals, name, defaults=None, kwdefaults=None, closure=None):
+        super().__init__(None)
+        self.code = code
+        self.globals = fn_globals
+        self.name = name
+        self.defaults_var = defaults  # TupleVariable or None
+        self.kwdefaults_var = kwdefaults  # DictVariable or None
+        self.closure = closure  # TupleVariable of cell trackers, or None
+
+    def get_code(self):
+        return self.code
+
+    def get_globals(self):
+        return self.globals
+
+    def get_name(self):
+        return self.name
+
+    def closure_cells(self, tx):
+        if self.closure is None:
+            return {}
+        return dict(zip(self.code.co_freevars, self.closure.items))
+
+    def defaults(self, tx):
+        return list(self.defaults_var.items) if self.defaults_var is not None else []
+
+    def kwdefaults(self, tx):
+        return dict(self.kwdefaults_var.items) if self.kwdefaults_var is not None else {}
+
+    def describe(self):
+        return f"function {self.name!r}"
+
+    def var_getattr(self, tx, name):
+        if name in ("__name__", "__qualname__"):
+            return ConstantVariable(self.name)
+        return super().var_getattr(tx, name)
+
+
+class PartialVariable(VariableTracker):
+    """functools.partial: stored args are prepended, keywords merged (call's win)."""
+
+    __slots__ = ("func", "args", "keywords")
+
+    def __init__(self, func, args, keywords, source=None):
+        super().__init__(source)
+        self.func = func
+        self.args = list(args)
+        self.keywords = dict(keywords)
+
+    def python_type(self):
+        import functools
+        return functools.partial
+
+    def describe(self):
+        return f"functools.partial of {self.func.describe()}"
+
+    def call_function(self, tx, args, kwargs):
+        return self.func.call_function(tx, self.args + list(args), {**self.keywords, **kwargs})
+
+    def var_getattr(self, tx, name):
+        if name == "func":
+            return self.func
+        if name == "args":
+            return TupleVariable(self.args)
+        if name == "keywords":
+            return DictVariable(self.keywords)
+        return super().var_getattr(tx, name)
+
+
+class UserMethodVariable(VariableTracker):
+    """A Python function bound to an object: `obj.method`."""
+
+    __slots__ = ("func", "obj")
+
+    def __init__(self, func, obj, source=None):
+        super().__init__(source)
+        self.func = func
+        self.obj = obj
+
+    def python_type(self):
+        return types.MethodType
+
+    def describe(self):
+        return f"method {self.func.describe()}"
+
+    def call_function(self, tx, args, kwargs):
+        return self.func.call_function(tx, [self.obj, *args], kwargs)
+
+    def var_getattr(self, tx, name):
+        if name == "__self__":
+            return self.obj
+        if name == "__func__":
+            return self.func
+        return self.func.var_getattr(tx, name)
+
+
+class BoundMethodVariable(VariableTracker):
+    """`obj.name` of a tracked object whose methods it implements itself (`x.sum`,
+    `lst.append`, `"{}".format`): calling it is `obj.call_method(name, ...)`."""
+
+    __slots__ = ("obj", "name")
+
+    def __init__(self, obj, name):
+        super().__init__(None)
+        self.obj = obj
+        self.name = name
+
+    def describe(self):
+        return f"method {self.name!r} of {self.obj.describe()}"
+
+    def call_function(self, tx, args, kwargs):
+        return self.obj.call_method(tx, self.name, args, kwargs)
+
+
+def bind_arguments(fn_var, tx, code, args: list, kwargs: dict) -> dict:
+    """Bind call arguments to the parameters of `code`, as CPython does; a mismatch is
+    the user's TypeError, which the eager run raises for real."""
+    name = fn_var.get_name() if hasattr(fn_var, "get_name") else code.co_name
+    from .._compat import CO_VARARGS, CO_VARKEYWORDS
+    nargs, nkwonly, nposonly = code.co_argcount, code.co_kwonlyargcount, code.co_posonlyargcount
+    names = code.co_varnames
+    positional = names[:nargs]
+    kwonly = names[nargs:nargs + nkwonly]
+    idx = nargs + nkwonly
+    varargs = names[idx] if code.co_flags & CO_VARARGS else None
+    idx += 1 if varargs else 0
+    varkw = names[idx] if code.co_flags & CO_VARKEYWORDS else None
+
+    def fail(msg):
+        unsupported("exceptions", f"TypeError: {name}() {msg}")
+
+    bound: dict = {}
+    for pname, value in zip(positional, args):
+        bound[pname] = value
+    extra = args[nargs:]
+    if extra and varargs is None:
+        fail(f"takes {nargs} positional arguments but {len(args)} were given")
+    extra_kw = {}
+    for k, v in kwargs.items():
+        if k in kwonly or (k in positional and positional.index(k) >= nposonly):
+            if k in bound:
+                fail(f"got multiple values for argument {k!r}")
+            bound[k] = v
+        elif varkw is not None:
+            extra_kw[k] = v
+        else:
+            fail(f"got an unexpected keyword argument {k!r}")
+    defaults = fn_var.defaults(tx)
+    first_default = nargs - len(defaults)
+    for i, pname in enumerate(positional):
+        if pname not in bound:
+            if i >= first_default:
+                bound[pname] = defaults[i - first_default]
+            else:
+                fail(f"missing required positional argument: {pname!r}")
+    kwdefaults = fn_var.kwdefaults(tx)
+    for pname in kwonly:
+        if pname not in bound:
+            if pname in kwdefaults:
+                bound[pname] = kwdefaults[pname]
+            else:
+                fail(f"missing required keyword-only argument: {pname!r}")
+    if varargs is not None:
+        bound[varargs] = TupleVariable(extra)
+    if varkw is not None:
+        bound[varkw] = DictVariable(extra_kw)
+    return bound

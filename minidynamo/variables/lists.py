@@ -1,0 +1,207 @@
+"""Tuples, lists and iterators over them.
+
+Tuples are immutable values. A list created inside the traced function is a mutable
+tracker shared by reference (so aliasing inside the function behaves as in Python); a
+list that came from outside (it has a source) outlives the call, so writing to it
+declines the trace.
+"""
+from __future__ import annotations
+
+from ..exc import unsupported
+from .base import VariableTracker
+from .constant import ConstantVariable
+
+
+def _index(tx, key: VariableTracker, n: int, what: str):
+    if not key.is_python_constant():
+        unsupported("data_dependent", f"indexing {what} with {key.describe()}")
+    k = key.as_python_constant()
+    if isinstance(k, bool) or not isinstance(k, (int, slice)):
+        if hasattr(k, "__index__") and not isinstance(k, slice):
+            k = k.__index__()
+        else:
+            unsupported("exceptions", f"{what} indices must be integers or slices, not {type(k).__name__}")
+    if isinstance(k, int) and not -n <= k < n:
+        unsupported("exceptions", f"IndexError: {what} index {k} out of range")
+    return k
+
+
+class BaseListVariable(VariableTracker):
+    __slots__ = ("items",)
+
+    def __init__(self, items, source=None):
+        super().__init__(source)
+        self.items = list(items)
+
+    def is_python_constant(self):
+        return all(i.is_python_constant() for i in self.items)
+
+    def iter_items(self, tx):
+        return list(self.items)
+
+    def as_fx_arg(self):
+        lowered = [i.as_fx_arg() for i in self.items]
+        return lowered if isinstance(self, ListVariable) else tuple(lowered)
+
+    def as_fake(self):
+        fakes = [i.as_fake() for i in self.items]
+        return fakes if isinstance(self, ListVariable) else tuple(fakes)
+
+    def truthy(self, tx):
+        return bool(self.items)
+
+    def getitem(self, tx, key):
+        k = _index(tx, key, len(self.items), self.python_type().__name__)
+        if isinstance(k, slice):
+            return self.new_like(self.items[k])
+        return self.items[k]
+
+    def new_like(self, items):
+        return type(self)(items)
+
+    def call_method(self, tx, name, args, kwargs):
+        if name == "__getitem__" and len(args) == 1:
+            return self.getitem(tx, args[0])
+        if name == "__len__" and not args:
+            return ConstantVariable(len(self.items))
+        if name == "__contains__" and len(args) == 1:
+            from ..interpreter.operators import contains
+            return contains(tx, self, args[0])
+        if name in ("index", "count") and not kwargs and args and all(
+                a.is_python_constant() for a in args) and self.is_python_constant():
+            values = [i.as_python_constant() for i in self.items]
+            from .constant import fold
+            return fold(tx, getattr(values, name), [a.as_python_constant() for a in args], {},
+                        f"{self.python_type().__name__}.{name}")
+        return super().call_method(tx, name, args, kwargs)
+
+
+class TupleVariable(BaseListVariable):
+    __slots__ = ("tuple_type",)
+
+    def __init__(self, items, source=None, tuple_type=tuple):
+        super().__init__(items, source)
+        self.tuple_type = tuple_type
+
+    def python_type(self):
+        return self.tuple_type
+
+    def as_python_constant(self):
+        return self.tuple_type(i.as_python_constant() for i in self.items) \
+            if self.tuple_type is not tuple else tuple(i.as_python_constant() for i in self.items)
+
+    def new_like(self, items):
+        return TupleVariable(items)
+
+    def describe(self):
+        return f"tuple of length {len(self.items)}"
+
+    def __repr__(self):
+        return f"TupleVariable({self.items!r})"
+
+
+class ListVariable(BaseListVariable):
+    __slots__ = ()
+
+    def python_type(self):
+        return list
+
+    def as_python_constant(self):
+        return [i.as_python_constant() for i in self.items]
+
+    def describe(self):
+        return f"list of length {len(self.items)}"
+
+    def check_mutable(self, what: str):
+        if self.source is not None:
+            unsupported("side_effect", f"{what} on the list {self.source.name()!r}, which outlives the call")
+
+    def setitem(self, tx, key, value):
+        self.check_mutable("item assignment")
+        k = _index(tx, key, len(self.items), "list")
+        if isinstance(k, slice):
+            self.items[k] = value.iter_items(tx)
+        else:
+            self.items[k] = value
+
+    def delitem(self, tx, key):
+        self.check_mutable("item deletion")
+        k = _index(tx, key, len(self.items), "list")
+        del self.items[k]
+
+    def call_method(self, tx, name, args, kwargs):
+        n = len(args)
+        if name in _MUTATORS:
+            self.check_mutable(f"list.{name}")
+        if name == "append" and n == 1:
+            self.items.append(args[0])
+        elif name == "extend" and n == 1:
+            self.items.extend(args[0].iter_items(tx))
+        elif name == "insert" and n == 2:
+            self.items.insert(args[0].as_python_constant(), args[1])
+        elif name == "pop" and n <= 1:
+            if not self.items:
+                unsupported("exceptions", "IndexError: pop from empty list")
+            k = _index(tx, args[0], len(self.items), "pop") if args else -1
+            return self.items.pop(k)
+        elif name == "clear" and n == 0:
+            self.items.clear()
+        elif name == "reverse" and n == 0:
+            self.items.reverse()
+        elif name == "copy" and n == 0:
+            return ListVariable(self.items)
+        elif name == "remove" and n == 1:
+            from ..interpreter.operators import compare
+            for i, item in enumerate(self.items):
+                if compare(tx, "==", item, args[0]).truthy(tx):
+                    del self.items[i]
+                    break
+            else:
+                unsupported("exceptions", "ValueError: list.remove(x): x not in list")
+        elif name == "sort" and n == 0 and self.is_python_constant():
+            values = [i.as_python_constant() for i in self.items]
+            kw = {k: v.as_python_constant() for k, v in kwargs.items()}
+            if "key" in kw:
+                unsupported("call", "list.sort with a key function")
+            values.sort(**kw)
+            self.items = [ConstantVariable(v) for v in values]
+        elif name == "__setitem__" and n == 2:
+            self.setitem(tx, args[0], args[1])
+        else:
+            return super().call_method(tx, name, args, kwargs)
+        return ConstantVariable(None)
+
+    def __repr__(self):
+        return f"ListVariable({self.items!r})"
+
+
+_MUTATORS = {"append", "extend", "insert", "pop", "clear", "reverse", "remove", "sort", "__setitem__"}
+
+
+class IteratorVariable(VariableTracker):
+    """A live iterator: FOR_ITER advances it in place."""
+
+    __slots__ = ("items", "index")
+
+    def __init__(self, items):
+        super().__init__(None)
+        self.items = items  # a Python list of trackers (may be a list tracker's live items)
+        self.index = 0
+
+    def python_type(self):
+        return type(iter([]))
+
+    def next_item(self):
+        if self.index >= len(self.items):
+            return None
+        item = self.items[self.index]
+        self.index += 1
+        return item
+
+    def iter_items(self, tx):
+        rest = self.items[self.index:]
+        self.index = len(self.items)
+        return list(rest)
+
+    def describe(self):
+        return "iterator"

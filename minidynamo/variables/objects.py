@@ -1,0 +1,155 @@
+"""Plain Python objects, classes and modules reached from the frame.
+
+Reading an attribute wraps it with an `AttrSource` (so it is guarded and, for tensors,
+read at call time); methods are inlined with `self` bound; writing an attribute of an
+object that outlives the call declines the trace.
+"""
+from __future__ import annotations
+
+import inspect
+import types
+
+import torch
+
+from ..exc import unsupported
+from ..sources import AttrSource
+from .base import VariableTracker
+from .constant import ConstantVariable
+from .functions import UserFunctionVariable, UserMethodVariable
+
+
+class ModuleVariable(VariableTracker):
+    """A Python module other than torch (math, a user helpers module...)."""
+
+    __slots__ = ("module",)
+
+    def __init__(self, module, source=None):
+        super().__init__(source)
+        self.module = module
+
+    def python_type(self):
+        return types.ModuleType
+
+    def is_python_constant(self):
+        return True
+
+    def as_python_constant(self):
+        return self.module
+
+    def describe(self):
+        return f"module {self.module.__name__!r}"
+
+    def var_getattr(self, tx, name):
+        from .builder import wrap
+        try:
+            value = getattr(self.module, name)
+        except AttributeError:
+            unsupported("exceptions", f"AttributeError: module {self.module.__name__!r} has no attribute {name!r}")
+        return wrap(tx, value, AttrSource(self.source, name) if self.source else None)
+
+
+class ClassVariable(VariableTracker):
+    """A class used as a value (isinstance checks, `type(x) is T`, class attributes)."""
+
+    __slots__ = ("cls",)
+
+    def __init__(self, cls, source=None):
+        super().__init__(source)
+        self.cls = cls
+
+    def python_type(self):
+        return type(self.cls)
+
+    def is_python_constant(self):
+        return True
+
+    def as_python_constant(self):
+        return self.cls
+
+    def describe(self):
+        return f"class {self.cls.__qualname__!r}"
+
+    def var_getattr(self, tx, name):
+        from .builder import wrap
+        try:
+            static = inspect.getattr_static(self.cls, name)
+        except AttributeError:
+            unsupported("exceptions", f"AttributeError: type object {self.cls.__name__!r} has no attribute {name!r}")
+        if isinstance(static, staticmethod):
+            return wrap(tx, static.__func__, None)
+        if isinstance(static, classmethod):
+            return UserMethodVariable(wrap(tx, static.__func__, None), self)
+        return wrap(tx, getattr(self.cls, name), AttrSource(self.source, name) if self.source else None)
+
+    def call_function(self, tx, args, kwargs):
+        unsupported("call", f"creating a {self.cls.__qualname__} object while tracing "
+                            "(build it outside the optimized function and pass it in)")
+
+
+class UserObjectVariable(VariableTracker):
+    """An instance of a user class (nn.Module included) passed in or reached from the frame."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value, source=None):
+        super().__init__(source)
+        self.value = value
+
+    def python_type(self):
+        return type(self.value)
+
+    def describe(self):
+        return f"{type(self.value).__qualname__} object"
+
+    def _attr_source(self, name):
+        return AttrSource(self.source, name) if self.source is not None else None
+
+    def var_getattr(self, tx, name):
+        from .builder import wrap
+        obj = self.value
+        cls = type(obj)
+        if isinstance(obj, torch.nn.Module):
+            for table in ("_parameters", "_buffers", "_modules"):
+                d = obj.__dict__.get(table)
+                if d is not None and name in d:
+                    return wrap(tx, d[name], self._attr_source(name))
+        inst_dict = getattr(obj, "__dict__", None)
+        try:
+            static = inspect.getattr_static(cls, name)
+        except AttributeError:
+            static = None
+        is_data_descriptor = static is not None and hasattr(type(static), "__set__")
+        if inst_dict is not None and name in inst_dict and not is_data_descriptor:
+            return wrap(tx, inst_dict[name], self._attr_source(name))
+        if static is None:
+            if hasattr(cls, "__getattr__") and not isinstance(obj, torch.nn.Module):
+                unsupported("construct", f"{cls.__qualname__}.__getattr__ is not traced")
+            unsupported("exceptions", f"AttributeError: {cls.__qualname__!r} object has no attribute {name!r}")
+        if isinstance(static, staticmethod):
+            return UserFunctionVariable(static.__func__)
+        if isinstance(static, classmethod):
+            return UserMethodVariable(UserFunctionVariable(static.__func__), ClassVariable(cls))
+        if isinstance(static, types.FunctionType):
+            return UserMethodVariable(UserFunctionVariable(static), self)
+        if isinstance(static, property):
+            if static.fget is None:
+                unsupported("exceptions", f"AttributeError: property {name!r} has no getter")
+            return UserFunctionVariable(static.fget).call_function(tx, [self], {})
+        if hasattr(type(static), "__get__"):
+            unsupported("construct", f"descriptor {name!r} of {cls.__qualname__} is not traced")
+        return wrap(tx, static, self._attr_source(name))
+
+    def call_method(self, tx, name, args, kwargs):
+        return self.var_getattr(tx, name).call_function(tx, args, kwargs)
+
+    def call_function(self, tx, args, kwargs):
+        obj = self.value
+        if isinstance(obj, torch.nn.Module):
+            if (obj._forward_hooks or obj._forward_pre_hooks or getattr(obj, "_backward_hooks", None)
+                    or torch.nn.modules.module._global_forward_hooks
+                    or torch.nn.modules.module._global_forward_pre_hooks):
+                unsupported("call", f"{type(obj).__qualname__} has hooks, which are not traced")
+            return self.call_method(tx, "forward", args, kwargs)
+        if inspect.getattr_static(type(obj), "__call__", None) is not None:
+            return self.call_method(tx, "__call__", args, kwargs)
+        unsupported("exceptions", f"TypeError: {type(obj).__qualname__!r} object is not callable")

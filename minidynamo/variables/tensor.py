@@ -1,0 +1,107 @@
+"""TensorVariable: a tensor during the trace — an fx node plus its fake value.
+
+Metadata (shape, dtype, device, ndim, ...) is read from the fake value and is static:
+the TENSOR_MATCH guard on every graph input pins it. Reading tensor *data* declines.
+"""
+from __future__ import annotations
+
+import operator
+
+import torch
+
+from ..exc import unsupported
+from .base import VariableTracker
+from .constant import ConstantVariable
+
+# Methods whose result is metadata, folded to a constant (no node).
+_METADATA_METHODS = {
+    "size", "dim", "ndimension", "numel", "nelement", "stride", "is_contiguous",
+    "element_size", "is_floating_point", "is_complex", "get_device", "storage_offset",
+    "__len__", "is_signed", "type",
+}
+# Methods that read data or leave the tensor world: always a fallback.
+_DATA_METHODS = {
+    "item": "reads a tensor value into Python", "tolist": "reads tensor values into Python",
+    "numpy": "converts to NumPy", "data_ptr": "reads a memory address",
+    "untyped_storage": "reads the storage", "storage": "reads the storage",
+    "__bool__": "needs a tensor's truth value", "__int__": "reads a tensor value into Python",
+    "__float__": "reads a tensor value into Python", "__index__": "reads a tensor value into Python",
+    "backward": "runs autograd", "register_hook": "registers a hook", "__repr__": "prints data",
+    "__str__": "prints data", "__format__": "formats data",
+}
+_METADATA_ATTRS = {"dtype", "device", "ndim", "requires_grad", "is_cuda", "is_sparse",
+                   "is_quantized", "is_meta", "layout", "is_leaf", "itemsize", "nbytes"}
+_TENSOR_ATTRS = {"T", "mT", "H", "mH", "real", "imag", "data"}
+
+
+class TensorVariable(VariableTracker):
+    __slots__ = ("node", "fake")
+
+    def __init__(self, node, fake, source=None):
+        super().__init__(source)
+        self.node = node
+        self.fake = fake
+
+    def python_type(self):
+        return type(self.fake) if not isinstance(self.fake, torch.Tensor) else torch.Tensor
+
+    def as_fx_arg(self):
+        return self.node
+
+    def as_fake(self):
+        return self.fake
+
+    def describe(self):
+        return f"tensor {self.node.name} {tuple(self.fake.shape)}"
+
+    def truthy(self, tx):
+        unsupported("data_dependent", f"the truth value of {self.describe()} depends on its data "
+                    "(branching on a tensor: compute the condition with shapes, or mark the call to run eagerly)")
+
+    def var_getattr(self, tx, name):
+        fake = self.fake
+        if name == "shape":
+            return size_variable(fake.shape)
+        if name in _METADATA_ATTRS:
+            return ConstantVariable(getattr(fake, name))
+        if name in _TENSOR_ATTRS:
+            return tx.output.call("call_function", getattr, [self, ConstantVariable(name)], {},
+                                  what=f"Tensor.{name}")
+        if name == "grad":
+            unsupported("construct", "reading Tensor.grad while tracing")
+        if not hasattr(torch.Tensor, name):
+            unsupported("exceptions", f"AttributeError: 'Tensor' object has no attribute {name!r}")
+        from .functions import BoundMethodVariable
+        return BoundMethodVariable(self, name)
+
+    def call_method(self, tx, name, args, kwargs):
+        if name in _DATA_METHODS:
+            unsupported("data_dependent", f"Tensor.{name}() {_DATA_METHODS[name] or 'is not traced'}")
+        if name == "size" and not kwargs:
+            if not args:
+                return size_variable(self.fake.shape)
+        if name == "__setitem__":
+            tx.output.call("call_function", operator.setitem, [self, *args], {},
+                           what="tensor item assignment", allow_none=True)
+            return ConstantVariable(None)
+        if name == "__getitem__":
+            return tx.output.call("call_function", operator.getitem, [self, *args], {},
+                                  what="tensor indexing")
+        if name in ("__contains__",):
+            unsupported("data_dependent", "`in` on a tensor reads its data")
+        return tx.output.call("call_method", name, [self, *args], kwargs, what=f"Tensor.{name}",
+                              fold_metadata=name in _METADATA_METHODS)
+
+    def iter_items(self, tx):
+        if self.fake.dim() == 0:
+            unsupported("exceptions", "TypeError: iteration over a 0-d tensor")
+        return [self.call_method(tx, "__getitem__", [ConstantVariable(i)], {})
+                for i in range(self.fake.shape[0])]
+
+    def __repr__(self):
+        return f"TensorVariable({self.node.name})"
+
+
+def size_variable(shape) -> VariableTracker:
+    from .lists import TupleVariable
+    return TupleVariable([ConstantVariable(int(s)) for s in shape], tuple_type=torch.Size)
