@@ -9,7 +9,10 @@ from .explain import explain
 from .logs import init_from_env as _init_logs
 from .logs import set_logs
 
+from .variables.triton import register as _register_triton
+
 _init_logs()
+_register_triton()
 
 __all__ = ["optimize", "explain", "reset", "Unsupported", "config", "set_logs",
            "register_backend", "OptimizedFunction", "RecompileError", "BackendError"]

@@ -35,6 +35,14 @@ def debug(gm: fx.GraphModule, example_inputs):
 _REGISTRY["print"] = debug
 
 
+@register_backend("functional_eager")
+def functional_eager(gm: fx.GraphModule, example_inputs):
+    """Rewrite Triton launches into their functional form, then run eagerly: what a
+    functional backend receives, checked against plain eager."""
+    from .triton.functional import functionalize
+    return functionalize(gm).forward
+
+
 def lookup_backend(backend):
     if callable(backend):
         return backend

@@ -38,7 +38,8 @@ class OutputGraph:
         self._input_by_id: dict = {}
         self.guards = GuardSet()
         # Side table for Triton launches: owned by this graph, released with it.
-        self.kernels: list = []
+        from .triton.capture import KernelTable
+        self.kernels = KernelTable()
         self.op_count = 0
         # Trackers of values read from the frame, per source (aliasing preserved).
         self.wrapped: dict = {}

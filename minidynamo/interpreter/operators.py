@@ -131,8 +131,9 @@ def contains(tx, container: VariableTracker, item: VariableTracker):
 def getitem(tx, obj: VariableTracker, key: VariableTracker):
     if _is_tensor(obj):
         return obj.call_method(tx, "__getitem__", [key], {})
-    if isinstance(obj, (BaseListVariable, DictVariable)):
-        return obj.getitem(tx, key)
+    custom = getattr(obj, "getitem", None)  # containers, kernel[grid]
+    if custom is not None:
+        return custom(tx, key)
     if obj.is_python_constant() and key.is_python_constant():
         return fold(tx, operator.getitem, [obj.as_python_constant(), key.as_python_constant()], {}, "[]")
     return obj.call_method(tx, "__getitem__", [key], {})

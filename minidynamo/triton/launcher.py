@@ -155,6 +155,20 @@ def _is_tensor(v) -> bool:
     return isinstance(v, torch.Tensor)
 
 
+def _param_order(kernel) -> tuple:
+    import inspect
+    k = kernel
+    for _ in range(8):
+        inner = getattr(k, "fn", None)
+        if inner is None:
+            break
+        k = inner
+    try:
+        return tuple(inspect.signature(k).parameters)
+    except (TypeError, ValueError):
+        return ()
+
+
 class Launcher:
     """Callable replay of ``kernel[grid](**constant_kwargs, **dynamic)``."""
 
@@ -166,6 +180,7 @@ class Launcher:
         self.constant_kwargs = dict(constant_kwargs)
         self.dynamic_names = tuple(dynamic_names)
         self.name = _kernel_name(kernel)
+        self._param_order = _param_order(kernel)
         self.fallback_reason: str | None = None
         self.ordinary_calls = 0          # how often the ordinary path ran (for tests/inspection)
         self._variants: list = []        # (fast function, its namespace), newest first
@@ -233,10 +248,10 @@ class Launcher:
         kw = dict(self.constant_kwargs)
         kw.update(zip(self.dynamic_names, values))
         if not self._enabled or self._resolves >= _MAX_RESOLVES:
-            self.kernel[self.grid](**kw)
+            self._launch(self.grid, kw)
             return None
         rec = _GridRecorder(self.grid)
-        ret = self.kernel[rec](**kw)
+        ret = self._launch(rec, kw)
         self._resolves += 1
         try:
             self._add_variant(self._resolve(ret, rec, kw, values))
@@ -248,6 +263,17 @@ class Launcher:
         except Exception as e:  # never let resolution break a launch that already happened
             self._disable(f"could not resolve compiled kernel: {e!r}")
         return None
+
+    def _launch(self, grid, kw: dict):
+        # Leading parameters go positionally: a kernel parameter named `grid` or `warmup`
+        # must not collide with Triton's own launch keywords.
+        kw = dict(kw)
+        pos = []
+        for name in self._param_order:
+            if name not in kw:
+                break
+            pos.append(kw.pop(name))
+        return self.kernel[grid](*pos, **kw)
 
     # -- resolution -------------------------------------------------------------
     def _resolve(self, ret, rec: _GridRecorder, kw: dict, values: tuple) -> dict:

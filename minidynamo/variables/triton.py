@@ -1,0 +1,308 @@
+"""Triton kernels in the trace: `kernel[grid]`, `kernel.run(..., grid=)`, and the call that
+becomes one launch node (see triton/capture.py for the node and its side table)."""
+from __future__ import annotations
+
+from ..exc import Unsupported, unsupported
+from ..guards import Guard
+from ..sources import AttrSource
+from ..triton.capture import (
+    SPECIAL_KWARGS,
+    ConfigGrid,
+    LaunchRecord,
+    check_grid_value,
+    kernel_chain,
+    kernel_name,
+    kernel_signature,
+)
+from .base import VariableTracker
+from .constant import ConstantVariable, is_constant_value
+from .dicts import DictVariable
+from .lists import BaseListVariable
+from .tensor import TensorVariable
+
+
+def is_triton_kernel(value) -> bool:
+    mod = type(value).__module__ or ""
+    if not mod.startswith("triton"):
+        return False
+    from triton.runtime.jit import KernelInterface
+    return isinstance(value, KernelInterface)
+
+
+def is_triton_builder(value) -> bool:
+    """triton.jit / autotune / heuristics / Config: making kernels inside the trace."""
+    if not callable(value) or not (getattr(value, "__module__", "") or "").startswith("triton"):
+        return False
+    import triton
+    return value in (triton.jit, triton.autotune, triton.heuristics, triton.Config)
+
+
+def is_triton_pure_function(value) -> bool:
+    """triton.cdiv, triton.next_power_of_2 (ConstexprFunction objects in newer Triton)."""
+    if not (getattr(value, "__module__", "") or type(value).__module__ or "").startswith("triton"):
+        return False
+    import triton
+    pure = [getattr(triton, n, None) for n in ("cdiv", "next_power_of_2")]
+    return any(value is p for p in pure if p is not None)
+
+
+class TritonPureFunctionVariable(VariableTracker):
+    """A pure Triton helper used in grids: folded on constants."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value, source=None):
+        super().__init__(source)
+        self.value = value
+
+    def is_python_constant(self):
+        return True
+
+    def as_python_constant(self):
+        return self.value
+
+    def call_function(self, tx, args, kwargs):
+        from .constant import fold
+        name = getattr(self.value, "__name__", "triton helper")
+        if not all(a.is_python_constant() for a in args) or not all(
+                v.is_python_constant() for v in kwargs.values()):
+            unsupported("triton", f"triton.{name} with arguments that are not constants")
+        return fold(tx, self.value, [a.as_python_constant() for a in args],
+                    {k: v.as_python_constant() for k, v in kwargs.items()}, f"triton.{name}")
+
+
+class TritonBuilderVariable(VariableTracker):
+    """triton.jit and friends: calling them in the trace declines with a clear reason."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value, source=None):
+        super().__init__(source)
+        self.value = value
+
+    def call_function(self, tx, args, kwargs):
+        unsupported("triton", f"triton.{self.value.__name__}() inside the traced function: a kernel "
+                              "defined inside the traced function is not captured (define it at module level)")
+
+
+class TritonKernelVariable(VariableTracker):
+    __slots__ = ("kernel", "grid")
+
+    def __init__(self, kernel, source=None, grid=None):
+        super().__init__(source)
+        self.kernel = kernel
+        self.grid = grid
+
+    @property
+    def name(self) -> str:
+        return kernel_name(self.kernel)
+
+    def python_type(self):
+        return type(self.kernel)
+
+    def is_python_constant(self):
+        return self.grid is None
+
+    def as_python_constant(self):
+        if self.grid is not None:
+            return super().as_python_constant()
+        return self.kernel
+
+    def describe(self):
+        return f"Triton kernel {self.name!r}"
+
+    def getitem(self, tx, grid):
+        return self.call_method(tx, "__getitem__", [grid], {})
+
+    def call_method(self, tx, name, args, kwargs):
+        if name == "__getitem__" and len(args) == 1 and not kwargs:
+            if self.grid is not None:
+                unsupported("triton", f"kernel {self.name!r} subscripted twice: launch with a single grid")
+            return TritonKernelVariable(self.kernel, self.source, grid=args[0])
+        if name == "run":
+            kwargs = dict(kwargs)
+            grid = kwargs.pop("grid", None)
+            kwargs.pop("warmup", None)
+            if grid is None:
+                unsupported("triton", f"{self.name}.run(...) without grid=: pass grid= to launch")
+            return emit_launch(tx, self, grid, list(args), kwargs)
+        return super().call_method(tx, name, args, kwargs)
+
+    def var_getattr(self, tx, name):
+        from .functions import BoundMethodVariable
+        if name == "run":
+            return BoundMethodVariable(self, "run")
+        if name == "__getitem__":
+            return BoundMethodVariable(self, "__getitem__")
+        unsupported("triton", f"reading {name!r} of kernel {self.name!r} inside the traced function")
+
+    def call_function(self, tx, args, kwargs):
+        if self.grid is None:
+            unsupported("triton", f"kernel {self.name!r} called without a grid: launch it as kernel[grid](...)")
+        return emit_launch(tx, self, self.grid, list(args), dict(kwargs))
+
+
+def emit_launch(tx, kv: TritonKernelVariable, grid_var, args: list, kwargs: dict):
+    from triton.runtime.autotuner import Autotuner, Heuristics
+
+    from ..triton.mutation import analyze_mutations
+
+    kernel, name = kv.kernel, kv.name
+    chain = kernel_chain(kernel)
+    sig = kernel_signature(kernel)
+    params = list(sig.parameters)
+    if len(args) > len(params):
+        unsupported("exceptions", f"TypeError: kernel {name!r} takes {len(params)} arguments, "
+                                  f"{len(args)} given")
+    bound: dict = dict(zip(params, args))
+    special: dict = {}
+    for k, v in kwargs.items():
+        if k in params:
+            if k in bound:
+                unsupported("exceptions", f"TypeError: kernel {name!r} got multiple values for {k!r}")
+            bound[k] = v
+        elif k in SPECIAL_KWARGS:
+            special[k] = v
+        else:
+            unsupported("exceptions", f"TypeError: kernel {name!r} got an unexpected argument {k!r}")
+
+    constant_kwargs: dict = {}
+    dynamic_names: list = []
+    fx_kwargs: dict = {}
+    for pname in params:
+        if pname not in bound:
+            continue
+        v = bound[pname]
+        if isinstance(v, TensorVariable):
+            dynamic_names.append(pname)
+            fx_kwargs[pname] = v
+        else:
+            constant_kwargs[pname] = fx_kwargs[pname] = _constant_arg(v, name, pname)
+    for k, v in special.items():
+        constant_kwargs[k] = _constant_arg(v, name, k)
+
+    # meta as Triton builds it for grids and heuristics: bound args, then defaults.
+    meta_items = dict(bound)
+    for pname, p in sig.parameters.items():
+        if pname not in meta_items:
+            if p.default is p.empty:
+                if not any(isinstance(k, Heuristics) and pname in k.values for k in chain) and not any(
+                        isinstance(k, Autotuner) and any(pname in c.kwargs for c in k.configs) for k in chain):
+                    unsupported("exceptions", f"TypeError: kernel {name!r} missing argument {pname!r}")
+                continue
+            meta_items[pname] = ConstantVariable(_unwrap_constexpr(p.default))
+
+    _guard_kernel_state(tx, kv, chain)
+    autotuners = [k for k in chain if isinstance(k, Autotuner)]
+    if len(autotuners) > 1:
+        unsupported("triton", f"kernel {name!r} has more than one @triton.autotune")
+    if autotuners:
+        keys, table = _config_keys(autotuners[0]), {}
+        for cfg in autotuners[0].configs:
+            meta = dict(meta_items)
+            meta.update({k: ConstantVariable(v) for k, v in cfg.kwargs.items()})
+            _apply_heuristics(tx, chain, meta, name)
+            table[tuple(cfg.kwargs.get(k) for k in keys)] = _eval_grid(tx, grid_var, meta, name)
+        grid = ConfigGrid(keys, table)
+        node_grid = list(table.values())
+    else:
+        meta = dict(meta_items)
+        _apply_heuristics(tx, chain, meta, name)
+        grid = _eval_grid(tx, grid_var, meta, name)
+        node_grid = [grid]
+
+    record = LaunchRecord(kernel, name, grid, constant_kwargs, tuple(dynamic_names),
+                          analyze_mutations(kernel))
+    output = tx.output
+    idx = output.kernels.add(record)
+    lowered = {k: (v.as_fx_arg() if isinstance(v, TensorVariable) else v) for k, v in fx_kwargs.items()}
+    output.graph.create_node("call_function", output.kernels.wrapper, (),
+                             {"kernel_idx": idx, "grid": node_grid, "kwargs": lowered},
+                             name=f"{name}_launch")
+    output.op_count += 1
+    return ConstantVariable(None)
+
+
+def _unwrap_constexpr(v):
+    return getattr(v, "value", v) if type(v).__name__ == "constexpr" else v
+
+
+def _constant_arg(v: VariableTracker, kname: str, pname: str):
+    if isinstance(v, (BaseListVariable, DictVariable)) and any(
+            isinstance(i, TensorVariable) for i in getattr(v, "items", [])):
+        unsupported("triton", f"kernel {kname!r} argument {pname!r}: tensors inside a {v.python_type().__name__} "
+                              "are not captured")
+    if not v.is_python_constant():
+        unsupported("triton", f"kernel {kname!r} argument {pname!r}: {v.describe()} is not a tensor or a constant")
+    value = v.as_python_constant()
+    if not (is_constant_value(value) or type(value).__name__ in ("constexpr", "dtype")):
+        unsupported("triton", f"kernel {kname!r} argument {pname!r}: a {type(value).__name__} is not a "
+                              "Triton argument type")
+    return value
+
+
+def _config_keys(autotuner) -> tuple:
+    keys: list = []
+    for cfg in autotuner.configs:
+        for k in cfg.kwargs:
+            if k not in keys:
+                keys.append(k)
+    return tuple(keys)
+
+
+def _guard_kernel_state(tx, kv, chain):
+    """Swapping autotune configs must re-trace: the per-config grids would be stale."""
+    from triton.runtime.autotuner import Autotuner
+    if kv.source is None:
+        return
+    src = kv.source
+    for k in chain:
+        if isinstance(k, Autotuner):
+            tx.output.guards.add(Guard("ID_MATCH", AttrSource(src, "configs"), k.configs))
+            tx.output.guards.add(Guard("LEN_MATCH", AttrSource(src, "configs"), len(k.configs),
+                                       {"type": type(k.configs)}))
+        src = AttrSource(src, "fn")
+
+
+def _apply_heuristics(tx, chain, meta: dict, kname: str):
+    """Heuristics run innermost-last, on the values the guards pin down."""
+    from triton.runtime.autotuner import Heuristics
+    from .builder import wrap
+    for k in chain:
+        if isinstance(k, Heuristics):
+            for vname, fn in k.values.items():
+                fn_var = wrap(tx, fn, None)
+                try:
+                    result = fn_var.call_function(tx, [DictVariable(dict(meta))], {})
+                except Unsupported as e:
+                    unsupported("triton", f"heuristic {vname!r} of kernel {kname!r} cannot be traced: {e.detail}")
+                if not result.is_python_constant():
+                    unsupported("triton", f"heuristic {vname!r} of kernel {kname!r} must return a constant")
+                meta[vname] = result
+
+
+def _eval_grid(tx, grid_var, meta: dict, kname: str) -> tuple:
+    what = f"grid of kernel {kname!r}"
+    if isinstance(grid_var, BaseListVariable) or grid_var.is_python_constant() and isinstance(
+            grid_var.as_python_constant(), (tuple, list)):
+        g = grid_var
+    else:
+        try:
+            g = grid_var.call_function(tx, [DictVariable(dict(meta))], {})
+        except Unsupported as e:
+            if e.category in ("triton",):
+                raise
+            unsupported("triton", f"{what} ({grid_var.describe()}) cannot be traced: {e.detail}")
+    if not g.is_python_constant():
+        unsupported("triton", f"{what} is not a tuple of constants: {g.describe()}")
+    return check_grid_value(g.as_python_constant(), what)
+
+
+def register():
+    # The predicates import triton only for objects whose type comes from triton, so
+    # importing minidynamo never imports triton (TRITON_INTERPRET may be set later).
+    from .builder import register_wrapper
+    register_wrapper(is_triton_kernel, lambda tx, v, src: TritonKernelVariable(v, src))
+    register_wrapper(is_triton_builder, lambda tx, v, src: TritonBuilderVariable(v, src))
+    register_wrapper(is_triton_pure_function, lambda tx, v, src: TritonPureFunctionVariable(v, src))
+
