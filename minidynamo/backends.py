@@ -22,7 +22,11 @@ def register_backend(name: str, fn=None):
 
 @register_backend("eager")
 def eager(gm: fx.GraphModule, example_inputs):
-    # The generated forward itself: skips nn.Module.__call__ machinery on every call.
+    # The generated forward itself: skips nn.Module.__call__ machinery on every call;
+    # Triton launch nodes call their launchers directly.
+    if getattr(gm, "_minidynamo_kernels", None):
+        from .triton.capture import direct_launches
+        gm = direct_launches(gm)
     return gm.forward
 
 

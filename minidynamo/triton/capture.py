@@ -53,12 +53,18 @@ class LaunchRecord:
     mutation: object = None  # MutationAnalysis
     _launcher: object = field(default=None, repr=False)
 
-    def launch(self, values: tuple):
+    def launcher(self):
         if self._launcher is None:
             from .launcher import make_launcher
             self._launcher = make_launcher(self.kernel, self.grid, self.constant_kwargs,
                                            self.dynamic_names)
-        self._launcher(*values)
+            # fx names a call's target after these (the node shows the kernel's name).
+            self._launcher.__name__ = self._launcher.__qualname__ = f"launch_{self.name}"
+            self._launcher.__module__ = "minidynamo.triton"
+        return self._launcher
+
+    def launch(self, values: tuple):
+        self.launcher()(*values)
 
     def written_tensors(self) -> list[str] | None:
         """Tensor parameters the kernel writes; None when the analysis could not decide."""
@@ -180,3 +186,27 @@ def check_grid_value(grid, what: str) -> tuple:
         if isinstance(g, bool) or not isinstance(g, int):
             unsupported("triton", f"{what}: grid entries must be ints, got {g!r}")
     return tuple(grid) + (1,) * (3 - len(grid))
+
+
+def direct_launches(gm):
+    """For running (not for showing): a copy of `gm` whose launch nodes call each kernel's
+    launcher with the tensor arguments positionally — no kwargs dict, no side-table lookup
+    per call. The user-visible graph keeps the `triton_kernel_wrapper_mutation` form."""
+    import torch.fx as fx
+    graph = fx.Graph()
+    out = graph.graph_copy(gm.graph, {})
+    graph.output(out)
+    changed = False
+    for node in graph.nodes:
+        if node.op == "call_function" and isinstance(node.target, TritonKernelWrapperMutation):
+            record = node.target.table.records[node.kwargs["kernel_idx"]]
+            kwargs = node.kwargs["kwargs"]
+            node.target = record.launcher()
+            node.args = tuple(kwargs[n] for n in record.dynamic_names)
+            node.kwargs = {}
+            changed = True
+    if not changed:
+        return gm
+    new = fx.GraphModule(gm, graph, class_name=type(gm).__name__)
+    new._minidynamo_kernels = getattr(gm, "_minidynamo_kernels", None)
+    return new
