@@ -1,0 +1,1 @@
+"""Triton kernels used as test inputs."""
