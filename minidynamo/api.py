@@ -16,9 +16,15 @@ _all_caches: "weakref.WeakSet[FunctionCache]" = weakref.WeakSet()
 class OptimizedFunction:
     """Calls `fn` through guarded cache entries; `fn` itself stays plain eager."""
 
-    def __init__(self, fn, backend="eager", fullgraph: bool = False):
+    def __init__(self, fn, backend="eager", fullgraph: bool = False, mode=None):
         _check_optimizable(fn)
         lookup_backend(backend)  # bad backend names fail here, not at the first call
+        if mode not in _MODES:
+            raise ValueError(f"unknown minidynamo mode {mode!r}; choose from {sorted(m for m in _MODES if m)}")
+        if mode == "cudagraphs":
+            from .cudagraphs import wrap_backend
+            backend = wrap_backend(lookup_backend(backend))
+        self.mode = mode
         self._fn = fn
         code = fn.__code__
         where = f"{code.co_filename}:{code.co_firstlineno}"
@@ -77,11 +83,15 @@ def _check_optimizable(fn):
                         "async functions are not supported")
 
 
-def optimize(backend="eager", *, fullgraph: bool = False):
+_MODES = (None, "default", "cudagraphs")
+
+
+def optimize(backend="eager", *, fullgraph: bool = False, mode=None):
     """Trace a function's tensor work into a guarded torch.fx graph.
 
     Usable bare (`@optimize`), called (`@optimize()`, `@optimize("eager")`,
     `@optimize(backend=fn, fullgraph=True)`), or as `optimize(backend)(fn)`.
+    `mode="cudagraphs"` records the captured graph as a CUDA graph and replays it.
     """
     if isinstance(backend, types.FunctionType) and _looks_like_user_function(backend):
         return OptimizedFunction(backend)
@@ -89,7 +99,7 @@ def optimize(backend="eager", *, fullgraph: bool = False):
     def decorator(fn):
         if isinstance(fn, OptimizedFunction):
             fn = fn._fn
-        return OptimizedFunction(fn, backend, fullgraph)
+        return OptimizedFunction(fn, backend, fullgraph, mode)
     lookup_backend(backend)
     return decorator
 

@@ -93,6 +93,7 @@ class OutputGraph:
                 unsupported("torch_op", f"{what} returned {type(result).__name__}, not a tensor "
                                         "(results that are not tensors are only folded for metadata queries)")
         node = self.graph.create_node(kind, target, tuple(fx_args), fx_kwargs)
+        node.meta["val"] = result  # fake value: device/shape for graph passes (cudagraphs)
         self.op_count += 1
         return wrap_fake_result(self, node, result, what)
 
