@@ -347,3 +347,11 @@ def test_side_table_is_owned_by_the_graph():
     out = minidynamo.explain(f)(t(64), t(64))
     assert out.triton_launches and "add_kernel" in out.triton_launches[0]
     assert "writes: out_ptr" in out.triton_launches[0]
+
+
+def test_config_pre_hook_and_restore_value_run_as_in_eager():
+    def f(x, acc):
+        K.accumulate_hooked[lambda m: (triton.cdiv(m["n"], m["BLOCK"]),)](x, acc, x.numel())
+        K.double_inplace[lambda m: (triton.cdiv(m["n"], m["BLOCK"]),)](x, x.numel())
+        return acc + 0, x
+    run_both(f, t(40), t(40))

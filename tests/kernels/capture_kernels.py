@@ -154,3 +154,26 @@ def _cdiv_grid(n, block, meta):
 
 
 PARTIAL_LAUNCH = functools.partial(add_kernel[(4,)], BLOCK=16)
+
+
+def _zero_out(nargs):
+    nargs["out_ptr"].zero_()
+
+
+@triton.autotune(configs=[triton.Config({"BLOCK": 16}, pre_hook=_zero_out),
+                          triton.Config({"BLOCK": 32}, pre_hook=_zero_out)],
+                 key=["n"], do_bench=last_config_wins())
+@triton.jit
+def accumulate_hooked(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    m = offs < n
+    tl.store(out_ptr + offs, tl.load(out_ptr + offs, mask=m) + tl.load(x_ptr + offs, mask=m), mask=m)
+
+
+@triton.autotune(configs=[triton.Config({"BLOCK": 16}), triton.Config({"BLOCK": 32})], key=["n"],
+                 restore_value=["x_ptr"], do_bench=last_config_wins())
+@triton.jit
+def double_inplace(x_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    m = offs < n
+    tl.store(x_ptr + offs, tl.load(x_ptr + offs, mask=m) * 2, mask=m)
