@@ -6,6 +6,8 @@ to that point, so a function that cannot be traced costs one failed trace, not o
 """
 from __future__ import annotations
 
+import builtins
+import keyword
 import time
 from dataclasses import dataclass, field
 
@@ -13,7 +15,8 @@ import torch
 import torch.fx as fx
 
 from . import codegen
-from .backends import backend_name, compile_with
+from .backends import backend_name, compile_with, lookup_backend
+from .backends import eager as eager_backend
 from .exc import Unsupported, unsupported
 from .graph import OutputGraph
 from .guards import Guard
@@ -38,13 +41,24 @@ class CacheEntry:
     source_text: str
     params: str
     ns: Namespace
-    gm: fx.GraphModule | None = None
-    compiled: object = None
+    _gm: fx.GraphModule | None = None
+    compiled: object = None  # what the backend returned (None: graph inlined in `run`)
     reason: Unsupported | None = None
     compile_time_ms: float = 0.0
     hits: list = field(default_factory=lambda: [0])
     created: float = field(default_factory=time.time)
     _finder: object = None
+    graph: fx.Graph | None = None  # for the GraphModule built on first use of `gm`
+    graph_name: str = ""
+
+    @property
+    def gm(self) -> fx.GraphModule | None:
+        """The captured graph as a GraphModule. With the eager backend the graph's code
+        runs inlined in the entry function, so this is only built when asked for."""
+        if self._gm is None and self.graph is not None:
+            self._gm = fx.GraphModule(torch.nn.Module(), self.graph, class_name=self.graph_name)
+            self._gm._minidynamo_kernels = []
+        return self._gm
 
     @property
     def hit_count(self) -> int:
@@ -80,12 +94,15 @@ def _defaults_guards(fn) -> list[Guard]:
 
 
 class _OutputBuilder:
-    """Return value tracker → (graph outputs, Python expression rebuilding the value)."""
+    """Return value tracker → (graph outputs, Python expression rebuilding the value).
+    A graph output is `out_name[i]` (the compiled graph's result tuple), or with
+    `node_ref` the name the inlined graph code gives that node."""
 
-    def __init__(self, output: OutputGraph, ns: Namespace, out_name: str):
+    def __init__(self, output: OutputGraph, ns: Namespace, out_name: str, node_ref=None):
         self.output = output
         self.ns = ns
         self.out_name = out_name
+        self.node_ref = node_ref
         self.nodes: list = []
         self._index: dict = {}
 
@@ -97,7 +114,7 @@ class _OutputBuilder:
             if i is None:
                 i = self._index[v.node] = len(self.nodes)
                 self.nodes.append(v.node)
-            return f"{self.out_name}[{i}]"
+            return f"{self.out_name}[{i}]" if self.node_ref is None else self.node_ref(v.node)
         if v.source is not None and not isinstance(v, ConstantVariable):
             return v.source.expr(self.ns)  # containers/objects from outside: same object
         if isinstance(v, ConstantVariable):
@@ -116,7 +133,7 @@ class _OutputBuilder:
             body = ", ".join(f"{self._key(k)}: {self.expr(x)}" for k, x in v.items.items())
             return "{" + body + "}" if v.dict_type is dict else f"{self.ns.bind(v.dict_type, 't')}({{{body}}})"
         if isinstance(v, SetVariable):
-            return f"set({self.ns.bind(frozenset(v.values), 'c')})"
+            return f"{self.ns.bind(v.python_type(), 't')}({self.ns.bind(frozenset(v.values), 'c')})"
         if isinstance(v, (BuiltinVariable, ClassVariable, TorchVariable, ModuleVariable)):
             return self.ns.bind(v.as_python_constant(), "c")
         unsupported("construct", f"returning {v.describe()}, which exists only inside the trace")
@@ -159,19 +176,54 @@ def compile_call(fn, args, kwargs, backend, *, name: str) -> CacheEntry:
     body.append(f"    {ns.bind(hits, 'hits')}[0] += 1")
     gm = compiled = None
     has_work = output.op_count > 0 or output.kernels
+    inlined = False
     if has_work:
         output.graph.output(tuple(builder.nodes))
-        gm = fx.GraphModule(torch.nn.Module(), output.graph, class_name=f"{name}_graph")
-        gm._minidynamo_kernels = output.kernels  # the graph owns its Triton side table
-        example_inputs = [inp.example for inp in output.inputs]
-        compiled = compile_with(backend, gm, example_inputs)
-        inputs = ", ".join(inp.source.expr(ns) for inp in output.inputs)
-        body.append(f"    {out_name} = {ns.bind(compiled, 'compiled')}({inputs})")
-    body.append(f"    return {rebuild}")
+        if not output.kernels and lookup_backend(backend) is eager_backend:
+            # The eager backend runs the graph's code as is: emit it into the entry
+            # itself (no GraphModule to build, no call into forward per call).
+            inlined = _inline_graph(fn, output, ns, out_name, result, body)
+        if not inlined:
+            gm = fx.GraphModule(torch.nn.Module(), output.graph, class_name=f"{name}_graph")
+            gm._minidynamo_kernels = output.kernels  # the graph owns its Triton side table
+            example_inputs = [inp.example for inp in output.inputs]
+            compiled = compile_with(backend, gm, example_inputs)
+            inputs = ", ".join(inp.source.expr(ns) for inp in output.inputs)
+            body.append(f"    {out_name} = {ns.bind(compiled, 'compiled')}({inputs})")
+    if not inlined:
+        body.append(f"    return {rebuild}")
     run, text = codegen.build_function(name, params, body, ns, f"<minidynamo entry {name}>")
     return CacheEntry(run, "graph" if has_work else "constant", output.guards.ordered(),
                       guard_exprs, text, params, ns, gm, compiled, None,
-                      (time.perf_counter() - start) * 1e3, hits)
+                      (time.perf_counter() - start) * 1e3, hits,
+                      graph=output.graph if inlined else None, graph_name=f"{name}_graph")
+
+
+def _inline_graph(fn, output, ns, out_name, result, body) -> bool:
+    """Append the graph's statements and the return to `body`; False if it cannot be."""
+    avoid = set(fn.__code__.co_varnames) | set(fn.__code__.co_cellvars) | set(fn.__code__.co_freevars)
+    names: dict = {}
+
+    def var_name(node) -> str:
+        n = names.get(node)
+        if n is None:
+            n = node.name
+            if n in avoid or n.startswith(ns.prefix) or keyword.iskeyword(n) or hasattr(builtins, n):
+                n = ns.prefix + "v_" + n
+            while n in ns.values:
+                n += "_"
+            ns.reserve(n)
+            names[node] = n
+        return n
+
+    input_exprs = {inp.node: inp.source.expr(ns) for inp in output.inputs}
+    lines = codegen.graph_lines(output.graph, ns, input_exprs, var_name)
+    if lines is None:
+        return False
+    rebuild = _OutputBuilder(output, ns, out_name, var_name).expr(result)
+    body.extend("    " + line for line in lines)
+    body.append(f"    return {rebuild}")
+    return True
 
 
 def _eager_entry(fn, output, ns, params, call_args, miss, reason, name, start) -> CacheEntry:

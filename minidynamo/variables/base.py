@@ -46,6 +46,17 @@ class VariableTracker:
     def var_getattr(self, tx, name: str) -> "VariableTracker":
         unsupported("construct", f"attribute {name!r} of {self.describe()}")
 
+    def method_getattr(self, tx, name: str) -> "VariableTracker":
+        """`obj.name` for a tracker that implements its type's methods in `call_method`
+        (lists, dicts, sets): a bound method, or the AttributeError Python would raise."""
+        t = self.python_type()
+        if not hasattr(t, name):
+            unsupported("exceptions", f"AttributeError: {t.__name__!r} object has no attribute {name!r}")
+        if not callable(getattr(t, name)):
+            unsupported("construct", f"attribute {name!r} of {self.describe()}")
+        from .functions import BoundMethodVariable
+        return BoundMethodVariable(self, name)
+
     def call_function(self, tx, args: list, kwargs: dict) -> "VariableTracker":
         unsupported("call", f"calling {self.describe()}")
 

@@ -79,7 +79,7 @@ def _wrap(tx, value, source):
         return DictVariable(items, source)
     if type(value) in (set, frozenset) and all(is_constant_value(v) for v in value):
         _guard(tx, "EQUALS_MATCH", source, value)
-        return SetVariable(value, source)
+        return SetVariable(value, source, set_type=type(value))
     if isinstance(value, functools.partial):
         _guard(tx, "TYPE_MATCH", source, type(value))
         if source is not None:
@@ -175,7 +175,7 @@ def wrap_constant_result(result, what: str):
     if type(result) is dict:
         return DictVariable({k: wrap_constant_result(v, what) for k, v in result.items()})
     if type(result) in (set, frozenset):
-        return SetVariable(result)
+        return SetVariable(result, set_type=type(result))
     if isinstance(result, type):
         return ClassVariable(result)
     if is_builtin_callable(result):

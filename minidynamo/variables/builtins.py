@@ -158,7 +158,7 @@ def _iterable_call(ctor):
         if ctor is list:
             return ListVariable(items)
         if ctor is set or ctor is frozenset:
-            s = SetVariable()
+            s = SetVariable(set_type=ctor)
             for i in items:
                 s.values.add(i.as_python_constant())
             return s

@@ -5,7 +5,7 @@ from __future__ import annotations
 from ..exc import unsupported
 from .base import VariableTracker
 from .constant import ConstantVariable
-from .lists import ListVariable, TupleVariable
+from .lists import BaseListVariable, TupleVariable
 
 
 def _key(tx, k: VariableTracker):
@@ -51,6 +51,9 @@ class DictVariable(VariableTracker):
     def iter_items(self, tx):
         return [ConstantVariable(k) for k in self.items]
 
+    def var_getattr(self, tx, name):
+        return self.method_getattr(tx, name)
+
     def check_mutable(self, what):
         if self.source is not None:
             unsupported("side_effect", f"{what} on the dict {self.source.name()!r}, which outlives the call")
@@ -84,11 +87,12 @@ class DictVariable(VariableTracker):
         if name == "__contains__" and n == 1:
             return ConstantVariable(_key(tx, args[0]) in self.items)
         if name == "keys" and n == 0:
-            return ListVariable([ConstantVariable(k) for k in self.items])
+            return DictViewVariable([ConstantVariable(k) for k in self.items], type({}.keys()))
         if name == "values" and n == 0:
-            return ListVariable(list(self.items.values()))
+            return DictViewVariable(list(self.items.values()), type({}.values()))
         if name == "items" and n == 0:
-            return ListVariable([TupleVariable([ConstantVariable(k), v]) for k, v in self.items.items()])
+            return DictViewVariable([TupleVariable([ConstantVariable(k), v]) for k, v in self.items.items()],
+                                    type({}.items()))
         if name == "get" and n in (1, 2):
             k = _key(tx, args[0])
             return self.items.get(k, args[1] if n == 2 else ConstantVariable(None))
@@ -133,23 +137,50 @@ class DictVariable(VariableTracker):
         return f"DictVariable({self.items!r})"
 
 
-class SetVariable(VariableTracker):
-    """A set of constants built inside the function (set literals and comprehensions)."""
+class DictViewVariable(BaseListVariable):
+    """`d.keys()`/`d.values()`/`d.items()`: iterable and sized like a list, but not a list
+    (returning one, or calling a list method on it, declines)."""
 
-    __slots__ = ("values",)
+    __slots__ = ("view_type",)
 
-    def __init__(self, values=(), source=None):
-        super().__init__(source)
-        self.values = set(values)
+    def __init__(self, items, view_type):
+        super().__init__(items)
+        self.view_type = view_type
 
     def python_type(self):
-        return set
+        return self.view_type
+
+    def is_python_constant(self):
+        return False
+
+    def getitem(self, tx, key):
+        unsupported("exceptions", f"TypeError: {self.view_type.__name__!r} object is not subscriptable")
+
+    def describe(self):
+        return f"{self.view_type.__name__} of {len(self.items)} items"
+
+
+class SetVariable(VariableTracker):
+    """A set (or frozenset) of constants: literals, comprehensions, constant arguments."""
+
+    __slots__ = ("values", "set_type")
+
+    def __init__(self, values=(), source=None, set_type=set):
+        super().__init__(source)
+        self.values = set(values)
+        self.set_type = set_type
+
+    def python_type(self):
+        return self.set_type
 
     def is_python_constant(self):
         return True
 
     def as_python_constant(self):
-        return set(self.values)
+        return self.set_type(self.values)
+
+    def var_getattr(self, tx, name):
+        return self.method_getattr(tx, name)
 
     def describe(self):
         return f"set of {len(self.values)} items"
@@ -174,5 +205,6 @@ class SetVariable(VariableTracker):
         if name == "__len__":
             return ConstantVariable(len(self.values))
         if name in ("union", "intersection", "difference") and all(a.is_python_constant() for a in args):
-            return SetVariable(getattr(self.values, name)(*[a.as_python_constant() for a in args]))
+            return SetVariable(getattr(self.values, name)(*[a.as_python_constant() for a in args]),
+                               set_type=self.set_type)
         return super().call_method(tx, name, args, kwargs)

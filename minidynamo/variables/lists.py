@@ -59,6 +59,9 @@ class BaseListVariable(VariableTracker):
     def new_like(self, items):
         return type(self)(items)
 
+    def var_getattr(self, tx, name):
+        return self.method_getattr(tx, name)
+
     def call_method(self, tx, name, args, kwargs):
         if name == "__getitem__" and len(args) == 1:
             return self.getitem(tx, args[0])

@@ -1,0 +1,36 @@
+"""Shared fixtures: Triton's CPU interpreter when there is no GPU, a counting backend,
+and a clean minidynamo cache around every test."""
+import os
+import sys
+
+
+def _has_cuda() -> bool:
+    # Decided without importing torch: TRITON_INTERPRET must be set before anything
+    # imports triton, and importing torch first is harmless but slow to get wrong.
+    return os.path.exists("/dev/nvidia0") or bool(os.environ.get("CUDA_VISIBLE_DEVICES", "").strip("-1 "))
+
+
+if not _has_cuda():
+    os.environ.setdefault("TRITON_INTERPRET", "1")
+
+sys.path.insert(0, os.path.dirname(__file__))
+
+import pytest  # noqa: E402
+
+import minidynamo  # noqa: E402
+from helpers import CountingBackend  # noqa: E402
+
+
+@pytest.fixture(autouse=True)
+def _reset_minidynamo():
+    minidynamo.reset()
+    limit = minidynamo.config.cache_size_limit
+    yield
+    minidynamo.config.cache_size_limit = limit
+    minidynamo.reset()
+
+
+@pytest.fixture
+def counting_backend():
+    """A backend `(gm, example_inputs) -> gm.forward` that counts calls and keeps graphs."""
+    return CountingBackend()

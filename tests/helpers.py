@@ -1,0 +1,325 @@
+"""Differential testing: run a function eagerly and optimized (twice, to hit the cache) on
+independent copies of the same arguments and require identical behaviour: results,
+raised exceptions, printed output, identity of returned inputs, aliasing, and the state
+the arguments are left in."""
+from __future__ import annotations
+
+import contextlib
+import copy
+import dis
+import io
+import sys
+import types
+from dataclasses import dataclass, field
+
+import torch
+
+import minidynamo
+
+PY = sys.version_info[:2]
+
+
+class CountingBackend:
+    """`(gm, example_inputs) -> gm.forward`, counting calls and keeping the graphs."""
+
+    def __init__(self):
+        self.graphs: list = []
+        self.example_inputs: list = []
+
+    def __call__(self, gm, example_inputs):
+        self.graphs.append(gm)
+        self.example_inputs.append(list(example_inputs))
+        return gm.forward
+
+    @property
+    def calls(self) -> int:
+        return len(self.graphs)
+
+    def ops(self, i: int = -1) -> list:
+        """The call targets of graph i (functions and method names), in order."""
+        return [n.target for n in self.graphs[i].graph.nodes if n.op in ("call_function", "call_method")]
+
+
+class Args:
+    """One argument set with keywords: `Args(x, 2, scale=3)`."""
+
+    def __init__(self, *args, **kwargs):
+        self.args = args
+        self.kwargs = kwargs
+
+    def __repr__(self):
+        return f"Args({self.args!r}, {self.kwargs!r})"
+
+
+@dataclass
+class Info:
+    backend: CountingBackend
+    opt: object
+    entries: list = field(default_factory=list)
+
+    @property
+    def graphs(self) -> int:
+        return self.backend.calls
+
+    @property
+    def kinds(self) -> list:
+        return [e.kind for e in self.entries]
+
+
+@dataclass
+class Outcome:
+    result: object = None
+    exc: BaseException | None = None
+    stdout: str = ""
+
+
+def _run(fn, args, kwargs) -> Outcome:
+    out = Outcome()
+    buf = io.StringIO()
+    with contextlib.redirect_stdout(buf):
+        try:
+            out.result = fn(*args, **kwargs)
+        except minidynamo.Unsupported:
+            raise  # only fullgraph=True may raise it; check() never asks for that
+        except Exception as e:  # noqa: BLE001 - the user's exception is compared, not judged
+            out.exc = e
+    out.stdout = buf.getvalue()
+    return out
+
+
+def _paths(obj, path=(), acc=None, seen=None):
+    """id(object) -> path, for every object reachable from the arguments."""
+    if acc is None:
+        acc, seen = {}, set()
+    if id(obj) in seen:
+        return acc
+    seen.add(id(obj))
+    acc.setdefault(id(obj), path)
+    if isinstance(obj, (list, tuple)):
+        for i, x in enumerate(obj):
+            _paths(x, path + (i,), acc, seen)
+    elif isinstance(obj, dict):
+        for k, x in obj.items():
+            _paths(x, path + (k,), acc, seen)
+    elif isinstance(obj, torch.nn.Module):
+        for k, x in list(obj.named_parameters()) + list(obj.named_buffers()):
+            _paths(x, path + (("attr", k),), acc, seen)
+    elif hasattr(obj, "__dict__") and not isinstance(obj, (type, types.FunctionType, types.ModuleType)):
+        for k, x in vars(obj).items():
+            _paths(x, path + (("attr", k),), acc, seen)
+    return acc
+
+
+def _at(root, path):
+    obj = root
+    for p in path:
+        if isinstance(p, tuple) and p and p[0] == "attr":
+            for part in p[1].split("."):
+                obj = getattr(obj, part)
+        else:
+            obj = obj[p]
+    return obj
+
+
+def _storage(t: torch.Tensor):
+    return t.untyped_storage().data_ptr()
+
+
+def _tensor_storages(root, paths: dict):
+    return {(_storage(o), o.device): p for o, p in ((_at(root, p), p) for p in paths.values())
+            if isinstance(o, torch.Tensor)}
+
+
+# Immutable values whose identity Python does not promise (deepcopy shares them).
+_ATOMS = (int, float, complex, str, bytes, bool, type(None), torch.dtype, torch.device, range, slice)
+
+
+class _Compare:
+    """Deep comparison of an eager value with an optimized one, given both argument roots."""
+
+    def __init__(self, eager_root, opt_root, what):
+        self.eager_root = eager_root
+        self.opt_root = opt_root
+        self.what = what
+        self.eager_paths = _paths(eager_root)
+        self.opt_ids = {id(_at(opt_root, p)): p for p in self.eager_paths.values()}
+        self.eager_storages = _tensor_storages(eager_root, self.eager_paths)
+        self.opt_storages = _tensor_storages(opt_root, self.eager_paths)
+
+    def fail(self, where, msg):
+        raise AssertionError(f"{self.what}{where or ''}: {msg}")
+
+    def __call__(self, e, o, where="", check_identity=True):
+        if check_identity:
+            path = self.eager_paths.get(id(e)) if not isinstance(e, _ATOMS) else None
+            if path is not None:
+                if o is not _at(self.opt_root, path):
+                    self.fail(where, f"eager returned the input object at {path!r}; the optimized "
+                                     f"call returned a different object ({type(o).__name__})")
+                check_identity = False  # an input: its state is compared separately
+            elif id(o) in self.opt_ids and not isinstance(o, _ATOMS):
+                self.fail(where, f"the optimized call returned the input at {self.opt_ids[id(o)]!r}, "
+                                 "eager returned a new object")
+        if type(e) is not type(o):
+            self.fail(where, f"type {type(e).__name__} (eager) != {type(o).__name__} (optimized)")
+        if isinstance(e, torch.Tensor):
+            self.tensor(e, o, where, check_identity)
+        elif isinstance(e, (list, tuple)):
+            if len(e) != len(o):
+                self.fail(where, f"length {len(e)} != {len(o)}: {e!r} vs {o!r}")
+            for i, (a, b) in enumerate(zip(e, o)):
+                self(a, b, f"{where}[{i}]", check_identity)
+        elif isinstance(e, dict):
+            if list(e) != list(o):
+                self.fail(where, f"keys {list(e)} != {list(o)}")
+            for k in e:
+                self(e[k], o[k], f"{where}[{k!r}]", check_identity)
+        elif isinstance(e, torch.nn.Module):
+            self(dict(e.state_dict()), dict(o.state_dict()), f"{where}.state_dict()", False)
+        elif isinstance(e, float) and e != e:
+            if o == o:
+                self.fail(where, f"nan != {o!r}")
+        elif hasattr(e, "__dict__") and not isinstance(e, (type, types.FunctionType, types.ModuleType,
+                                                           types.MethodType)):
+            self(dict(vars(e)), dict(vars(o)), f"{where}.__dict__", check_identity)
+        elif e != o and e is not o:
+            self.fail(where, f"{e!r} (eager) != {o!r} (optimized)")
+
+    def tensor(self, e, o, where, check_identity):
+        if (e.dtype, e.shape, e.device, e.requires_grad) != (o.dtype, o.shape, o.device, o.requires_grad):
+            self.fail(where, f"tensor metadata {(e.dtype, tuple(e.shape), e.device, e.requires_grad)} != "
+                             f"{(o.dtype, tuple(o.shape), o.device, o.requires_grad)}")
+        torch.testing.assert_close(o, e, equal_nan=True, msg=lambda m: f"{self.what}{where}: {m}")
+        if check_identity:
+            # A view of an input must stay a view of the same input (writes through it show).
+            src = self.eager_storages.get((_storage(e), e.device))
+            if src is not None:
+                target = _at(self.opt_root, src)
+                if _storage(o) != _storage(target):
+                    self.fail(where, f"eager returned a view of the input at {src!r}; the optimized "
+                                     "result does not alias it")
+                if e.stride() != o.stride() or e.storage_offset() != o.storage_offset():
+                    self.fail(where, "a view of an input has different strides/offset")
+
+
+def _clone(args, kwargs):
+    return copy.deepcopy((list(args), dict(kwargs)))
+
+
+def check(fn, *arg_sets, kind, graphs=None, backend=None, reason=None, fullgraph_check=True,
+          same_entry=True):
+    """Run `fn` eagerly and optimized on copies of each argument set and compare everything.
+
+    kind: the cache entry kind every call must end up in ("graph", "eager", "constant").
+    graphs: expected number of backend calls over all argument sets (default: one per
+      argument set for kind="graph" when `same_entry` is False, else 1; 0 otherwise).
+    reason: for kind="eager", the Unsupported category the fallback must have.
+    same_entry: all argument sets must hit one cache entry (no recompile).
+    Returns Info (backend, the optimized function, its entries).
+    """
+    assert kind in ("graph", "eager", "constant"), kind
+    backend = backend or CountingBackend()
+    opt = minidynamo.optimize(backend)(fn)
+    for n, arg_set in enumerate(arg_sets):
+        if not isinstance(arg_set, Args):
+            arg_set = Args(*arg_set) if isinstance(arg_set, tuple) else Args(arg_set)
+        eager_args, eager_kwargs = _clone(arg_set.args, arg_set.kwargs)
+        expected = _run(fn, eager_args, eager_kwargs)
+        for attempt in ("first call", "second call (cache hit)"):
+            entries_before = len(opt.cache_entries())
+            opt_args, opt_kwargs = _clone(arg_set.args, arg_set.kwargs)
+            got = _run(opt, opt_args, opt_kwargs)
+            what = f"{fn.__name__}, argument set {n}, {attempt}"
+            if (expected.exc is None) != (got.exc is None):
+                raise AssertionError(f"{what}: eager {'raised ' + repr(expected.exc) if expected.exc else 'returned'}"
+                                     f", optimized {'raised ' + repr(got.exc) if got.exc else 'returned'}") \
+                    from (got.exc or expected.exc)
+            if expected.exc is not None:
+                assert type(got.exc) is type(expected.exc), f"{what}: {got.exc!r} != {expected.exc!r}"
+                assert str(got.exc) == str(expected.exc), f"{what}: {got.exc!r} != {expected.exc!r}"
+            assert got.stdout == expected.stdout, f"{what}: printed {got.stdout!r}, eager {expected.stdout!r}"
+            roots = (eager_args, eager_kwargs), (opt_args, opt_kwargs)
+            if expected.exc is None:
+                _Compare(*roots, f"{what}: result")(expected.result, got.result)
+            _Compare(*roots, f"{what}: arguments after the call")(roots[0], roots[1], check_identity=False)
+            entries = opt.cache_entries()
+            if attempt.startswith("second"):
+                assert len(entries) == entries_before, f"{what}: re-traced instead of hitting the cache"
+            assert entries and entries[-1].kind == kind or any(e.kind == kind for e in entries), \
+                f"{what}: entry kinds {[e.kind for e in entries]}, expected {kind!r}" + (
+                    f" ({entries[-1].reason})" if entries and entries[-1].reason else "")
+    entries = opt.cache_entries()
+    bad = [e for e in entries if e.kind != kind]
+    assert not bad, f"entry kinds {[e.kind for e in entries]}, expected all {kind!r}" + "".join(
+        f"\n  fallback: {e.reason}" for e in bad if e.reason)
+    if same_entry:
+        assert len(entries) == 1, f"{len(entries)} cache entries, expected one: {opt.guard_failures()}"
+    if graphs is None:
+        graphs = len(entries) if kind == "graph" else 0
+    assert backend.calls == graphs, f"backend called {backend.calls} times, expected {graphs}"
+    if kind == "eager":
+        if reason is not None:
+            assert entries[0].reason.category == reason, entries[0].reason
+    elif fullgraph_check:
+        # What traced without a fallback must also trace under fullgraph=True.
+        strict = minidynamo.optimize(CountingBackend(), fullgraph=True)(fn)
+        first = arg_sets[0] if isinstance(arg_sets[0], Args) else (
+            Args(*arg_sets[0]) if isinstance(arg_sets[0], tuple) else Args(arg_sets[0]))
+        a, k = _clone(first.args, first.kwargs)
+        with contextlib.redirect_stdout(io.StringIO()):
+            try:
+                strict(*a, **k)
+            except minidynamo.Unsupported:
+                raise
+            except Exception:  # noqa: BLE001 - the user's own exception, already compared
+                pass
+    return Info(backend, opt, entries)
+
+
+def check_fallback(fn, *arg_sets, reason=None, **kw):
+    """A construct that must run eagerly; fullgraph=True must refuse it with `reason`."""
+    info = check(fn, *arg_sets, kind="eager", reason=reason, **kw)
+    first = arg_sets[0] if isinstance(arg_sets[0], Args) else (
+        Args(*arg_sets[0]) if isinstance(arg_sets[0], tuple) else Args(arg_sets[0]))
+    strict = minidynamo.optimize(CountingBackend(), fullgraph=True)(fn)
+    a, k = _clone(first.args, first.kwargs)
+    import pytest
+    with pytest.raises(minidynamo.Unsupported) as e:
+        with contextlib.redirect_stdout(io.StringIO()):
+            strict(*a, **k)
+    if reason is not None:
+        assert e.value.category == reason, e.value
+    return info
+
+
+# --- opcodes ------------------------------------------------------------------------
+def opnames(fn, nested=True) -> set:
+    code = fn.__code__ if hasattr(fn, "__code__") else fn
+    names = set()
+    todo = [code]
+    while todo:
+        c = todo.pop()
+        names.update(i.opname for i in dis.get_instructions(c))
+        if nested:
+            todo.extend(k for k in c.co_consts if isinstance(k, types.CodeType))
+    return names
+
+
+def assert_uses(fn, *required, nested=True):
+    """Each requirement is an opname, or a tuple of alternatives (one must appear): the
+    test really exercises that opcode on the running Python (STYLE.md point 7)."""
+    names = opnames(fn, nested)
+    for req in required:
+        alts = (req,) if isinstance(req, str) else tuple(req)
+        assert names & set(alts), (f"{getattr(fn, '__name__', fn)} uses none of {alts} on Python "
+                                   f"{PY[0]}.{PY[1]}; it has {sorted(names)}")
+
+
+def by_version(**table):
+    """by_version(py310=..., py311=..., py312=..., py313=...): the newest key <= running."""
+    best = None
+    for key in sorted(table):
+        major, minor = int(key[2]), int(key[3:])
+        if (major, minor) <= PY:
+            best = table[key]
+    return best

@@ -1,0 +1,361 @@
+"""Constants, tuples, lists, dicts, sets and strings, differential against eager."""
+import pytest
+import torch
+
+from helpers import assert_uses, check
+
+
+def t(*shape):
+    return torch.randn(*shape) if shape else torch.randn(4, 3)
+
+
+# --- constants of every literal kind ----------------------------------------------
+def consts(x):
+    return (x + 1, 2.5, -3, 1e300, 0x10, 1_000_000, 10 ** 30, 3j, "s", b"b", None, True, False,
+            ..., (1, (2, "a")), frozenset({1, 2}))
+
+
+def test_constants_of_every_kind():
+    assert_uses(consts, "LOAD_CONST")
+    check(consts, t(), kind="graph")
+
+
+def test_constant_only_function():
+    def f(x):
+        return {"a": 1, "b": (2.0, None)}, [True, "x"]
+
+    check(f, t(), kind="constant")
+
+
+# --- tuples ------------------------------------------------------------------------
+def test_tuple_build_index_slice_len():
+    def f(x, y):
+        tup = (x, y, x * 2, 3)
+        return tup[0] + tup[-2], tup[1:3], tup[::2], len(tup), 3 in tup[3:]
+
+    assert_uses(f, "BUILD_TUPLE", "BINARY_SUBSCR", ("BUILD_SLICE", "BINARY_SLICE"))
+    check(f, (t(), t()), kind="graph")
+
+
+def test_in_on_tuple_with_tensors_raises_like_eager():
+    def f(x, y):
+        return 3 in (x, y, 3)  # x == 3 is a tensor: bool() of it raises in eager
+
+    check(f, (t(), t()), kind="eager")
+
+
+def test_dict_views_returned_fall_back():
+    def f(x):
+        d = {"a": x}
+        return d.keys(), len(d.items()), "a" in d.keys(), x + 1
+
+    check(f, t(), kind="eager", reason="construct")
+
+
+def test_tuple_argument_unpack_and_len():
+    def f(pair):
+        a, b = pair
+        return a * b, len(pair)
+
+    assert_uses(f, "UNPACK_SEQUENCE")
+    check(f, ((t(), t()),), kind="graph")
+
+
+def test_tuple_concat_repeat_compare():
+    def f(x):
+        a = (1, 2) + (3,)
+        b = (x,) * 2
+        return a, b[0] + b[1], a == (1, 2, 3), a < (1, 3), (x, 1) + (2,)
+
+    check(f, t(), kind="graph")
+
+
+def test_starred_unpack():
+    def f(x, y, z):
+        first, *rest = (x, y, z)
+        *init, last = [x, y, z]
+        a, *mid, b = (1, 2, 3, 4, 5)
+        return first + last, rest, init, mid, a + b
+
+    assert_uses(f, "UNPACK_EX")
+    check(f, (t(), t(), t()), kind="graph")
+
+
+def test_starred_in_literals():
+    def f(x, rest):
+        a = (*rest, x)
+        b = [x, *rest, *rest]
+        c = {**{"k": x}, "j": 1}
+        return a, b, c, x + 1
+
+    assert_uses(f, ("LIST_EXTEND", "BUILD_TUPLE_UNPACK"), "DICT_UPDATE")
+    check(f, (t(), (t(), t())), kind="graph")
+
+
+def test_nested_unpack_and_swap():
+    def f(x, y):
+        (a, b), c = (x, y), 3
+        a, b = b, a
+        return a - b, c
+
+    check(f, (t(), t()), kind="graph")
+
+
+def test_unpack_wrong_length_raises_like_eager():
+    def f(x):
+        a, b = (x, x, x)
+        return a
+
+    check(f, t(), kind="eager", reason="exceptions")
+
+
+# --- lists -------------------------------------------------------------------------
+def test_list_methods_inside_function():
+    def f(x):
+        lst = [x]
+        lst.append(x * 2)
+        lst.extend([x + 1, x - 1])
+        lst.insert(0, x * 0)
+        last = lst.pop()
+        first = lst.pop(0)
+        lst.reverse()
+        lst[0] = lst[0] + 10
+        del lst[1]
+        return lst, last, first, len(lst)
+
+    assert_uses(f, "BUILD_LIST", "STORE_SUBSCR", "DELETE_SUBSCR")
+    check(f, t(), kind="graph")
+
+
+def test_list_slicing_and_slice_assignment():
+    def f(x):
+        lst = [x, x + 1, x + 2, x + 3, x + 4]
+        lst[1:3] = [x * 10]
+        return lst[1:], lst[:-1], lst[::-1], lst[1:4:2]
+
+    assert_uses(f, ("STORE_SUBSCR", "STORE_SLICE"))
+    check(f, t(), kind="graph")
+
+
+def test_list_argument_read_only():
+    def f(xs):
+        total = xs[0]
+        for v in xs[1:]:
+            total = total + v
+        return total, len(xs), xs[-1]
+
+    check(f, ([t(), t(), t()],), kind="graph")
+
+
+def test_list_in_and_not_in_constants():
+    def f(x):
+        names = ["a", "b", 3]
+        return x + 1, "a" in names, 4 not in names, 3 in names
+
+    assert_uses(f, "CONTAINS_OP")
+    check(f, t(), kind="graph")
+
+
+def test_list_concat_repeat_iadd():
+    def f(x):
+        a = [1, 2] + [3]
+        b = [x] * 3
+        a += [4]
+        a *= 2
+        return a, b, [0] * 4, b[0] + 1
+
+    check(f, t(), kind="graph")
+
+
+def test_list_copy_is_independent():
+    def f(x):
+        a = [x, 1]
+        b = a.copy()
+        c = list(a)
+        b.append(2)
+        c[1] = 5
+        return a, b, c, c[0] - 1
+
+    check(f, t(), kind="graph")
+
+
+def test_list_aliasing_inside_function():
+    def f(x):
+        a = [x]
+        b = a
+        b.append(x + 1)
+        return a, len(a), a is b
+
+    check(f, t(), kind="graph")
+
+
+def test_list_index_count_sort_on_constants():
+    def f(x):
+        lst = [3, 1, 2, 3]
+        i = lst.index(2)
+        c = lst.count(3)
+        lst.sort()
+        lst.sort(reverse=True)
+        return x * i, c, lst, sorted([5, 4]), lst.remove(1), lst
+
+    check(f, t(), kind="graph")
+
+
+def test_list_pop_empty_raises_like_eager():
+    def f(x):
+        lst = []
+        return lst.pop()
+
+    check(f, t(), kind="eager", reason="exceptions")
+
+
+def test_list_index_out_of_range_raises_like_eager():
+    def f(x):
+        return [x][3]
+
+    check(f, t(), kind="eager", reason="exceptions")
+
+
+# --- dicts -------------------------------------------------------------------------
+def test_dict_literals_and_indexing():
+    def f(x, y):
+        d = {"x": x, "y": y, 1: 2}
+        e = dict(a=x, b=3)
+        return d["x"] + e["a"], d[1], len(d), "y" in d, "z" not in d
+
+    assert_uses(f, ("BUILD_MAP", "BUILD_CONST_KEY_MAP"))
+    check(f, (t(), t()), kind="graph")
+
+
+def test_dict_methods_inside_function():
+    def f(x):
+        d = {"a": x}
+        d["b"] = x * 2
+        d.update({"c": x + 1})
+        d.update(e=4)
+        got = d.get("a"), d.get("missing"), d.get("missing", 7)
+        popped = d.pop("b")
+        d.setdefault("f", 9)
+        keys = list(d.keys())
+        vals = list(d.values())
+        items = list(d.items())
+        del d["c"]
+        return d, got, popped, keys, vals, items
+
+    check(f, t(), kind="graph")
+
+
+def test_dict_iteration_over_items_and_keys():
+    def f(x):
+        d = {"a": 1, "b": 2}
+        out = x
+        for k, v in d.items():
+            out = out * v
+        names = [k for k in d]
+        return out, names
+
+    check(f, t(), kind="graph")
+
+
+def test_dict_argument_read():
+    def f(cfg, x):
+        return x * cfg["scale"] + cfg["bias"], cfg.get("missing", 0), sorted(cfg)
+
+    check(f, ({"scale": 2.0, "bias": 1.0}, t()), kind="graph")
+
+
+def test_dict_of_tensors_argument():
+    def f(d):
+        return {k: v * 2 for k, v in d.items()}
+
+    check(f, ({"a": t(), "b": t(2)},), kind="graph")
+
+
+def test_dict_missing_key_raises_like_eager():
+    def f(x):
+        return {"a": x}["b"]
+
+    check(f, t(), kind="eager", reason="exceptions")
+
+
+def test_dict_copy_and_merge():
+    def f(x):
+        a = {"a": x}
+        b = a.copy()
+        b["b"] = 1
+        c = {**a, **b, "c": 2}
+        return a, b, c, x + 1
+
+    check(f, t(), kind="graph")
+
+
+# --- sets --------------------------------------------------------------------------
+def test_set_literals_and_comprehension():
+    def f(x):
+        s = {1, 2, 3}
+        s.add(4)
+        u = {i % 3 for i in range(7)}
+        return x + len(s), 2 in s, s | {9}, s & {1, 9}, u
+
+    assert_uses(f, "BUILD_SET", "SET_ADD")
+    check(f, t(), kind="graph")
+
+
+# --- strings -----------------------------------------------------------------------
+def test_fstrings_of_constants():
+    def f(x):
+        n, name, r = x.shape[0], "w", 2.5
+        return f"{name}{n}", f"{r:.3f}|{n!r}|{name!s:>4}|{name!a}", x * n
+
+    assert_uses(f, ("FORMAT_VALUE", "FORMAT_SIMPLE", "FORMAT_WITH_SPEC"), "BUILD_STRING")
+    check(f, t(), kind="graph")
+
+
+def test_percent_and_format_of_constants():
+    def f(x):
+        n = x.shape[1]
+        return "%d-%s" % (n, "a"), "{}:{k}".format(n, k="v"), "ab".upper() + "c".join(["x", "y"]), x + n
+
+    check(f, t(), kind="graph")
+
+
+def test_format_of_tensor_falls_back():
+    def f(x):
+        return f"{x}"
+
+    check(f, t(), kind="eager")
+
+
+def test_string_methods_and_indexing():
+    def f(x):
+        s = "hello world"
+        return s.split(), s[1:4], s.startswith("he"), len(s), s.replace("o", "0"), x * len(s)
+
+    check(f, t(), kind="graph")
+
+
+# --- returning nested structures ------------------------------------------------------
+def test_return_nested_structures():
+    def f(x, y):
+        return {"a": [x, (y, 1)], "b": {"c": (x + y, None)}}, [[], ()], ((x,),)
+
+    check(f, (t(), t()), kind="graph")
+
+
+def test_return_tensor_twice_is_one_object():
+    def f(x):
+        y = x + 1
+        return y, y, [y]
+
+    info = check(f, t(), kind="graph")
+    out = info.opt(torch.randn(4, 3))
+    assert out[0] is out[1] is out[2][0]
+
+
+@pytest.mark.parametrize("n", [0, 1, 5])
+def test_tuple_of_varying_length(n):
+    def f(xs):
+        return sum(xs[1:], xs[0] * 0) if xs else 0
+
+    args = tuple(torch.randn(2) for _ in range(max(n, 1)))[:n] if n else ()
+    check(f, (args,), kind="graph" if n else "constant")
