@@ -7,6 +7,8 @@ The text is kept: explain(), the logs and MINIDYNAMO_DUMP show exactly what runs
 from __future__ import annotations
 
 import inspect
+import keyword
+import operator
 
 from .sources import Namespace
 
@@ -108,3 +110,130 @@ def source_reader(name: str, params: str, exprs: list[str], ns: Namespace):
     body.append("    return _md_values")
     fn, _ = build_function(name, params, body, ns, "<minidynamo guards>")
     return fn
+
+
+# --- the graph's code inlined into the entry (the "eager" backend) ------------------------
+_BINARY = {
+    operator.add: "+", operator.sub: "-", operator.mul: "*", operator.truediv: "/",
+    operator.floordiv: "//", operator.mod: "%", operator.pow: "**", operator.matmul: "@",
+    operator.and_: "&", operator.or_: "|", operator.xor: "^", operator.lshift: "<<",
+    operator.rshift: ">>", operator.lt: "<", operator.le: "<=", operator.gt: ">",
+    operator.ge: ">=", operator.eq: "==", operator.ne: "!=",
+}
+_UNARY = {operator.neg: "-", operator.pos: "+", operator.invert: "~"}
+
+
+class _CannotInline(Exception):
+    pass
+
+
+def graph_lines(graph, ns: Namespace, input_exprs: dict, var_name) -> list[str] | None:
+    """The statements of an fx graph, as lines of the entry function: one per node, in
+    graph order, dropping each intermediate after its last use like fx's own code does.
+    `input_exprs` maps placeholder nodes to their source expressions, `var_name(node)`
+    names results. None when some node has no plain-Python form (then the caller keeps
+    the GraphModule)."""
+    nodes = list(graph.nodes)
+    names: dict = {}
+    lines: list[str] = []
+    last_use: dict = {}
+    for i, n in enumerate(nodes):
+        for used in n.all_input_nodes:
+            last_use[used] = i
+    dies_at: dict = {}
+    for used, i in last_use.items():
+        dies_at.setdefault(i, []).append(used)
+    params = {e for e in input_exprs.values() if e.isidentifier()}
+    try:
+        for i, n in enumerate(nodes):
+            if n.op == "placeholder":
+                expr = input_exprs[n]
+                if expr.isidentifier():
+                    names[n] = expr  # a parameter: used as is, never cleared
+                    continue
+                names[n] = var_name(n)
+                lines.append(f"{names[n]} = {expr}")
+                continue
+            if n.op == "output":
+                break
+            if n.op == "call_function":
+                rhs = _call_function_expr(n, names, ns)
+            elif n.op == "call_method":
+                self_arg, *rest = n.args
+                rhs = f"{_arg(self_arg, names, ns)}.{n.target}({_call_args(rest, n.kwargs, names, ns)})"
+            else:
+                return None
+            names[n] = var_name(n)
+            dead = [names[u] for u in dies_at.get(i, ()) if names[u] not in params]
+            line = f"{names[n]} = {rhs}"
+            if not n.users:
+                line = rhs
+            if dead:
+                line += f";  {' = '.join(dead)} = None"
+            lines.append(line)
+    except _CannotInline:
+        return None
+    return lines
+
+
+def _call_function_expr(n, names, ns) -> str:
+    t, args, kwargs = n.target, n.args, n.kwargs
+    if not kwargs:
+        if t in _BINARY and len(args) == 2:
+            return f"{_arg(args[0], names, ns)} {_BINARY[t]} {_arg(args[1], names, ns)}"
+        if t in _UNARY and len(args) == 1:
+            return f"{_UNARY[t]}{_arg(args[0], names, ns)}"
+        if t is operator.getitem and len(args) == 2:
+            return f"{_arg(args[0], names, ns)}[{_index(args[1], names, ns)}]"
+        if t is getattr and len(args) == 2 and isinstance(args[1], str) and args[1].isidentifier() \
+                and not keyword.iskeyword(args[1]):
+            return f"{_arg(args[0], names, ns)}.{args[1]}"
+    if not callable(t):
+        raise _CannotInline(t)
+    return f"{ns.bind(t, 'fn')}({_call_args(args, kwargs, names, ns)})"
+
+
+def _call_args(args, kwargs, names, ns) -> str:
+    parts = [_arg(a, names, ns) for a in args]
+    for k, v in kwargs.items():
+        if not k.isidentifier() or keyword.iskeyword(k):
+            raise _CannotInline(k)
+        parts.append(f"{k}={_arg(v, names, ns)}")
+    return ", ".join(parts)
+
+
+def _index(a, names, ns) -> str:
+    if type(a) is slice:
+        return _slice(a, names, ns)
+    if isinstance(a, tuple) and a:
+        return ", ".join(_slice(x, names, ns) if type(x) is slice else _arg(x, names, ns)
+                         for x in a) + ("," if len(a) == 1 else "")
+    return _arg(a, names, ns)
+
+
+def _slice(s, names, ns) -> str:
+    start = "" if s.start is None else _arg(s.start, names, ns)
+    stop = "" if s.stop is None else _arg(s.stop, names, ns)
+    return f"{start}:{stop}" + ("" if s.step is None else f":{_arg(s.step, names, ns)}")
+
+
+def _arg(a, names, ns) -> str:
+    import torch.fx as fx
+    if isinstance(a, fx.Node):
+        return names[a]
+    t = type(a)
+    if a is None or t in (bool, int, str) or a is Ellipsis:
+        return repr(a) if a is not Ellipsis else "..."
+    if t is float:
+        return repr(a) if a == a and a not in (float("inf"), float("-inf")) else ns.bind(a, "c")
+    if isinstance(a, (list, tuple)):  # fx's immutable_list and plain tuples
+        inner = ", ".join(_arg(x, names, ns) for x in a)
+        return f"[{inner}]" if isinstance(a, list) else f"({inner}{',' if len(a) == 1 else ''})"
+    if isinstance(a, dict):
+        if not all(type(k) is str for k in a):
+            raise _CannotInline(a)
+        return "{" + ", ".join(f"{k!r}: {_arg(v, names, ns)}" for k, v in a.items()) + "}"
+    if t is slice:
+        return f"{ns.bind(slice, 'slice')}({_arg(a.start, names, ns)}, {_arg(a.stop, names, ns)}, " \
+               f"{_arg(a.step, names, ns)})"
+    return ns.bind(a, "c")

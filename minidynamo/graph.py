@@ -17,6 +17,7 @@ from torch._subclasses.fake_tensor import (
 )
 
 from .exc import unsupported
+from .fakecache import input_fake, op_key, op_result, remember
 from .guards import GuardSet, tensor_guard
 from .sources import Source
 
@@ -57,7 +58,7 @@ class OutputGraph:
             # The same tensor object reached twice: one fake keeps aliasing visible.
             fake = same[1].fake
         else:
-            fake = self.fake_mode.from_tensor(value, static_shapes=True)
+            fake = input_fake(self.fake_mode, value)
         node = self.graph.placeholder(_placeholder_name(source, len(self.inputs)))
         self.inputs.append(GraphInput(source, node, value))
         var = TensorVariable(node, fake, source)
@@ -72,12 +73,17 @@ class OutputGraph:
         from .variables.builder import wrap_fake_result
         fx_args, fake_args = _lower(args), _fake(args)
         fx_kwargs, fake_kwargs = _lower(kwargs), _fake(kwargs)
+        key = op_key(kind, target, fake_args, fake_kwargs, self.fake_mode)
+        result = None if key is None else op_result(key, self.fake_mode)
         try:
-            with self.fake_mode:
-                if kind == "call_method":
-                    result = getattr(fake_args[0], target)(*fake_args[1:], **fake_kwargs)
-                else:
-                    result = target(*fake_args, **fake_kwargs)
+            if result is None:
+                with self.fake_mode:
+                    if kind == "call_method":
+                        result = getattr(fake_args[0], target)(*fake_args[1:], **fake_kwargs)
+                    else:
+                        result = target(*fake_args, **fake_kwargs)
+                if key is not None:
+                    remember(key, result)
         except (DataDependentOutputException, DynamicOutputShapeException) as e:
             unsupported("data_dependent", f"{what} depends on tensor data ({type(e).__name__})")
         except NotImplementedError as e:

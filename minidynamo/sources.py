@@ -19,6 +19,10 @@ class Namespace:
         self.prefix = prefix
         self.values: dict[str, object] = {}
         self._by_id: dict[int, str] = {}
+        self._reserved: set[str] = set()  # local variable names of the generated code
+
+    def reserve(self, name: str) -> None:
+        self._reserved.add(name)
 
     def bind(self, obj, hint: str = "o") -> str:
         name = self._by_id.get(id(obj))
@@ -30,7 +34,7 @@ class Namespace:
                     return existing
         base = self.prefix + _readable(obj, hint)
         name, n = base, 1
-        while name in self.values:
+        while name in self.values or name in self._reserved:
             n += 1
             name = f"{base}{n}"
         self.values[name] = obj
