@@ -101,7 +101,20 @@ class OutputGraph:
         node = self.graph.create_node(kind, target, tuple(fx_args), fx_kwargs)
         node.meta["val"] = result  # fake value: device/shape for graph passes (cudagraphs)
         self.op_count += 1
+        if isinstance(result, torch.Tensor):
+            # An in-place op (x.add_(1), x += 1, out=y) returns its argument: the result is
+            # that same tracker, so `y is x` holds and the input is returned as itself.
+            for a in _flat(args, kwargs):
+                if getattr(a, "fake", None) is result:
+                    return a
         return wrap_fake_result(self, node, result, what)
+
+    def example_of(self, var):
+        """The real tensor behind a placeholder tracker, or None for computed tensors."""
+        for inp in self.inputs:
+            if inp.node is var.node:
+                return inp.example
+        return None
 
     def getitem_node(self, node: fx.Node, index: int) -> fx.Node:
         return self.graph.create_node("call_function", operator.getitem, (node, index), {})
@@ -126,6 +139,20 @@ def _contains_tensor(v) -> bool:
     if isinstance(v, (tuple, list)):
         return any(_contains_tensor(x) for x in v)
     return False
+
+
+def _flat(args, kwargs):
+    from .variables.dicts import DictVariable
+    from .variables.lists import BaseListVariable
+    todo = list(args) + list(kwargs.values())
+    while todo:
+        v = todo.pop()
+        if isinstance(v, BaseListVariable):
+            todo.extend(v.items)
+        elif isinstance(v, DictVariable):
+            todo.extend(v.items.values())
+        else:
+            yield v
 
 
 def _lower(v):

@@ -15,7 +15,7 @@ from .sources import Namespace, Source
 
 # Cost classes: structural checks run before the tensor checks they protect.
 _COST = {"TYPE_MATCH": 0, "ID_MATCH": 0, "EQUALS_MATCH": 0, "LEN_MATCH": 0,
-         "DICT_KEYS": 0, "TENSOR_MATCH": 1}
+         "DICT_KEYS": 0, "TENSOR_MATCH": 1, "ALIAS_MATCH": 1}
 
 
 @dataclass(eq=False)
@@ -49,6 +49,8 @@ class Guard:
         if kind == "DICT_KEYS":
             t = ns.bind(self.meta["type"], "type")
             return f"type({e}) is {t} and tuple({e}) == {tuple(self.expected)!r}"
+        if kind == "ALIAS_MATCH":  # two sources are (or are not) the same object
+            return f"{e} {'is' if self.expected else 'is not'} {self.meta['other'].expr(ns)}"
         if kind == "TENSOR_MATCH":
             m = self.meta
             parts = [
@@ -87,6 +89,9 @@ class Guard:
                     return f"tensor {name!r} stride mismatch at dim {d}: expected {exp}, actual {act}"
             return (f"tensor {name!r} requires_grad mismatch: expected {m['requires_grad']}, "
                     f"actual {actual.requires_grad}")
+        if kind == "ALIAS_MATCH":
+            return (f"{name} and {self.meta['other'].name()} were "
+                    f"{'the same object' if self.expected else 'different objects'} when traced")
         if kind == "ID_MATCH":
             what = getattr(self.expected, "__name__", type(self.expected).__name__)
             return f"{name} is a different object (expected the {what!r} seen when tracing)"
@@ -129,7 +134,7 @@ class GuardSet:
         self._guards: dict = {}
 
     def add(self, guard: Guard) -> None:
-        key = (guard.kind, guard.source)
+        key = (guard.kind, guard.source, guard.meta.get("other"))
         if key not in self._guards:
             self._guards[key] = guard
 

@@ -82,13 +82,13 @@ def compare(tx, op: str, a: VariableTracker, b: VariableTracker):
             compare(tx, "==", x, y).truthy(tx) for x, y in zip(a.items, b.items))
         return ConstantVariable(equal if op == "==" else not equal)
     if op in ("==", "!="):
-        same = is_same(a, b)
+        same = is_same(a, b, tx)
         if same is not None:
             return ConstantVariable(same if op == "==" else not same)
     unsupported("construct", f"comparing {a.describe()} {op} {b.describe()}")
 
 
-def is_same(a: VariableTracker, b: VariableTracker):
+def is_same(a: VariableTracker, b: VariableTracker, tx=None):
     """`a is b` when it can be decided at trace time, else None."""
     if a is b:
         return True
@@ -98,7 +98,19 @@ def is_same(a: VariableTracker, b: VariableTracker):
         except Exception:
             return None
     if _is_tensor(a) and _is_tensor(b):
-        return a.node is b.node
+        if a.node is b.node:
+            return True
+        if tx is None:
+            return None
+        # Two graph inputs: the answer is whether the caller passed one object twice,
+        # which the next call may not do: guard it.
+        ea, eb = tx.output.example_of(a), tx.output.example_of(b)
+        if ea is None or eb is None:
+            return False  # a computed tensor is never an input (in-place results are their input's tracker)
+        same = ea is eb
+        from ..guards import Guard
+        tx.output.guards.add(Guard("ALIAS_MATCH", a.source, same, {"other": b.source}))
+        return same
     if a.is_python_constant() or b.is_python_constant():
         # A constant (None, a class...) is never a list, tensor or function made in the trace.
         c = a if a.is_python_constant() else b
@@ -123,7 +135,7 @@ def contains(tx, container: VariableTracker, item: VariableTracker):
     if container.is_python_constant() and item.is_python_constant() and not isinstance(container, BaseListVariable):
         return fold(tx, operator.contains, [container.as_python_constant(), item.as_python_constant()], {}, "in")
     for x in container.iter_items(tx):
-        if is_same(x, item) or compare(tx, "==", x, item).truthy(tx):
+        if is_same(x, item, tx) or compare(tx, "==", x, item).truthy(tx):
             return ConstantVariable(True)
     return ConstantVariable(False)
 

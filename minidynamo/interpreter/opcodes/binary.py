@@ -40,7 +40,7 @@ class BinaryOps:
     def IS_OP(self, inst):
         b = self.pop()
         a = self.pop()
-        same = is_same(a, b)
+        same = is_same(a, b, self)
         if same is None:
             unsupported("construct", f"cannot decide `{a.describe()} is {b.describe()}` while tracing")
         self.push(ConstantVariable(same != bool(inst.arg)))
