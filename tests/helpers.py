@@ -176,6 +176,13 @@ class _Compare:
                 self(e[k], o[k], f"{where}[{k!r}]", check_identity)
         elif isinstance(e, torch.nn.Module):
             self(dict(e.state_dict()), dict(o.state_dict()), f"{where}.state_dict()", False)
+        elif isinstance(e, types.FunctionType):
+            if e.__code__ is not o.__code__:
+                self.fail(where, f"function {e.__qualname__} != {o.__qualname__}")
+        elif isinstance(e, types.MethodType):
+            if e.__func__ is not o.__func__:
+                self.fail(where, f"method {e.__qualname__} != {o.__qualname__}")
+            self(e.__self__, o.__self__, f"{where}.__self__", check_identity)
         elif isinstance(e, float) and e != e:
             if o == o:
                 self.fail(where, f"nan != {o!r}")

@@ -1,0 +1,377 @@
+"""Calls the interpreter inlines: plain functions, closures, nested defs, lambdas,
+functools.partial, methods of plain objects, *args/**kwargs, defaults, keyword-only."""
+import functools
+
+import pytest
+import torch
+
+from helpers import Args, assert_uses, by_version, check
+
+
+def t(*shape):
+    return torch.randn(*shape) if shape else torch.randn(4, 3)
+
+
+SCALE = 3.0
+OFFSETS = (1, 2)
+
+
+def helper(x, k=2):
+    return x * k + SCALE
+
+
+def helper_kwonly(x, *, alpha=1.0, beta):
+    return x * alpha + beta
+
+
+def varargs_helper(*args, **kwargs):
+    total = args[0]
+    for a in args[1:]:
+        total = total + a
+    for k in sorted(kwargs):
+        total = total * kwargs[k]
+    return total, len(args), tuple(sorted(kwargs))
+
+
+MODULE_PARTIAL = functools.partial(torch.add, alpha=2)
+MODULE_PARTIAL_USER = functools.partial(helper, k=5)
+
+
+# --- locals, globals, builtins ----------------------------------------------------------
+def test_globals_and_builtins():
+    def f(x):
+        return x * SCALE + OFFSETS[1], len(OFFSETS), abs(-2), isinstance(x, torch.Tensor)
+
+    assert_uses(f, "LOAD_GLOBAL", "LOAD_FAST")
+    check(f, t(), kind="graph")
+
+
+def test_call_plain_function_with_defaults():
+    def f(x):
+        return helper(x), helper(x, 3), helper(x, k=4), helper(k=1, x=x)
+
+    info = check(f, t(), kind="graph")
+    assert len(info.backend.graphs) == 1
+
+
+def test_keyword_only_arguments():
+    def f(x):
+        return helper_kwonly(x, beta=1), helper_kwonly(x, alpha=2.0, beta=x)
+
+    check(f, t(), kind="graph")
+
+
+def test_missing_keyword_only_argument_raises_like_eager():
+    def f(x):
+        return helper_kwonly(x)
+
+    check(f, t(), kind="eager", reason="exceptions")
+
+
+def test_too_many_positional_raises_like_eager():
+    def f(x):
+        return helper(x, 1, 2)
+
+    check(f, t(), kind="eager", reason="exceptions")
+
+
+def test_star_args_and_kwargs_at_definition():
+    def f(x, *rest, scale=1, **opts):
+        out = x * scale
+        for r in rest:
+            out = out + r
+        return out, len(rest), sorted(opts), opts.get("tag", "none")
+
+    check(f, Args(t(), t(), t(), scale=2, tag="a"), Args(t()), kind="graph", same_entry=False)
+
+
+def test_star_args_at_call_site():
+    def f(x, y):
+        args = (x, y)
+        kw = {"z": 2, "w": 3}
+        return varargs_helper(*args), varargs_helper(*args, **kw), varargs_helper(x, *[y, y], k=1, **{"m": 2})
+
+    assert_uses(f, "CALL_FUNCTION_EX", by_version(py310=("DICT_MERGE",), py311=("DICT_MERGE",)))
+    check(f, (t(), t()), kind="graph")
+
+
+def test_star_call_into_torch():
+    def f(x, dims):
+        return x.permute(*dims), torch.cat([*(x, x)], **{"dim": 0})
+
+    check(f, (t(2, 3, 4), (2, 0, 1)), kind="graph")
+
+
+def test_duplicate_keyword_raises_like_eager():
+    def f(x):
+        return helper(x, **{"k": 1}, **{"k": 2})
+
+    check(f, t(), kind="eager", reason="exceptions")
+
+
+# --- closures -------------------------------------------------------------------------
+def make_scaler(alpha):
+    def scale(x):
+        return x * alpha
+    return scale
+
+
+def test_closure_of_outside_function():
+    scale3 = make_scaler(3.0)
+
+    def f(x):
+        return scale3(x)
+
+    assert_uses(scale3, "LOAD_DEREF")
+    check(f, t(), kind="graph")
+
+
+def test_optimize_a_closure_directly():
+    w = t()
+    n = 2
+
+    def f(x):
+        return x * w + n
+
+    assert_uses(f, "LOAD_DEREF")
+    check(f, t(), kind="graph")
+
+
+def test_inner_function_with_cells_and_nonlocal():
+    def f(x):
+        count = 0
+        acc = x
+
+        def bump(v):
+            nonlocal count, acc
+            count += 1
+            acc = acc + v
+            return count
+
+        bump(1)
+        bump(x)
+        return acc, count
+
+    assert_uses(f, "STORE_DEREF", by_version(py310=("LOAD_CLOSURE",), py313=("LOAD_FAST", "LOAD_CLOSURE")),
+                by_version(py310=("MAKE_FUNCTION",)))
+    check(f, t(), kind="graph")
+
+
+def test_argument_that_is_also_a_cell():
+    def f(x, k):
+        def g(y):
+            return y * k
+        k = k + 1
+        return g(x), k
+
+    check(f, (t(), 2), kind="graph")
+
+
+def test_nested_closures_three_levels():
+    def f(x):
+        a = 1
+
+        def g():
+            b = 2
+
+            def h(y):
+                return y + a + b
+            return h(x)
+        return g()
+
+    check(f, t(), kind="graph")
+
+
+def test_returned_closure_falls_back():
+    def f(x):
+        def g():
+            return x
+        return g
+
+    info = check(f, t(), kind="eager", reason="construct", fullgraph_check=False)
+    assert info.entries[0].kind == "eager"
+
+
+def test_nested_function_defaults_and_kwdefaults():
+    def f(x):
+        def g(y, k=2, *, m=3):
+            return y * k + m
+        return g(x), g(x, 4), g(x, m=0)
+
+    assert_uses(f, by_version(py310=("MAKE_FUNCTION",), py313=("SET_FUNCTION_ATTRIBUTE",)))
+    check(f, t(), kind="graph")
+
+
+def test_free_variable_before_assignment_raises_like_eager():
+    def f(x):
+        def g():
+            return late
+        out = g()
+        late = 1
+        return out
+
+    check(f, t(), kind="eager", reason="exceptions")
+
+
+# --- lambdas -------------------------------------------------------------------------
+def test_lambdas():
+    def f(x):
+        sq = lambda v: v * v  # noqa: E731
+        add = lambda a, b=1: a + b  # noqa: E731
+        return sq(x), add(x), add(x, x), (lambda: 7)(), sorted([3, 1, 2], key=lambda v: -v)
+
+    check(f, t(), kind="eager", reason="call")  # sorted(key=<traced lambda>) is a C call
+
+
+def test_lambdas_without_c_callbacks():
+    def f(x):
+        sq = lambda v: v * v  # noqa: E731
+        add = lambda a, b=1: a + b  # noqa: E731
+        return sq(x), add(x), add(x, x), (lambda: 7)()
+
+    check(f, t(), kind="graph")
+
+
+def test_lambda_passed_in():
+    def f(fn, x):
+        return fn(x) + 1
+
+    check(f, (lambda v: v.exp(), t()), kind="graph")
+
+
+# --- functools.partial ---------------------------------------------------------------
+def test_partial_of_torch_function_inside():
+    def f(x, y):
+        add2 = functools.partial(torch.add, alpha=2)
+        cat0 = functools.partial(torch.cat, dim=0)
+        return add2(x, y), cat0([x, y])
+
+    check(f, (t(), t()), kind="graph")
+
+
+def test_partial_of_user_function_and_partial_of_partial():
+    def f(x):
+        p1 = functools.partial(helper, k=3)
+        p2 = functools.partial(p1, k=4)
+        p3 = functools.partial(varargs_helper, x, a=2)
+        p4 = functools.partial(p3, x, b=3)
+        return p1(x), p2(x), p2(x, k=5), p4(x), p4(x, a=7)
+
+    check(f, t(), kind="graph")
+
+
+def test_module_level_partials():
+    def f(x, y):
+        return MODULE_PARTIAL(x, y), MODULE_PARTIAL_USER(x), MODULE_PARTIAL_USER(x, k=1)
+
+    check(f, (t(), t()), kind="graph")
+
+
+def test_partial_passed_in():
+    def f(p, x):
+        return p(x)
+
+    check(f, (functools.partial(torch.mul, other=2.0), t()), kind="graph")
+    check(f, (functools.partial(functools.partial(helper, k=2), k=7), t()), kind="graph")
+
+
+def test_partial_attributes():
+    def f(x):
+        p = functools.partial(helper, x, k=2)
+        return p.func(x), len(p.args), p.keywords["k"]
+
+    check(f, t(), kind="graph")
+
+
+# --- methods of plain objects ----------------------------------------------------------------
+class Affine:
+    def __init__(self, w, b):
+        self.w = w
+        self.b = b
+        self.calls = 0
+
+    def __call__(self, x):
+        return self.apply(x)
+
+    def apply(self, x):
+        return x * self.w + self.b
+
+    @staticmethod
+    def twice(x):
+        return x * 2
+
+    @classmethod
+    def name(cls):
+        return cls.__name__
+
+    @property
+    def wb(self):
+        return self.w + self.b
+
+
+def test_methods_of_object_passed_in():
+    def f(obj, x):
+        return obj.apply(x), obj(x), obj.twice(x), obj.name(), obj.wb, Affine.twice(x)
+
+    check(f, (Affine(t(), 1.0), t()), kind="graph")
+
+
+def test_bound_method_passed_in():
+    def f(m, x):
+        return m(x) * 2
+
+    obj = Affine(2.0, 1.0)
+    check(f, (obj.apply, t()), kind="graph")
+
+
+def test_attribute_write_on_outside_object_falls_back():
+    def f(obj, x):
+        obj.calls += 1
+        return obj.apply(x)
+
+    check(f, (Affine(1.0, 0.0), t()), kind="eager", reason="side_effect")
+
+
+def test_missing_attribute_raises_like_eager():
+    def f(obj, x):
+        return obj.nope
+
+    check(f, (Affine(1.0, 0.0), t()), kind="eager", reason="exceptions")
+
+
+# --- builtins ----------------------------------------------------------------------------
+def test_builtins_on_constants():
+    def f(x):
+        n = x.shape[0]
+        return (x * n, len([1, 2]), isinstance(n, int), isinstance(x, (int, torch.Tensor)),
+                list(range(n)), tuple([1, 2]), dict(a=1), int("3"), float(n), bool(0), str(n),
+                min(n, 2), max([n, 9]), abs(-n), sum([n, 1]), type(n) is int, type(x).__name__,
+                getattr(x, "ndim"), getattr(x, "nope", 5), hasattr(x, "shape"), divmod(n, 3),
+                round(2.567, 2), sorted((3, 1)), any([0, n]), all([n, 0]), list(reversed([1, 2])))
+
+    check(f, t(), kind="graph")
+
+
+def test_int_of_tensor_falls_back():
+    def f(x):
+        return int(x.sum()) + 1
+
+    check(f, t(), kind="eager", reason="data_dependent")
+
+
+def test_recursion_is_inlined_to_its_depth():
+    def fact(n):
+        return 1 if n <= 1 else n * fact(n - 1)
+
+    def f(x):
+        return x * fact(5)
+
+    check(f, t(), kind="graph")
+
+
+@pytest.mark.parametrize("k", [1, 2])
+def test_default_argument_of_optimized_function(k):
+    def f(x, k=k):
+        return x * k
+
+    check(f, t(), Args(t(), k=3), kind="graph", same_entry=False)
