@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import operator
 
+import torch
+
 from ..exc import unsupported
 from ..variables.base import VariableTracker
 from ..variables.constant import ConstantVariable, fold
@@ -46,7 +48,11 @@ def binary_op(tx, name: str, a: VariableTracker, b: VariableTracker, inplace: bo
                 a.check_mutable("+=")
                 a.items.extend(b.items)
                 return a
-            return a.new_like(a.items + b.items) if isinstance(a, ListVariable) else TupleVariable(a.items + b.items)
+            if isinstance(a, ListVariable):
+                return a.new_like(a.items + b.items)
+            # torch.Size + tuple and tuple + torch.Size are both a torch.Size
+            size = torch.Size in (a.python_type(), b.python_type())
+            return TupleVariable(a.items + b.items, tuple_type=torch.Size if size else tuple)
         if name == "add" and inplace and isinstance(a, ListVariable):
             a.check_mutable("+=")
             a.items.extend(b.iter_items(tx))
@@ -57,7 +63,7 @@ def binary_op(tx, name: str, a: VariableTracker, b: VariableTracker, inplace: bo
                 a.check_mutable("*=")
                 a.items[:] = a.items * n
                 return a
-            return a.new_like(a.items * n) if isinstance(a, ListVariable) else TupleVariable(a.items * n)
+            return a.new_like(a.items * n)
     if name == "mul" and isinstance(b, BaseListVariable) and a.is_python_constant():
         return binary_op(tx, name, b, a)
     if isinstance(a, (SetVariable, DictVariable)) and isinstance(b, (SetVariable, DictVariable)) \

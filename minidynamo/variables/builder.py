@@ -98,7 +98,9 @@ def _wrap(tx, value, source):
         func = wrap(tx, value.__func__, AttrSource(source, "__func__") if source else None)
         obj = wrap(tx, value.__self__, AttrSource(source, "__self__") if source else None)
         return UserMethodVariable(func, obj, source)
-    if is_torch_object(value) and (callable(value) or isinstance(value, types.ModuleType)):
+    # An nn.Module instance (torch's own included) is an object whose forward is inlined.
+    if is_torch_object(value) and (callable(value) or isinstance(value, types.ModuleType)) \
+            and not isinstance(value, torch.nn.Module):
         _guard(tx, "ID_MATCH", source, value)
         if isinstance(value, type) and not issubclass(value, torch.Tensor) and not is_builtin_callable(value):
             if issubclass(value, torch.nn.Module):

@@ -94,13 +94,19 @@ class TupleVariable(BaseListVariable):
             if self.tuple_type is not tuple else tuple(i.as_python_constant() for i in self.items)
 
     def new_like(self, items):
-        return TupleVariable(items)
+        # Slicing or repeating a torch.Size gives a torch.Size; a namedtuple gives a tuple.
+        return TupleVariable(items, tuple_type=_size_or_tuple(self.tuple_type))
 
     def describe(self):
         return f"tuple of length {len(self.items)}"
 
     def __repr__(self):
         return f"TupleVariable({self.items!r})"
+
+
+def _size_or_tuple(tuple_type):
+    import torch
+    return torch.Size if tuple_type is torch.Size else tuple
 
 
 class ListVariable(BaseListVariable):
