@@ -53,12 +53,17 @@ class Guard:
             return f"{e} {'is' if self.expected else 'is not'} {self.meta['other'].expr(ns)}"
         if kind == "TENSOR_MATCH":
             m = self.meta
+            device = m["device"]
+            # `x.is_cpu` pins device type cpu, the only cpu device (a fraction of the cost
+            # of building x.device and comparing it).
+            on_device = f"{e}.is_cpu" if device.type == "cpu" else \
+                f"{e}.device == {ns.bind(device, 'device')}"
             parts = [
                 f"type({e}) is {ns.bind(m['type'], 'type')}",
                 f"{e}.dtype is {ns.bind(m['dtype'], 'dtype')}",
-                f"{e}.device == {ns.bind(m['device'], 'device')}",
+                on_device,
                 f"{e}.shape == {m['shape']!r}",
-                f"{e}.stride() == {m['stride']!r}",
+                _strides_check(e, m["shape"], m["stride"]),
                 f"{e}.requires_grad is {m['requires_grad']!r}",
             ]
             return " and ".join(parts)
@@ -114,6 +119,24 @@ class Guard:
 
     def __repr__(self):
         return f"Guard({self.kind}, {self.source.name()})"
+
+
+def contiguous_strides(shape) -> tuple:
+    strides, step = [], 1
+    for size in reversed(shape):
+        strides.append(step)
+        step *= size
+    return tuple(reversed(strides))
+
+
+def _strides_check(e: str, shape: tuple, stride: tuple) -> str:
+    """`x.is_contiguous()` where, given the shape checked just before it, that holds
+    exactly when the strides are the expected ones: contiguous strides and every size
+    above 1 (contiguity ignores the stride of a size-1 dim; any size-0 dim makes every
+    stride contiguous). Otherwise the strides themselves."""
+    if stride == contiguous_strides(shape) and all(size > 1 for size in shape):
+        return f"{e}.is_contiguous()"
+    return f"{e}.stride() == {stride!r}"
 
 
 def _short(v) -> str:
