@@ -63,20 +63,28 @@ def _wrap(tx, value, source):
         if predicate(value):
             _guard(tx, "ID_MATCH", source, value)
             return factory(tx, value, source)
-    if isinstance(value, tuple):
-        _guard(tx, "LEN_MATCH", source, len(value), type=type(value))
-        items = [wrap(tx, v, ItemSource(source, i) if source else None) for i, v in enumerate(value)]
-        return TupleVariable(items, source, tuple_type=type(value))
-    if type(value) is list:
-        _guard(tx, "LEN_MATCH", source, len(value), type=list)
-        items = [wrap(tx, v, ItemSource(source, i) if source else None) for i, v in enumerate(value)]
-        return ListVariable(items, source)
+    if isinstance(value, tuple) or type(value) is list:
+        def items():  # run when the trace first looks inside (the length guard with it)
+            _guard(tx, "LEN_MATCH", source, len(value), type=type(value))
+            return [wrap(tx, v, ItemSource(source, i) if source else None) for i, v in enumerate(value)]
+        if source is None:
+            return TupleVariable(items(), None, tuple_type=type(value)) if isinstance(value, tuple) \
+                else ListVariable(items())
+        _guard(tx, "TYPE_MATCH", source, type(value))
+        if isinstance(value, tuple):
+            return TupleVariable((), source, tuple_type=type(value), lazy=items, size=len(value))
+        return ListVariable((), source, lazy=items, size=len(value))
     if type(value) is dict:
         if not all(is_constant_value(k) for k in value):
             unsupported("construct", "a dict with keys that are not constants")
-        _guard(tx, "DICT_KEYS", source, tuple(value), type=dict)
-        items = {k: wrap(tx, v, ItemSource(source, k) if source else None) for k, v in value.items()}
-        return DictVariable(items, source)
+
+        def entries():
+            _guard(tx, "DICT_KEYS", source, tuple(value), type=dict)
+            return {k: wrap(tx, v, ItemSource(source, k) if source else None) for k, v in value.items()}
+        if source is None:
+            return DictVariable(entries())
+        _guard(tx, "TYPE_MATCH", source, dict)
+        return DictVariable({}, source, lazy=entries, size=len(value))
     if type(value) in (set, frozenset) and all(is_constant_value(v) for v in value):
         _guard(tx, "EQUALS_MATCH", source, value)
         return SetVariable(value, source, set_type=type(value))

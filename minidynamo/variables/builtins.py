@@ -64,6 +64,8 @@ class BuiltinVariable(VariableTracker):
 
     def call_function(self, tx, args, kwargs):
         fn = self.fn
+        if isinstance(fn, type) and issubclass(fn, BaseException):  # only ever made to be raised
+            unsupported("exceptions", f"raising {fn.__name__} (the eager run raises it)")
         handler = _HANDLERS.get(fn)
         if handler is not None:
             result = handler(tx, args, kwargs)

@@ -20,12 +20,29 @@ def _key(tx, k: VariableTracker):
 
 
 class DictVariable(VariableTracker):
-    __slots__ = ("items", "dict_type")
+    """`items` (python key -> tracker) may be lazy, like a list's: a dict read from the
+    frame is wrapped and its keys guarded when the trace first looks inside it."""
 
-    def __init__(self, items: dict, source=None, dict_type=dict):
+    __slots__ = ("_items", "_lazy", "_size", "dict_type")
+
+    def __init__(self, items: dict, source=None, dict_type=dict, lazy=None, size=None):
         super().__init__(source)
-        self.items = dict(items)  # python key -> tracker
+        self._items = dict(items) if lazy is None else None
+        self._lazy = lazy
+        self._size = size
         self.dict_type = dict_type
+
+    @property
+    def items(self) -> dict:
+        if self._lazy is not None:
+            lazy, self._lazy = self._lazy, None
+            self._items = dict(lazy())
+        return self._items
+
+    @items.setter
+    def items(self, value):
+        self._lazy = None
+        self._items = value
 
     def python_type(self):
         return self.dict_type
@@ -37,7 +54,7 @@ class DictVariable(VariableTracker):
         return self.dict_type((k, v.as_python_constant()) for k, v in self.items.items())
 
     def describe(self):
-        return f"dict with {len(self.items)} keys"
+        return f"dict with {len(self._items) if self._lazy is None else self._size} keys"
 
     def truthy(self, tx):
         return bool(self.items)

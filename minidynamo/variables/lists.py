@@ -27,11 +27,32 @@ def _index(tx, key: VariableTracker, n: int, what: str):
 
 
 class BaseListVariable(VariableTracker):
-    __slots__ = ("items",)
+    """`items` may be lazy: a sequence read from the frame wraps its items, and guards its
+    length, only when the trace first looks inside it (see builder.wrap). So a fallback
+    caused by appending to an outside list is not keyed on that list's length."""
 
-    def __init__(self, items, source=None):
+    __slots__ = ("_items", "_lazy", "_size")
+
+    def __init__(self, items, source=None, lazy=None, size=None):
         super().__init__(source)
-        self.items = list(items)
+        self._items = list(items) if lazy is None else None
+        self._lazy = lazy  # () -> list of trackers, installing the guards it relies on
+        self._size = size
+
+    @property
+    def items(self) -> list:
+        if self._lazy is not None:
+            lazy, self._lazy = self._lazy, None
+            self._items = list(lazy())
+        return self._items
+
+    @items.setter
+    def items(self, value):
+        self._lazy = None
+        self._items = value
+
+    def _length_for_messages(self):
+        return len(self._items) if self._lazy is None else self._size
 
     def is_python_constant(self):
         return all(i.is_python_constant() for i in self.items)
@@ -82,8 +103,8 @@ class BaseListVariable(VariableTracker):
 class TupleVariable(BaseListVariable):
     __slots__ = ("tuple_type",)
 
-    def __init__(self, items, source=None, tuple_type=tuple):
-        super().__init__(items, source)
+    def __init__(self, items, source=None, tuple_type=tuple, lazy=None, size=None):
+        super().__init__(items, source, lazy, size)
         self.tuple_type = tuple_type
 
     def python_type(self):
@@ -98,7 +119,7 @@ class TupleVariable(BaseListVariable):
         return TupleVariable(items, tuple_type=_size_or_tuple(self.tuple_type))
 
     def describe(self):
-        return f"tuple of length {len(self.items)}"
+        return f"tuple of length {self._length_for_messages()}"
 
     def __repr__(self):
         return f"TupleVariable({self.items!r})"
@@ -119,7 +140,7 @@ class ListVariable(BaseListVariable):
         return [i.as_python_constant() for i in self.items]
 
     def describe(self):
-        return f"list of length {len(self.items)}"
+        return f"list of length {self._length_for_messages()}"
 
     def check_mutable(self, what: str):
         if self.source is not None:

@@ -82,6 +82,8 @@ class ClassVariable(VariableTracker):
         return wrap(tx, getattr(self.cls, name), AttrSource(self.source, name) if self.source else None)
 
     def call_function(self, tx, args, kwargs):
+        if issubclass(self.cls, BaseException):  # only ever made to be raised
+            unsupported("exceptions", f"raising {self.cls.__qualname__} (the eager run raises it)")
         unsupported("call", f"creating a {self.cls.__qualname__} object while tracing "
                             "(build it outside the optimized function and pass it in)")
 
