@@ -28,7 +28,10 @@ class OptimizedFunction:
         self._fn = fn
         code = fn.__code__
         where = f"{code.co_filename}:{code.co_firstlineno}"
-        self._cache = FunctionCache(fn, backend, fullgraph, fn.__name__, where)
+        # The name becomes the generated entry's def name: `<lambda>` is no identifier.
+        name = fn.__name__ if fn.__name__.isidentifier() else "".join(
+            c if c.isalnum() else "_" for c in fn.__name__).strip("_") or "fn"
+        self._cache = FunctionCache(fn, backend, fullgraph, name, where)
         _all_caches.add(self._cache)
         functools.update_wrapper(self, fn)
         self.__signature__ = inspect.signature(fn, follow_wrapped=False)
