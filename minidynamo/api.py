@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import keyword
 import types
 import weakref
 
@@ -29,8 +30,8 @@ class OptimizedFunction:
         code = fn.__code__
         where = f"{code.co_filename}:{code.co_firstlineno}"
         # The name becomes the generated entry's def name: `<lambda>` is no identifier.
-        name = fn.__name__ if fn.__name__.isidentifier() else "".join(
-            c if c.isalnum() else "_" for c in fn.__name__).strip("_") or "fn"
+        name = fn.__name__ if fn.__name__.isidentifier() and not keyword.iskeyword(fn.__name__) \
+            else "fn_" + "".join(c if c.isalnum() else "_" for c in fn.__name__).strip("_")
         self._cache = FunctionCache(fn, backend, fullgraph, name, where)
         _all_caches.add(self._cache)
         functools.update_wrapper(self, fn)
