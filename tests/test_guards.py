@@ -1,0 +1,325 @@
+"""Guards and recompilation: what changes re-trace, what doesn't, the failure
+explanations, the cache-size limit, and identity guards against id() reuse."""
+import gc
+import warnings
+
+import pytest
+import torch
+
+import minidynamo
+from helpers import CountingBackend
+
+MODE = 1
+G_SCALE = 2.0
+
+
+def g_fn(x):
+    return x + 1
+
+
+def g_other(x):
+    return x - 1
+
+
+def t(*shape):
+    return torch.randn(*shape) if shape else torch.randn(4, 3)
+
+
+def opt_of(fn):
+    backend = CountingBackend()
+    return minidynamo.optimize(backend)(fn), backend
+
+
+def _reasons(opt):
+    return [f.reason for f in opt.guard_failures()]
+
+
+def test_same_shapes_do_not_recompile():
+    opt, be = opt_of(lambda x: x * 2)
+    for _ in range(3):
+        opt(t(8))
+    assert be.calls == 1 and len(opt.cache_entries()) == 1
+
+
+def test_shape_change_recompiles_with_message():
+    opt, be = opt_of(lambda x: x * 2)
+    opt(t(8))
+    opt(t(16))
+    assert be.calls == 2 and len(opt.cache_entries()) == 2
+    assert _reasons(opt) == ["tensor 'x' size mismatch at dim 0: expected 8, actual 16"]
+    opt(t(8))
+    opt(t(16))
+    assert be.calls == 2  # both variants cached
+
+
+def test_dtype_change_recompiles():
+    opt, be = opt_of(lambda x: x + 1)
+    opt(t(3))
+    opt(torch.arange(3))
+    assert be.calls == 2
+    assert "dtype mismatch: expected torch.float32, actual torch.int64" in _reasons(opt)[0]
+
+
+def test_requires_grad_change_recompiles():
+    opt, be = opt_of(lambda x: x * 3)
+    opt(t(3))
+    out = opt(t(3).requires_grad_())
+    assert out.requires_grad
+    assert be.calls == 2
+    assert "requires_grad mismatch" in _reasons(opt)[0]
+
+
+def test_rank_and_stride_changes_recompile():
+    opt, be = opt_of(lambda x: x + 1)
+    opt(t(4, 3))
+    opt(t(3, 4).t())
+    assert "stride mismatch" in _reasons(opt)[0]
+    opt(t(2, 2, 3))
+    assert "rank mismatch" in _reasons(opt)[1]
+    assert be.calls == 3
+
+
+def test_constant_argument_change_recompiles():
+    def f(x, k):
+        return x * k
+
+    opt, be = opt_of(f)
+    torch.testing.assert_close(opt(torch.ones(2), 2), torch.full((2,), 2.0))
+    torch.testing.assert_close(opt(torch.ones(2), 3), torch.full((2,), 3.0))
+    torch.testing.assert_close(opt(torch.ones(2), 2), torch.full((2,), 2.0))
+    assert be.calls == 2
+    assert _reasons(opt) == ["k changed: expected 2, actual 3"]
+
+
+def test_int_and_float_and_bool_constants_are_distinct():
+    def f(x, k):
+        return x * k, type(k).__name__
+
+    opt, be = opt_of(f)
+    assert opt(torch.ones(1), 1)[1] == "int"
+    assert opt(torch.ones(1), 1.0)[1] == "float"
+    assert opt(torch.ones(1), True)[1] == "bool"
+    assert be.calls == 3
+
+
+def test_global_constant_change_recompiles():
+    global MODE
+
+    def f(x):
+        return x * 2 if MODE == 1 else x * 3
+
+    opt, be = opt_of(f)
+    x = torch.ones(2)
+    try:
+        assert opt(x).tolist() == [2.0, 2.0]
+        MODE = 2
+        assert opt(x).tolist() == [3.0, 3.0]
+        assert be.calls == 2
+        assert "G['MODE'] changed: expected 1, actual 2" in _reasons(opt)[0]
+    finally:
+        MODE = 1
+
+
+def test_global_function_swapped_recompiles():
+    global g_fn
+    original = g_fn
+
+    def f(x):
+        return g_fn(x)
+
+    opt, be = opt_of(f)
+    x = torch.zeros(2)
+    try:
+        assert opt(x).tolist() == [1.0, 1.0]
+        g_fn = g_other
+        assert opt(x).tolist() == [-1.0, -1.0]
+        assert be.calls == 2
+        assert "G['g_fn'] is a different object" in _reasons(opt)[0]
+    finally:
+        g_fn = original
+
+
+def test_closure_cell_contents_change_recompiles():
+    k = 2
+
+    def f(x):
+        return x * k
+
+    opt, be = opt_of(f)
+    x = torch.ones(2)
+    assert opt(x).tolist() == [2.0, 2.0]
+    k = 5  # noqa: F841 - read through f's closure cell
+    assert opt(x).tolist() == [5.0, 5.0]
+    assert be.calls == 2
+    assert "closure 'k' changed: expected 2, actual 5" in _reasons(opt)[0]
+
+
+def test_closure_tensor_is_read_at_call_time():
+    w = torch.ones(2)
+
+    def f(x):
+        return x * w
+
+    opt, be = opt_of(f)
+    assert opt(torch.ones(2)).tolist() == [1.0, 1.0]
+    w = torch.full((2,), 3.0)  # noqa: F841 - a new object of the same metadata
+    assert opt(torch.ones(2)).tolist() == [3.0, 3.0]
+    assert be.calls == 1
+
+
+def test_list_length_change_recompiles():
+    def f(xs):
+        out = xs[0]
+        for v in xs[1:]:
+            out = out + v
+        return out
+
+    opt, be = opt_of(f)
+    opt([t(2), t(2)])
+    opt([t(2), t(2)])
+    opt([t(2), t(2), t(2)])
+    assert be.calls == 2
+    assert "xs length changed: expected 2, actual 3" in _reasons(opt)[0]
+
+
+def test_dict_keys_change_recompiles():
+    def f(d):
+        return sum(d.values(), torch.zeros(2))
+
+    opt, be = opt_of(f)
+    opt({"a": t(2)})
+    opt({"a": t(2), "b": t(2)})
+    assert be.calls == 2
+    assert "keys changed" in _reasons(opt)[0]
+
+
+def test_argument_type_change_recompiles():
+    def f(x, k):
+        return x * (k[0] if isinstance(k, tuple) else k)
+
+    opt, be = opt_of(f)
+    x = torch.ones(2)
+    assert opt(x, 2).tolist() == [2.0, 2.0]
+    assert opt(x, (3,)).tolist() == [3.0, 3.0]
+    assert be.calls == 2
+
+
+def test_module_attribute_change_recompiles():
+    class M:
+        def __init__(self):
+            self.k = 2
+
+    def f(m, x):
+        return x * m.k
+
+    opt, be = opt_of(f)
+    m = M()
+    x = torch.ones(1)
+    assert opt(m, x).tolist() == [2.0]
+    m.k = 4
+    assert opt(m, x).tolist() == [4.0]
+    assert be.calls == 2
+
+
+def test_cache_size_limit_warns_once_and_runs_eagerly():
+    minidynamo.config.cache_size_limit = 2
+
+    def f(x, k):
+        return x + k
+
+    opt, be = opt_of(f)
+    x = torch.zeros(1)
+    opt(x, 1)
+    opt(x, 2)
+    with pytest.warns(RuntimeWarning, match="cache_size_limit"):
+        assert opt(x, 3).tolist() == [3.0]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert opt(x, 4).tolist() == [4.0]  # no second warning, still correct
+    assert be.calls == 2 and len(opt.cache_entries()) == 2
+
+
+def test_error_on_recompile():
+    opt, _ = opt_of(lambda x: x + 1)
+    opt(t(2))
+    minidynamo.config.error_on_recompile = True
+    try:
+        with pytest.raises(minidynamo.RecompileError, match="size mismatch"):
+            opt(t(3))
+    finally:
+        minidynamo.config.error_on_recompile = False
+
+
+def test_identity_guard_not_fooled_by_id_reuse():
+    """A function passed in is guarded by identity; a new function allocated at the
+    address of a dead one must still miss (the entry keeps the old one alive)."""
+    def f(fn, x):
+        return fn(x)
+
+    opt, be = opt_of(f)
+    x = torch.ones(2)
+    results = []
+    for i in range(6):
+        fn = eval(f"lambda v: v * {i}")  # a fresh function object each round
+        results.append(opt(fn, x).tolist())
+        del fn
+        gc.collect()
+    assert results == [[float(i)] * 2 for i in range(6)]
+
+
+def test_object_identity_guard_for_modules():
+    class Scale(torch.nn.Module):
+        def __init__(self, k):
+            super().__init__()
+            self.k = k
+
+        def forward(self, x):
+            return x * self.k
+
+    def f(m, x):
+        return m(x)
+
+    opt, be = opt_of(f)
+    x = torch.ones(2)
+    for k in (2, 3, 2):
+        m = Scale(k)
+        assert opt(m, x).tolist() == [float(k)] * 2
+        del m
+        gc.collect()
+
+
+def test_guard_text_is_readable():
+    def f(x, k):
+        return x * k
+
+    opt, _ = opt_of(f)
+    opt(t(2, 2), 3)
+    text = opt.cache_entries()[0].guard_text()
+    assert "k == 3" in text
+    assert "x.shape == (2, 2)" in text
+
+
+def test_defaults_changed_recompiles():
+    def f(x, k=2):
+        return x * k
+
+    opt, be = opt_of(f)
+    x = torch.ones(1)
+    assert opt(x).tolist() == [2.0]
+    f.__defaults__ = (5,)
+    assert opt(x).tolist() == [5.0]
+    assert be.calls == 2
+
+
+def test_unused_list_contents_are_not_guarded():
+    """Guards come with use: a list only passed through is not guarded on its length."""
+    def f(x, xs):
+        return x + 1, xs
+
+    opt, be = opt_of(f)
+    lst = [1]
+    opt(t(2), lst)
+    lst.append(2)
+    out = opt(t(2), lst)
+    assert out[1] is lst
+    assert be.calls == 1
