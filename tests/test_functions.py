@@ -375,3 +375,54 @@ def test_default_argument_of_optimized_function(k):
         return x * k
 
     check(f, t(), Args(t(), k=3), kind="graph", same_entry=False)
+
+
+# --- bind_arguments directly ----------------------------------------------------------------
+def _bind(fn, *args, **kwargs):
+    import minidynamo
+    from minidynamo.variables.constant import ConstantVariable
+    from minidynamo.variables.functions import UserFunctionVariable, bind_arguments
+    wrap = ConstantVariable
+    try:
+        bound = bind_arguments(UserFunctionVariable(fn), None, fn.__code__, [wrap(a) for a in args],
+                               {k: wrap(v) for k, v in kwargs.items()})
+    except minidynamo.Unsupported as e:
+        return e
+    return {k: v.as_python_constant() for k, v in bound.items()}
+
+
+def _sig(a, b=2, /, c=3, *rest, d, e=5, **kw):
+    pass
+
+
+def test_bind_arguments_matches_python():
+    assert _bind(_sig, 1, d=4) == {"a": 1, "b": 2, "c": 3, "d": 4, "e": 5, "rest": (), "kw": {}}
+    assert _bind(_sig, 1, 2, 3, 4, 5, d=6, z=7) == {"a": 1, "b": 2, "c": 3, "rest": (4, 5), "d": 6,
+                                                    "e": 5, "kw": {"z": 7}}
+    assert _bind(_sig, 1, c=9, d=0)["c"] == 9
+
+
+def test_positional_only_name_as_keyword_goes_to_kwargs():
+    # Python binds `b=...` to **kw when b is positional-only.
+    assert _bind(_sig, 1, b=7, d=0)["kw"] == {"b": 7}
+
+
+@pytest.mark.parametrize("call, message", [
+    ((), "missing required positional argument: 'a'"),
+    ((1,), "missing required keyword-only argument: 'd'"),
+    ((1, 2, 3), "missing required keyword-only argument: 'd'"),
+])
+def test_bind_arguments_errors(call, message):
+    err = _bind(_sig, *call)
+    assert err.category == "exceptions" and message in err.detail and "_sig()" in err.detail
+
+
+def test_bind_arguments_error_kinds():
+    def two(a, b):
+        pass
+
+    assert "takes 2 positional arguments but 3 were given" in _bind(two, 1, 2, 3).detail
+    assert "got multiple values for argument 'a'" in _bind(two, 1, a=2).detail
+    assert "got an unexpected keyword argument 'z'" in _bind(two, 1, 2, z=3).detail
+    with pytest.raises(TypeError):  # what the eager run raises in those cases
+        two(1, 2, 3)
