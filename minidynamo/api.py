@@ -9,13 +9,23 @@ import weakref
 
 from .backends import lookup_backend
 from .cache import FunctionCache
-from .codegen import MISS
+from .codegen import MISS, dispatcher
 
 _all_caches: "weakref.WeakSet[FunctionCache]" = weakref.WeakSet()
 
 
 class OptimizedFunction:
-    """Calls `fn` through guarded cache entries; `fn` itself stays plain eager."""
+    """Calls `fn` through guarded cache entries; `fn` itself stays plain eager.
+
+    Each instance gets its own subclass, so that `__call__` (looked up on the type) can be
+    the generated function that fits the current entries: with one entry, that entry's
+    own guards-then-graph function, called without repacking the arguments.
+    """
+
+    def __new__(cls, *args, **kwargs):
+        own = type(cls.__name__, (cls,), {"__module__": cls.__module__,
+                                          "__qualname__": cls.__qualname__})
+        return super().__new__(own)
 
     def __init__(self, fn, backend="eager", fullgraph: bool = False, mode=None):
         _check_optimizable(fn)
@@ -33,16 +43,32 @@ class OptimizedFunction:
         name = fn.__name__ if fn.__name__.isidentifier() and not keyword.iskeyword(fn.__name__) \
             else "fn_" + "".join(c if c.isalnum() else "_" for c in fn.__name__).strip("_")
         self._cache = FunctionCache(fn, backend, fullgraph, name, where)
+        self._cache.on_change = self._install_call
         _all_caches.add(self._cache)
         functools.update_wrapper(self, fn)
         self.__signature__ = inspect.signature(fn, follow_wrapped=False)
 
     def __call__(self, *args, **kwargs):
+        # The general path; _install_call puts a generated one in the instance's class.
         for entry in self._cache.entries:
             result = entry.run(*args, **kwargs)
             if result is not MISS:
                 return result
         return self._cache.miss(args, kwargs)
+
+    def _install_call(self):
+        cls, entries, fn = type(self), self._cache.entries, self._fn
+        if cls is OptimizedFunction:
+            return
+        # A staticmethod: called with the arguments alone, so a call with wrong arguments
+        # raises exactly the TypeError the user's function would.
+        if len(entries) == 1 and entries[0].fast_call is not None:
+            cls.__call__ = staticmethod(entries[0].fast_call)
+        elif entries and fn.__defaults__ is None and fn.__kwdefaults__ is None:
+            cls.__call__ = staticmethod(dispatcher(self._cache.name, fn, [e.run for e in entries],
+                                                   self._cache.call_slow))
+        else:
+            cls.__call__ = OptimizedFunction.__call__
 
     def __get__(self, obj, objtype=None):
         # Used as a method: bind like a function would.

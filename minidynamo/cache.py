@@ -44,12 +44,22 @@ class FunctionCache:
         self.failures: list[GuardFailure] = []
         self.warned_limit = False
         self.lock = threading.RLock()
+        self.on_change = None  # called after entries are added or dropped
+
+    def call_slow(self, *args, **kwargs):
+        """The miss path with the call's own arguments (what generated code calls)."""
+        return self.miss(args, kwargs)
+
+    def _changed(self):
+        if self.on_change is not None:
+            self.on_change()
 
     def clear(self):
         with self.lock:
             self.entries = ()
             self.failures = []
             self.warned_limit = False
+            self._changed()
 
     def miss(self, args, kwargs):
         """No entry's guards passed: explain why, then trace (or run eagerly past the limit)."""
@@ -64,7 +74,8 @@ class FunctionCache:
             if len(self.entries) >= config.cache_size_limit:
                 self._warn_limit(failure)
                 return self.fn(*args, **kwargs)
-            entry = compile_call(self.fn, args, kwargs, self.backend, name=self.name)
+            entry = compile_call(self.fn, args, kwargs, self.backend, name=self.name,
+                                 slow=self.call_slow)
             if entry.reason is not None:
                 if self.fullgraph:
                     raise entry.reason
@@ -74,6 +85,7 @@ class FunctionCache:
             if guards_log.isEnabledFor(20):
                 guards_log.info("guards of %s:\n%s", self.name, entry.guard_text())
             self.entries = self.entries + (entry,)
+            self._changed()
             result = entry.run(*args, **kwargs)
             assert result is not MISS, f"guards of a fresh entry for {self.name} fail on its own inputs:\n" \
                                        f"{entry.guard_text()}"

@@ -73,15 +73,52 @@ def guard_block(guard_exprs: list[str], miss: str, indent: str = "    ") -> list
     ]
 
 
-def build_function(name: str, params: str, body: list[str], ns: Namespace, filename: str):
+def build_function(name: str, params: str, body: list[str], ns: Namespace, filename: str,
+                   qualname: str | None = None):
     """exec a factory that closes over the namespace (fast cell loads, not dict lookups)."""
+    (fn, text), = build_functions([(name, params, body)], ns, filename, qualname)
+    return fn, text
+
+
+def build_functions(defs: list, ns: Namespace, filename: str, qualname: str | None = None) -> list:
+    """Several (name, params, body) functions over one namespace, compiled at once:
+    [(function, its source text), ...]. With `qualname`, the functions carry it, so a
+    call with wrong arguments raises the TypeError the user's function would."""
     factory_args = ", ".join(ns.values)
-    lines = [f"def {name}({params}):", *body]
-    inner = "\n".join("    " + line for line in lines)
-    src = f"def __make({factory_args}):\n{inner}\n    return {name}\n"
+    texts, inner = [], []
+    for i, (name, params, body) in enumerate(defs):
+        lines = [f"def {name}({params}):", *body]
+        texts.append("\n".join(lines))
+        inner += ["    " + line for line in lines] + [f"    __f{i} = {name}"]
+    results = ", ".join(f"__f{i}" for i in range(len(defs)))
+    src = f"def __make({factory_args}):\n" + "\n".join(inner) + f"\n    return [{results}]\n"
     scope: dict = {}
     exec(compile(src, filename, "exec"), scope)
-    return scope["__make"](*ns.values.values()), "\n".join(lines)
+    fns = scope["__make"](*ns.values.values())
+    if qualname is not None:
+        for f in fns:
+            f.__qualname__ = qualname
+            if hasattr(f.__code__, "co_qualname"):  # 3.11+: what TypeErrors name
+                f.__code__ = f.__code__.replace(co_qualname=qualname)
+    return list(zip(fns, texts))
+
+
+def dispatcher(name: str, fn, runs: list, slow) -> object:
+    """A function with fn's parameters trying each entry in turn, then `slow` (the miss
+    path). Only for functions without defaults: with defaults bound here, a later change
+    of fn.__defaults__ would be passed on as explicit arguments."""
+    ns = Namespace(pick_prefix(fn))
+    params, call = signature_parts(fn, ns)
+    miss = ns.bind(MISS, "MISS")
+    r = ns.prefix + "r"
+    body = []
+    for i, run in enumerate(runs):
+        body += [f"    {r} = {ns.bind(run, f'entry{i}')}({call})",
+                 f"    if {r} is not {miss}:",
+                 f"        return {r}"]
+    body.append(f"    return {ns.bind(slow, 'miss')}({call})")
+    return build_function(name, params, body, ns, f"<minidynamo dispatch {name}>",
+                          qualname=fn.__qualname__)[0]
 
 
 def failure_finder(name: str, params: str, guard_exprs: list[str], ns: Namespace):

@@ -46,6 +46,10 @@ class CacheEntry:
     reason: Unsupported | None = None
     compile_time_ms: float = 0.0
     hits: list = field(default_factory=lambda: [0])
+    # The same function as `run` except that a failing guard goes on to the cache's miss
+    # path instead of returning MISS: the optimized function's __call__ while this is
+    # its only entry (None: not available).
+    fast_call: object = None
     created: float = field(default_factory=time.time)
     _finder: object = None
     graph: fx.Graph | None = None  # for the GraphModule built on first use of `gm`
@@ -152,8 +156,10 @@ def _prune_unused_inputs(output: OutputGraph) -> None:
     output.inputs = kept
 
 
-def compile_call(fn, args, kwargs, backend, *, name: str) -> CacheEntry:
-    """Trace `fn(*args, **kwargs)` and build its cache entry (graph or eager fallback)."""
+def compile_call(fn, args, kwargs, backend, *, name: str, slow=None) -> CacheEntry:
+    """Trace `fn(*args, **kwargs)` and build its cache entry (graph or eager fallback).
+    With `slow` (the cache's miss path, called with the arguments) the entry also gets a
+    `fast_call` variant that goes there itself when a guard fails."""
     start = time.perf_counter()
     ns = Namespace(codegen.pick_prefix(fn))
     params, call_args = codegen.signature_parts(fn, ns)
@@ -167,13 +173,12 @@ def compile_call(fn, args, kwargs, backend, *, name: str) -> CacheEntry:
         builder = _OutputBuilder(output, ns, out_name)
         rebuild = builder.expr(result)
     except Unsupported as reason:
-        return _eager_entry(fn, output, ns, params, call_args, miss, reason, name, start)
+        return _eager_entry(fn, output, ns, params, call_args, miss, reason, name, start, slow)
 
     _prune_unused_inputs(output)
     guard_exprs = output.guards.expressions(ns)
     hits = [0]
-    body = codegen.guard_block(guard_exprs, miss)
-    body.append(f"    {ns.bind(hits, 'hits')}[0] += 1")
+    body = [f"    {ns.bind(hits, 'hits')}[0] += 1"]
     gm = compiled = None
     has_work = output.op_count > 0 or output.kernels
     inlined = False
@@ -192,11 +197,23 @@ def compile_call(fn, args, kwargs, backend, *, name: str) -> CacheEntry:
             body.append(f"    {out_name} = {ns.bind(compiled, 'compiled')}({inputs})")
     if not inlined:
         body.append(f"    return {rebuild}")
-    run, text = codegen.build_function(name, params, body, ns, f"<minidynamo entry {name}>")
+    run, text, fast = _entry_functions(fn, name, params, call_args, guard_exprs, body, ns, miss,
+                                       slow, f"<minidynamo entry {name}>")
     return CacheEntry(run, "graph" if has_work else "constant", output.guards.ordered(),
                       guard_exprs, text, params, ns, gm, compiled, None,
-                      (time.perf_counter() - start) * 1e3, hits,
+                      (time.perf_counter() - start) * 1e3, hits, fast_call=fast,
                       graph=output.graph if inlined else None, graph_name=f"{name}_graph")
+
+
+def _entry_functions(fn, name, params, call_args, guard_exprs, body, ns, miss, slow, filename):
+    """(run, its text, fast_call or None): guards, then `body`."""
+    defs = [(name, params, codegen.guard_block(guard_exprs, miss) + body)]
+    if slow is not None and fn.__defaults__ is None and fn.__kwdefaults__ is None:
+        miss_call = f"{ns.bind(slow, 'miss')}({call_args})"
+        defs.append((name, params, codegen.guard_block(guard_exprs, miss_call) + body))
+    built = codegen.build_functions(defs, ns, filename, fn.__qualname__)
+    (run, text), fast = built[0], (built[1][0] if len(built) > 1 else None)
+    return run, text, fast
 
 
 def _inline_graph(fn, output, ns, out_name, result, body) -> bool:
@@ -226,15 +243,16 @@ def _inline_graph(fn, output, ns, out_name, result, body) -> bool:
     return True
 
 
-def _eager_entry(fn, output, ns, params, call_args, miss, reason, name, start) -> CacheEntry:
+def _eager_entry(fn, output, ns, params, call_args, miss, reason, name, start, slow) -> CacheEntry:
     guard_exprs = output.guards.expressions(ns)
     hits = [0]
-    body = codegen.guard_block(guard_exprs, miss)
-    body.append(f"    {ns.bind(hits, 'hits')}[0] += 1")
-    body.append(f"    return {ns.bind(fn, 'fn')}({call_args})")
-    run, text = codegen.build_function(name, params, body, ns, f"<minidynamo eager entry {name}>")
+    body = [f"    {ns.bind(hits, 'hits')}[0] += 1",
+            f"    return {ns.bind(fn, 'fn')}({call_args})"]
+    run, text, fast = _entry_functions(fn, name, params, call_args, guard_exprs, body, ns, miss,
+                                       slow, f"<minidynamo eager entry {name}>")
     return CacheEntry(run, "eager", output.guards.ordered(), guard_exprs, text, params, ns,
-                      reason=reason, compile_time_ms=(time.perf_counter() - start) * 1e3, hits=hits)
+                      reason=reason, compile_time_ms=(time.perf_counter() - start) * 1e3, hits=hits,
+                      fast_call=fast)
 
 
 __all__ = ["CacheEntry", "compile_call", "backend_name"]
