@@ -1,0 +1,272 @@
+"""Minimal reproductions of bugs found by the fuzzing, soundness, bad-input and memory
+tests. Each is `xfail(strict=True)`: when the bug is fixed the test passes, the xfail
+turns into a failure, and the marker should be removed (the test then guards the fix).
+
+The reason names what is wrong and, where it is visible, where in minidynamo."""
+from __future__ import annotations
+
+import gc
+import math
+import warnings
+import weakref
+
+import pytest
+import torch
+from kernels import capture_kernels as K
+from kernels.capture_kernels import DEVICE, tl, triton
+
+import minidynamo
+
+
+def _same(opt, fn, *args):
+    expected = fn(*args)
+    got = opt(*args)
+    if isinstance(expected, torch.Tensor):
+        torch.testing.assert_close(got, expected)
+    else:
+        assert got == expected
+
+
+# --- crashes inside minidynamo ------------------------------------------------------------
+
+@pytest.mark.xfail(strict=True, reason="a backend whose callable returns None (not a sequence of the "
+                   "graph's outputs) surfaces as TypeError 'NoneType' object is not subscriptable from the "
+                   "generated entry (convert.compile_call's rebuild `_md_out[0]`), not a BackendError "
+                   "naming the backend")
+def test_backend_returning_none_names_the_backend():
+    def bad_backend(gm, example_inputs):
+        return lambda *args: None
+
+    f = minidynamo.optimize(bad_backend)(lambda_free_add)
+    with pytest.raises(minidynamo.BackendError, match="bad_backend"):
+        f(torch.ones(2))
+
+
+@pytest.mark.xfail(strict=True, reason="a backend whose callable returns too few outputs surfaces as "
+                   "IndexError from the generated entry, not a BackendError naming the backend")
+def test_backend_returning_too_few_outputs_names_the_backend():
+    def short_backend(gm, example_inputs):
+        return lambda *args: []
+
+    f = minidynamo.optimize(short_backend)(lambda_free_add)
+    with pytest.raises(minidynamo.BackendError, match="short_backend"):
+        f(torch.ones(2))
+
+
+def lambda_free_add(x):
+    return x + 1
+
+
+@pytest.mark.xfail(strict=True, reason="bare-form optimize(len) takes the builtin for a backend and "
+                   "returns a decorator silently (api.optimize only checks FunctionType), instead of a "
+                   "TypeError saying len has no Python bytecode / is not a backend(gm, example_inputs)")
+def test_bare_optimize_of_a_builtin_raises():
+    with pytest.raises(TypeError, match="len"):
+        minidynamo.optimize(len)
+
+
+@pytest.mark.xfail(strict=True, reason="bare @optimize on a class returns a decorator in its place "
+                   "(the class is taken for a backend); calling the 'class' then fails with "
+                   "\"decorator() missing 1 required positional argument: 'fn'\"")
+def test_bare_optimize_of_a_class_raises():
+    class Model:
+        def __init__(self, k):
+            self.k = k
+
+    with pytest.raises(TypeError, match="Model"):
+        minidynamo.optimize(Model)
+
+
+# --- memory -----------------------------------------------------------------------------
+
+@pytest.mark.xfail(strict=True, reason="an eager fallback entry keeps the Unsupported that caused it, "
+                   "with its __traceback__, whose frames (convert.compile_call, trace, ...) hold the first "
+                   "call's arguments: they live as long as the cache entry")
+def test_fallback_entry_does_not_keep_first_arguments_alive():
+    def f(x):
+        print("side effect")
+        return x + 1
+    opt = minidynamo.optimize()(f)
+    x = torch.ones(1000)
+    opt(x)
+    assert opt.cache_entries()[0].kind == "eager"
+    ref = weakref.ref(x)
+    del x
+    gc.collect()
+    assert ref() is None
+
+
+@pytest.mark.xfail(strict=True, reason="past cache_size_limit every call of a new variant appends a "
+                   "GuardFailure (cache.FunctionCache._record_failure): the list grows without bound")
+def test_guard_failure_records_are_bounded():
+    def f(x):
+        return x + 1
+    opt = minidynamo.optimize()(f)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for i in range(minidynamo.config.cache_size_limit):
+            opt(torch.ones(i + 1))
+        for _ in range(2000):  # one shape past the limit, over and over
+            opt(torch.ones(50))
+    assert len(opt.guard_failures()) < 1000
+
+
+# --- unsound guards: a result computed under an old value ---------------------------------
+
+@pytest.mark.xfail(strict=True, reason="Tensor.storage_offset() is folded to a constant "
+                   "(variables/tensor.py _METADATA_METHODS) but TENSOR_MATCH does not guard the offset "
+                   "(guards.tensor_guard): a view at another offset reuses the old value")
+def test_storage_offset_is_guarded():
+    def f(x):
+        return x + x.storage_offset()
+    opt = minidynamo.optimize()(f)
+    base = torch.arange(8.0)
+    _same(opt, f, base[0:3])
+    _same(opt, f, base[1:4])
+
+
+@pytest.mark.xfail(strict=True, reason="Tensor.is_leaf is folded (variables/tensor.py _METADATA_ATTRS) "
+                   "and not guarded: a non-leaf with the same metadata takes the leaf's branch")
+def test_is_leaf_is_guarded():
+    def f(x):
+        return (x * 2 if x.is_leaf else x * 3).detach()
+    opt = minidynamo.optimize()(f)
+    leaf = torch.ones(3, requires_grad=True)
+    _same(opt, f, leaf)
+    _same(opt, f, leaf * 1)
+
+
+@pytest.mark.xfail(strict=True, reason="TensorVariable.var_getattr returns a BoundMethodVariable for any "
+                   "name torch.Tensor has, attributes included: `x.grad_fn is None` is False while tracing "
+                   "(wrong on the very first call)")
+def test_grad_fn_attribute():
+    def f(x):
+        return (x * 2 if x.grad_fn is None else x * 3).detach()
+    opt = minidynamo.optimize()(f)
+    _same(opt, f, torch.ones(3, requires_grad=True))
+
+
+@pytest.mark.xfail(strict=True, reason="EQUALS_MATCH on a float compares with == (guards.Guard.code), "
+                   "so -0.0 passes a guard traced with 0.0; math.copysign/str/1/x differ")
+def test_negative_zero_is_not_zero():
+    def f(x, k):
+        return x * math.copysign(1.0, k)
+    opt = minidynamo.optimize()(f)
+    _same(opt, f, torch.ones(2), 0.0)
+    _same(opt, f, torch.ones(2), -0.0)
+
+
+@pytest.mark.xfail(strict=True, reason="a tensor subclass traces as torch.Tensor: "
+                   "TensorVariable.python_type() returns torch.Tensor, so `type(x) is torch.Tensor` folds "
+                   "to True (the TENSOR_MATCH guard does re-trace, but the new trace is wrong too)")
+def test_tensor_subclass_type():
+    class Sub(torch.Tensor):
+        pass
+
+    def f(x):
+        return type(x) is torch.Tensor
+    opt = minidynamo.optimize()(f)
+    _same(opt, f, torch.ones(2).as_subclass(Sub))
+
+
+class _Obj:
+    def m(self, x):
+        return x + 1
+
+    @property
+    def p(self):
+        return 2
+
+
+@pytest.mark.xfail(strict=True, reason="a method found on the object's class is inlined with no guard on "
+                   "the class attribute (variables/objects.py UserObjectVariable.var_getattr wraps "
+                   "UserFunctionVariable(static) without a source): monkeypatching the class is not seen")
+def test_method_monkeypatched_on_the_class():
+    class C(_Obj):
+        pass
+
+    def f(x, o):
+        return o.m(x)
+    opt = minidynamo.optimize()(f)
+    o = C()
+    _same(opt, f, torch.zeros(2), o)
+    C.m = lambda self, x: x + 100
+    _same(opt, f, torch.zeros(2), o)
+
+
+@pytest.mark.xfail(strict=True, reason="the absence of an instance attribute is not guarded: setting "
+                   "o.m on the instance after tracing does not shadow the class method in the optimized call")
+def test_instance_attribute_shadowing_a_method():
+    def f(x, o):
+        return o.m(x)
+    opt = minidynamo.optimize()(f)
+    o = _Obj()
+    _same(opt, f, torch.zeros(2), o)
+    o.m = lambda x: x + 7
+    _same(opt, f, torch.zeros(2), o)
+
+
+@pytest.mark.xfail(strict=True, reason="a property's getter is inlined with no guard on the class "
+                   "attribute: replacing the property is not seen")
+def test_property_replaced_on_the_class():
+    class C(_Obj):
+        pass
+
+    def f(x, o):
+        return x * o.p
+    opt = minidynamo.optimize()(f)
+    o = C()
+    _same(opt, f, torch.ones(2), o)
+    C.p = property(lambda self: 5)
+    _same(opt, f, torch.ones(2), o)
+
+
+# --- Triton ---------------------------------------------------------------------------------
+
+@pytest.mark.xfail(strict=True, reason="heuristic functions are inlined without a source "
+                   "(variables/triton.py _apply_heuristics: wrap(tx, fn, None)), so replacing one in "
+                   "kernel.values is not guarded: the grid computed from the old BLOCK is reused and the "
+                   "kernel covers a quarter of the tensor")
+def test_heuristic_replaced():
+    @triton.heuristics({"BLOCK": lambda args: 64})
+    @triton.jit
+    def hk(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):
+        offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        m = offs < n
+        tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=m) + tl.load(y_ptr + offs, mask=m), mask=m)
+
+    def f(a, b):
+        out = torch.zeros_like(a)
+        hk[lambda meta: (triton.cdiv(a.numel(), meta["BLOCK"]),)](a, b, out, a.numel())
+        return out
+    opt = minidynamo.optimize()(f)
+    a = torch.ones(100, device=DEVICE)
+    _same(opt, f, a, a)
+    hk.values["BLOCK"] = lambda args: 16
+    _same(opt, f, a, a)
+
+
+@pytest.mark.xfail(strict=True, reason="only the identity and length of kernel.configs are guarded "
+                   "(variables/triton.py _guard_kernel_state): replacing an item in place keeps the "
+                   "entry, and the launch raises 'the autotuner chose a config ... that was not among "
+                   "kernel.configs' (triton/capture.py ConfigGrid) instead of re-tracing")
+def test_autotuner_config_replaced_in_place():
+    @triton.autotune(configs=[triton.Config({"BLOCK": 16}), triton.Config({"BLOCK": 32})], key=["n"],
+                     do_bench=K.last_config_wins())
+    @triton.jit
+    def at(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):
+        offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        m = offs < n
+        tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=m) + tl.load(y_ptr + offs, mask=m), mask=m)
+
+    def f(a, b):
+        out = torch.zeros_like(a)
+        at[lambda meta: (triton.cdiv(a.numel(), meta["BLOCK"]),)](a, b, out, a.numel())
+        return out
+    opt = minidynamo.optimize()(f)
+    a = torch.ones(100, device=DEVICE)
+    _same(opt, f, a, a)
+    at.configs[0] = triton.Config({"BLOCK": 8})
+    at.configs[1] = triton.Config({"BLOCK": 4})
+    at.cache.clear()
+    _same(opt, f, a, a)
