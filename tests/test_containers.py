@@ -104,7 +104,7 @@ def test_nested_unpack_and_swap():
 def test_unpack_wrong_length_raises_like_eager():
     def f(x):
         a, b = (x, x, x)
-        return a
+        return a, b
 
     check(f, t(), kind="eager", reason="exceptions")
 
@@ -359,3 +359,55 @@ def test_tuple_of_varying_length(n):
 
     args = tuple(torch.randn(2) for _ in range(max(n, 1)))[:n] if n else ()
     check(f, (args,), kind="graph" if n else "constant")
+
+
+def test_list_input_returned():
+    def f(xs):
+        return xs[0] + 1, xs
+    check(f, ([t(), t()],), kind="graph")
+
+
+
+def test_live_iteration():
+    def f(x):
+        lst = [x]
+        for v in lst:
+            if len(lst) < 3:
+                lst.append(v + 1)
+        return lst
+    check(f, t(), kind="graph")
+
+
+
+def test_zip_star():
+    def f(x):
+        pairs = [(x, 1), (x + 1, 2)]
+        a, b = zip(*pairs)
+        return a, b
+    check(f, t(), kind="graph")
+
+
+
+def test_isinstance_containers():
+    def f(x, xs, d):
+        return x + 1, isinstance(xs, list), isinstance(d, dict), isinstance(xs, (tuple, dict)), type(xs) is list
+    check(f, (t(), [1], {"a": 1}), kind="graph")
+
+
+
+def test_dict_int_keys_order():
+    def f(x):
+        d = {3: x, 1: x + 1}
+        d[2] = x * 2
+        return list(d.items()), d
+    check(f, t(), kind="graph")
+
+
+
+def test_setitem_list_of_tensor_slices():
+    def f(x):
+        out = [None] * 3
+        for i in range(3):
+            out[i] = x[i]
+        return torch.stack(out)
+    check(f, t(), kind="graph")

@@ -1,6 +1,7 @@
 """Constructs that run eagerly: the entry kind is "eager", the results are eager's,
 side effects happen exactly once per call, the fallback is cached under its guards, and
 fullgraph=True refuses with the category and the user's file:line."""
+import json  # noqa: F401 - loaded, so the traced `import json` runs no code
 import time
 import zlib
 
@@ -8,7 +9,7 @@ import pytest
 import torch
 
 import minidynamo
-from helpers import CountingBackend, assert_uses, by_version, check_fallback
+from helpers import CountingBackend, assert_uses, by_version, check, check_fallback
 
 COUNTER = 0
 LOG = []
@@ -242,16 +243,30 @@ def test_unsupported_class_creation_inside():
     check_fallback(f, t(), reason="construct")
 
 
-def test_delete_global_and_import_of_new_module():
+def test_import_inside_function():
     def f(x):
-        import json  # noqa: F401 - already imported: fine
+        import json  # noqa: F401 - already loaded: no code runs
         return x + 1
 
     def g(x):
         import this_module_does_not_exist  # noqa: F401
         return x
 
-    check_fallback(g, t())
-    import json  # noqa: F401
-    from helpers import check
+    check_fallback(g, t(), reason="side_effect")
     check(f, t(), kind="graph")
+
+
+def test_unbound_local():
+    def f(x):
+        if x.shape[0] == 4:
+            del x
+        return x
+    check(f, t(), kind="eager")
+
+
+
+def test_str_join_of_list_comp():
+    def f(x):
+        return ",".join(str(d) for d in x.shape), x + 1
+    check(f, t(), kind="eager")
+

@@ -13,6 +13,7 @@ def t(*shape):
 
 
 SCALE = 3.0
+W = torch.randn(3)
 OFFSETS = (1, 2)
 
 
@@ -426,3 +427,56 @@ def test_bind_arguments_error_kinds():
     assert "got an unexpected keyword argument 'z'" in _bind(two, 1, 2, z=3).detail
     with pytest.raises(TypeError):  # what the eager run raises in those cases
         two(1, 2, 3)
+
+
+def test_closures_over_loop_var():
+    def f(x):
+        fns = [lambda v, i=i: v * i for i in range(3)]
+        gs = [lambda v: v * i for i in range(3)]
+        return [g(x) for g in fns], [g(x) for g in gs]
+    check(f, t(), kind="graph")
+
+
+
+def test_comprehension_cell():
+    def f(x):
+        return [(lambda: x * k)() for k in range(2)]
+    check(f, t(), kind="graph")
+
+
+
+def test_star_params():
+    def f(*xs, **kw):
+        return sum(xs[1:], xs[0]) * kw["s"], kw
+    check(f, Args(t(), t(), s=2), kind="graph")
+
+
+
+def test_default_tensor():
+    def f(x, w=W):
+        return x * w
+    check(f, t(), kind="graph")
+
+
+
+def test_param_names_clash():
+    def f(_md_out, fn, compiled, G):
+        return _md_out + fn, compiled, G
+    check(f, (t(), t(), 1, 2), kind="graph")  # parameters named like generated names
+
+
+
+def test_nested_fn_kwargs():
+    def f(x):
+        def g(*a, **k):
+            return len(a), sorted(k), a[0] * 2
+        return g(x, 1, y=2, **{"z": 3})
+    check(f, t(), kind="graph")
+
+
+
+def test_kw_only_star():
+    def f(x, *, scale):
+        return x * scale
+    check(f, Args(t(), scale=3), kind="graph")
+

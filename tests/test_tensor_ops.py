@@ -237,3 +237,73 @@ def test_requires_grad_inputs():
         return (x * w).sum()
 
     check(f, (t(), t(4, 3).requires_grad_()), kind="graph")
+
+
+def test_enumerate_tensor():
+    def f(x):
+        return [r * i for i, r in enumerate(x)]
+    check(f, t(), kind="graph")
+
+
+
+def test_method_on_returned_namedtuple():
+    def f(x):
+        r = x.max(dim=0)
+        return r, r.values
+    check(f, t(), kind="graph")
+
+
+
+def test_tensor_bool_ops():
+    def f(x):
+        return (x > 0) & (x < 1), ~(x > 0), x.masked_fill(x > 0, 0.0)
+    check(f, t(), kind="graph")
+
+
+
+def test_shape_unpack_and_math():
+    import math
+    def f(x):
+        n, m = x.shape
+        return x.view(n * m) / math.sqrt(m), math.pi, math.ceil(n / 3)
+    check(f, t(), kind="graph")
+
+
+
+def test_getattr_dtype_stuff():
+    def f(x):
+        return x.to(torch.float64) if x.dtype != torch.float64 else x, torch.finfo(x.dtype).eps
+    check(f, t(), kind="graph")
+
+
+
+def test_slice_objects():
+    def f(x):
+        s = slice(1, 3)
+        return x[s], x[slice(None, None, 2)]
+    check(f, t(), kind="graph")
+
+
+
+def test_return_none_only():
+    def f(x):
+        x.add_(1)
+    check(f, t(), kind="graph")
+
+
+
+def test_chained_methods_on_list_result():
+    def f(x):
+        parts = x.split(2, dim=0)
+        return torch.cat(list(parts)[::-1])
+    check(f, t(), kind="graph")
+
+
+
+def test_tuple_compare_shapes():
+    def f(x, y):
+        if x.shape == y.shape:
+            return x + y
+        return x
+    check(f, (t(), t()), kind="graph")
+

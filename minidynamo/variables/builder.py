@@ -152,7 +152,7 @@ def wrap_fake_result(output, node, result, what: str):
             return ListVariable(items)
         fields = getattr(type(result), "__match_args__", None) if type(result) is not tuple else None
         return TupleVariable(items, tuple_type=tuple) if fields is None else \
-            NamedResultVariable(items, fields)
+            NamedResultVariable(items, fields, type(result))
     if is_constant_value(result):
         return ConstantVariable(result)
     unsupported("torch_op", f"{what} returned a {type(result).__name__}")
@@ -163,8 +163,8 @@ class NamedResultVariable(TupleVariable):
 
     __slots__ = ("fields",)
 
-    def __init__(self, items, fields):
-        super().__init__(items)
+    def __init__(self, items, fields, result_type=tuple):
+        super().__init__(items, tuple_type=result_type)  # returned as torch.return_types.*
         self.fields = tuple(fields)
 
     def var_getattr(self, tx, name):

@@ -14,7 +14,6 @@ import torch
 from ..exc import unsupported
 from ..sources import AttrSource
 from .base import VariableTracker
-from .constant import ConstantVariable
 from .functions import UserFunctionVariable, UserMethodVariable
 
 
