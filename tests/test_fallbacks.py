@@ -245,7 +245,7 @@ def test_unsupported_class_creation_inside():
 
 def test_import_inside_function():
     def f(x):
-        import json  # noqa: F401 - already loaded: no code runs
+        import json  # noqa: F401,F811 - already loaded: no code runs
         return x + 1
 
     def g(x):
