@@ -34,3 +34,17 @@ def _reset_minidynamo():
 def counting_backend():
     """A backend `(gm, example_inputs) -> gm.forward` that counts calls and keeps graphs."""
     return CountingBackend()
+
+
+# Hypothesis profiles for tests/test_fuzz.py. Registered here because pytest loads the
+# profile named by --hypothesis-profile (tox -e fuzz: `long`) before test modules import.
+try:
+    from hypothesis import HealthCheck as _HealthCheck
+    from hypothesis import settings as _hyp_settings
+except ImportError:  # hypothesis is a test extra; only the fuzz tests need it
+    pass
+else:
+    _hyp_settings.register_profile(
+        "long", max_examples=2000, deadline=None, print_blob=True,
+        suppress_health_check=[_HealthCheck.too_slow, _HealthCheck.data_too_large,
+                               _HealthCheck.filter_too_much])
