@@ -52,6 +52,9 @@ class OutputGraph:
         existing = self._input_by_source.get(source)
         if existing is not None:
             return existing
+        if type(value) not in (torch.Tensor, torch.nn.Parameter):
+            # A subclass may override any op (__torch_function__): its calls are not plain aten.
+            unsupported("construct", f"a tensor subclass ({type(value).__qualname__}) as {source.name()}")
         self.guards.add(tensor_guard(source, value))
         same = self._input_by_id.get(id(value))
         if same is not None and same[0] is value:
@@ -61,7 +64,7 @@ class OutputGraph:
             fake = input_fake(self.fake_mode, value)
         node = self.graph.placeholder(_placeholder_name(source, len(self.inputs)))
         self.inputs.append(GraphInput(source, node, value))
-        var = TensorVariable(node, fake, source)
+        var = TensorVariable(node, fake, source, cls=type(value))
         self._input_by_source[source] = var
         self._input_by_id[id(value)] = (value, var)
         return var

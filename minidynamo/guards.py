@@ -15,7 +15,7 @@ from .sources import Namespace, Source
 
 # Cost classes: structural checks run before the tensor checks they protect.
 _COST = {"TYPE_MATCH": 0, "ID_MATCH": 0, "EQUALS_MATCH": 0, "LEN_MATCH": 0,
-         "DICT_KEYS": 0, "TENSOR_MATCH": 1, "ALIAS_MATCH": 1}
+         "DICT_KEYS": 0, "TENSOR_MATCH": 1, "ALIAS_MATCH": 1, "NOT_IN_DICT": 0}
 
 
 @dataclass(eq=False)
@@ -49,6 +49,8 @@ class Guard:
         if kind == "DICT_KEYS":
             t = ns.bind(self.meta["type"], "type")
             return f"type({e}) is {t} and tuple({e}) == {tuple(self.expected)!r}"
+        if kind == "NOT_IN_DICT":  # no instance attribute shadows a class-level method
+            return f"{self.meta['attr']!r} not in {e}.__dict__"
         if kind == "ALIAS_MATCH":  # two sources are (or are not) the same object
             return f"{e} {'is' if self.expected else 'is not'} {self.meta['other'].expr(ns)}"
         if kind == "TENSOR_MATCH":
@@ -94,6 +96,8 @@ class Guard:
                     return f"tensor {name!r} stride mismatch at dim {d}: expected {exp}, actual {act}"
             return (f"tensor {name!r} requires_grad mismatch: expected {m['requires_grad']}, "
                     f"actual {actual.requires_grad}")
+        if kind == "NOT_IN_DICT":
+            return f"{name} now has an instance attribute {self.meta['attr']!r} (shadowing its class's)"
         if kind == "ALIAS_MATCH":
             return (f"{name} and {self.meta['other'].name()} were "
                     f"{'the same object' if self.expected else 'different objects'} when traced")
@@ -157,7 +161,7 @@ class GuardSet:
         self._guards: dict = {}
 
     def add(self, guard: Guard) -> None:
-        key = (guard.kind, guard.source, guard.meta.get("other"))
+        key = (guard.kind, guard.source, guard.meta.get("other"), guard.meta.get("attr"))
         if key not in self._guards:
             self._guards[key] = guard
 

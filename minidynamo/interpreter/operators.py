@@ -88,6 +88,12 @@ def compare(tx, op: str, a: VariableTracker, b: VariableTracker):
             compare(tx, "==", x, y).truthy(tx) for x, y in zip(a.items, b.items))
         return ConstantVariable(equal if op == "==" else not equal)
     if op in ("==", "!="):
+        # Without a user __eq__/__ne__ on either side, == falls back to identity.
+        from ..variables.objects import UserObjectVariable
+        for v in (a, b):
+            dunder = "__eq__" if op == "==" else "__ne__"
+            if isinstance(v, UserObjectVariable) and getattr(type(v.value), dunder) is not getattr(object, dunder):
+                unsupported("call", f"{type(v.value).__qualname__}.{dunder} is not traced")
         same = is_same(a, b, tx)
         if same is not None:
             return ConstantVariable(same if op == "==" else not same)

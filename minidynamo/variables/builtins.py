@@ -135,8 +135,6 @@ def _isinstance(tx, args, kwargs):
         unsupported("construct", "isinstance() with a non-constant class argument")
     cls = classes.as_python_constant()
     t = _python_type_of(tx, obj)
-    if isinstance(obj, TensorVariable):
-        t = obj.tensor_type() if hasattr(obj, "tensor_type") else torch.Tensor
     try:
         return ConstantVariable(issubclass(t, cls))
     except TypeError as e:

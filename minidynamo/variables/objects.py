@@ -122,6 +122,8 @@ class UserObjectVariable(VariableTracker):
         is_data_descriptor = static is not None and hasattr(type(static), "__set__")
         if inst_dict is not None and name in inst_dict and not is_data_descriptor:
             return wrap(tx, inst_dict[name], self._attr_source(name))
+        if static is not None and self.source is not None:
+            self._guard_class_attr(tx, name, static, shadowable=inst_dict is not None and not is_data_descriptor)
         if static is None:
             if hasattr(cls, "__getattr__") and not isinstance(obj, torch.nn.Module):
                 unsupported("construct", f"{cls.__qualname__}.__getattr__ is not traced")
@@ -139,6 +141,23 @@ class UserObjectVariable(VariableTracker):
         if hasattr(type(static), "__get__"):
             unsupported("construct", f"descriptor {name!r} of {cls.__qualname__} is not traced")
         return wrap(tx, static, self._attr_source(name))
+
+    def _guard_class_attr(self, tx, name, static, shadowable):
+        """What the class gives for `name` is inlined: pin it (the class may be patched),
+        and that no instance attribute shadows it."""
+        from ..guards import Guard
+        guards = tx.output.guards
+        on_class = AttrSource(AttrSource(self.source, "__class__"), name)
+        if isinstance(static, (types.FunctionType, property)):
+            guards.add(Guard("ID_MATCH", on_class, static))
+        elif isinstance(static, staticmethod):
+            guards.add(Guard("ID_MATCH", on_class, static.__func__))
+        elif isinstance(static, classmethod):
+            guards.add(Guard("ID_MATCH", AttrSource(on_class, "__func__"), static.__func__))
+        else:
+            return  # a plain class attribute is read through the instance's own source
+        if shadowable:
+            guards.add(Guard("NOT_IN_DICT", self.source, None, {"attr": name}))
 
     def call_method(self, tx, name, args, kwargs):
         return self.var_getattr(tx, name).call_function(tx, args, kwargs)

@@ -16,7 +16,7 @@ from .constant import ConstantVariable
 # Methods whose result is metadata, folded to a constant (no node).
 _METADATA_METHODS = {
     "size", "dim", "ndimension", "numel", "nelement", "stride", "is_contiguous",
-    "element_size", "is_floating_point", "is_complex", "get_device", "storage_offset",
+    "element_size", "is_floating_point", "is_complex", "get_device",
     "__len__", "is_signed", "type",
 }
 # Methods that read data or leave the tensor world: always a fallback.
@@ -29,21 +29,24 @@ _DATA_METHODS = {
     "backward": "runs autograd", "register_hook": "registers a hook", "__repr__": "prints data",
     "__str__": "prints data", "__format__": "formats data",
 }
+# Attributes pinned by the TENSOR_MATCH guard (type, dtype, device, shape, strides,
+# requires_grad) or implied by them. Not is_leaf, grad_fn, storage_offset: not guarded.
 _METADATA_ATTRS = {"dtype", "device", "ndim", "requires_grad", "is_cuda", "is_sparse",
-                   "is_quantized", "is_meta", "layout", "is_leaf", "itemsize", "nbytes"}
+                   "is_quantized", "is_meta", "layout", "itemsize", "nbytes"}
 _TENSOR_ATTRS = {"T", "mT", "H", "mH", "real", "imag", "data"}
 
 
 class TensorVariable(VariableTracker):
-    __slots__ = ("node", "fake")
+    __slots__ = ("node", "fake", "cls")
 
-    def __init__(self, node, fake, source=None):
+    def __init__(self, node, fake, source=None, cls=torch.Tensor):
         super().__init__(source)
         self.node = node
         self.fake = fake
+        self.cls = cls  # the real tensor's type: torch.Tensor or nn.Parameter (guarded)
 
     def python_type(self):
-        return type(self.fake) if not isinstance(self.fake, torch.Tensor) else torch.Tensor
+        return self.cls
 
     def as_fx_arg(self):
         return self.node
@@ -71,6 +74,8 @@ class TensorVariable(VariableTracker):
             unsupported("construct", "reading Tensor.grad while tracing")
         if not hasattr(torch.Tensor, name):
             unsupported("exceptions", f"AttributeError: 'Tensor' object has no attribute {name!r}")
+        if not callable(getattr(torch.Tensor, name)):  # grad_fn, is_leaf, _version...: data, not methods
+            unsupported("construct", f"reading Tensor.{name} while tracing")
         from .functions import BoundMethodVariable
         return BoundMethodVariable(self, name)
 
