@@ -113,9 +113,6 @@ def test_guard_failure_records_are_bounded():
 
 # --- unsound guards: a result computed under an old value ---------------------------------
 
-@pytest.mark.xfail(strict=True, reason="Tensor.storage_offset() is folded to a constant "
-                   "(variables/tensor.py _METADATA_METHODS) but TENSOR_MATCH does not guard the offset "
-                   "(guards.tensor_guard): a view at another offset reuses the old value")
 def test_storage_offset_is_guarded():
     def f(x):
         return x + x.storage_offset()
@@ -125,8 +122,6 @@ def test_storage_offset_is_guarded():
     _same(opt, f, base[1:4])
 
 
-@pytest.mark.xfail(strict=True, reason="Tensor.is_leaf is folded (variables/tensor.py _METADATA_ATTRS) "
-                   "and not guarded: a non-leaf with the same metadata takes the leaf's branch")
 def test_is_leaf_is_guarded():
     def f(x):
         return (x * 2 if x.is_leaf else x * 3).detach()
@@ -136,9 +131,6 @@ def test_is_leaf_is_guarded():
     _same(opt, f, leaf * 1)
 
 
-@pytest.mark.xfail(strict=True, reason="TensorVariable.var_getattr returns a BoundMethodVariable for any "
-                   "name torch.Tensor has, attributes included: `x.grad_fn is None` is False while tracing "
-                   "(wrong on the very first call)")
 def test_grad_fn_attribute():
     def f(x):
         return (x * 2 if x.grad_fn is None else x * 3).detach()
@@ -156,9 +148,6 @@ def test_negative_zero_is_not_zero():
     _same(opt, f, torch.ones(2), -0.0)
 
 
-@pytest.mark.xfail(strict=True, reason="a tensor subclass traces as torch.Tensor: "
-                   "TensorVariable.python_type() returns torch.Tensor, so `type(x) is torch.Tensor` folds "
-                   "to True (the TENSOR_MATCH guard does re-trace, but the new trace is wrong too)")
 def test_tensor_subclass_type():
     class Sub(torch.Tensor):
         pass
@@ -169,9 +158,6 @@ def test_tensor_subclass_type():
     _same(opt, f, torch.ones(2).as_subclass(Sub))
 
 
-@pytest.mark.xfail(strict=True, reason="`o == 1` on an object with its own __eq__ is decided by identity "
-                   "(interpreter/operators.py compare falls back to is_same): __eq__ never runs, so a "
-                   "True result takes the wrong branch and an __eq__ that raises does not raise")
 def test_user_defined_eq_is_called():
     class AlwaysEq:
         def __eq__(self, other):
@@ -200,9 +186,6 @@ class _Obj:
         return 2
 
 
-@pytest.mark.xfail(strict=True, reason="a method found on the object's class is inlined with no guard on "
-                   "the class attribute (variables/objects.py UserObjectVariable.var_getattr wraps "
-                   "UserFunctionVariable(static) without a source): monkeypatching the class is not seen")
 def test_method_monkeypatched_on_the_class():
     class C(_Obj):
         pass
@@ -216,8 +199,6 @@ def test_method_monkeypatched_on_the_class():
     _same(opt, f, torch.zeros(2), o)
 
 
-@pytest.mark.xfail(strict=True, reason="the absence of an instance attribute is not guarded: setting "
-                   "o.m on the instance after tracing does not shadow the class method in the optimized call")
 def test_instance_attribute_shadowing_a_method():
     def f(x, o):
         return o.m(x)
@@ -228,8 +209,6 @@ def test_instance_attribute_shadowing_a_method():
     _same(opt, f, torch.zeros(2), o)
 
 
-@pytest.mark.xfail(strict=True, reason="a property's getter is inlined with no guard on the class "
-                   "attribute: replacing the property is not seen")
 def test_property_replaced_on_the_class():
     class C(_Obj):
         pass
