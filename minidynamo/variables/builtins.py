@@ -8,7 +8,6 @@ import functools
 import math
 import operator
 
-import torch
 
 from ..exc import unsupported
 from .base import VariableTracker
