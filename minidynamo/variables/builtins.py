@@ -8,7 +8,6 @@ import functools
 import math
 import operator
 
-
 from ..exc import unsupported
 from .base import VariableTracker
 from .constant import ConstantVariable, fold
