@@ -80,7 +80,7 @@ class FunctionCache:
                 if self.fullgraph:
                     raise entry.reason
                 fallback_log.info("%s (%s) runs eagerly: %s", self.name, self.where, entry.reason)
-            elif entry.gm is not None and graph_log.isEnabledFor(10 + 10):
+            elif graph_log.isEnabledFor(20) and entry.gm is not None:
                 graph_log.info("graph of %s:\n%s", self.name, entry.gm.code.strip())
             if guards_log.isEnabledFor(20):
                 guards_log.info("guards of %s:\n%s", self.name, entry.guard_text())

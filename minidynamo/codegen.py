@@ -9,6 +9,7 @@ from __future__ import annotations
 import inspect
 import keyword
 import operator
+import types
 
 from .sources import Namespace
 
@@ -101,6 +102,17 @@ def build_functions(defs: list, ns: Namespace, filename: str, qualname: str | No
             if hasattr(f.__code__, "co_qualname"):  # 3.11+: what TypeErrors name
                 f.__code__ = f.__code__.replace(co_qualname=qualname)
     return list(zip(fns, texts))
+
+
+def rebind(fn, name: str, value):
+    """A copy of generated function `fn` whose free variable `name` holds `value`."""
+    code = fn.__code__
+    cells = tuple(types.CellType(value) if var == name else cell
+                  for var, cell in zip(code.co_freevars, fn.__closure__))
+    new = types.FunctionType(code, fn.__globals__, fn.__name__, fn.__defaults__, cells)
+    new.__kwdefaults__ = fn.__kwdefaults__
+    new.__qualname__ = fn.__qualname__
+    return new
 
 
 def dispatcher(name: str, fn, runs: list, slow) -> object:

@@ -206,14 +206,24 @@ def compile_call(fn, args, kwargs, backend, *, name: str, slow=None) -> CacheEnt
 
 
 def _entry_functions(fn, name, params, call_args, guard_exprs, body, ns, miss, slow, filename):
-    """(run, its text, fast_call or None): guards, then `body`."""
-    defs = [(name, params, codegen.guard_block(guard_exprs, miss) + body)]
+    """(run, its text, fast_call or None): guards, then `body`.
+
+    One function is compiled; where a guard fails it calls `<prefix>guard_miss` with the
+    arguments. `run` binds that name to a function returning MISS, `fast_call` (a
+    second function object over the same code) to `slow`, the cache's miss path."""
+    miss_name = ns.bind(guard_miss, "miss")
+    miss_call = f"{miss_name}({call_args})"
+    run, text = codegen.build_function(name, params, codegen.guard_block(guard_exprs, miss_call) + body,
+                                       ns, filename, fn.__qualname__)
+    fast = None
     if slow is not None and fn.__defaults__ is None and fn.__kwdefaults__ is None:
-        miss_call = f"{ns.bind(slow, 'miss')}({call_args})"
-        defs.append((name, params, codegen.guard_block(guard_exprs, miss_call) + body))
-    built = codegen.build_functions(defs, ns, filename, fn.__qualname__)
-    (run, text), fast = built[0], (built[1][0] if len(built) > 1 else None)
+        fast = codegen.rebind(run, miss_name, slow)
     return run, text, fast
+
+
+def guard_miss(*args, **kwargs):
+    """What an entry's `run` calls when a guard fails: MISS, for the caller to go on."""
+    return codegen.MISS
 
 
 def _inline_graph(fn, output, ns, out_name, result, body) -> bool:
