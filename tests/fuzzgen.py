@@ -163,9 +163,9 @@ HELPERS = [
 # default so the suite stays green; MINIDYNAMO_FUZZ_KNOWN_BUGS=1 turns them on, to check a
 # fix against the fuzzer (and to check the fuzzer still finds them).
 KNOWN_BUGS = os.environ.get("MINIDYNAMO_FUZZ_KNOWN_BUGS", "") not in ("", "0")
-if KNOWN_BUGS:
-    SCALARS += ["x.storage_offset()"]  # test_storage_offset_is_guarded
-    CONDS += ["x.is_leaf", "x.grad_fn is None"]  # test_is_leaf_is_guarded, test_grad_fn_attribute
+# (fixed, so on by default: storage offsets, is_leaf and grad_fn read while tracing)
+SCALARS += ["x.storage_offset()"]
+CONDS += ["x.is_leaf", "x.grad_fn is None"]
 SCALE_VALUES = [0.5, 1.5, 1.0] + ([-0.0, 0.0] if KNOWN_BUGS else [])  # test_negative_zero_is_not_zero
 
 SUPPORTED_KINDS = [
