@@ -18,7 +18,9 @@ is rewritten here, once, so the opcode handlers see fewer variants:
   3.12's `END_FOR` and 3.13's `END_FOR; POP_TOP`).
 - A 3.11+ protected region whose handler is a user `except`/`finally` becomes a
   `SETUP_EXCEPT` pseudo-instruction (3.10 keeps its real `SETUP_FINALLY`).
-- No-ops for a symbolic interpreter (RESUME, NOP, PRECALL, MAKE_CELL, COPY_FREE_VARS) go.
+- No-ops for a symbolic interpreter (RESUME, NOP, PRECALL, and the prologue's MAKE_CELL and
+  COPY_FREE_VARS: the translator builds a frame's cells itself) go. A MAKE_CELL after RESUME
+  stays: 3.12+ inlined comprehensions make a fresh cell for their variable on every run.
 """
 from __future__ import annotations
 
@@ -131,6 +133,7 @@ def normalize(code) -> list[Inst]:
     label_index: dict = {}
     pending_labels: list = []
     try_begins: list[tuple[int, Any]] = []
+    in_prologue = True  # before RESUME (3.11+)
     for item in stream:
         if isinstance(item, bc.Label):
             pending_labels.append(item)
@@ -140,7 +143,12 @@ def normalize(code) -> list[Inst]:
             continue
         if isinstance(item, bc.TryEnd):
             continue
-        new = _rewrite(item, label_index)
+        if item.name == "RESUME":
+            in_prologue = False
+        if item.name == "MAKE_CELL" and not in_prologue:
+            new = [Inst("MAKE_CELL", item.arg.name, None, item.lineno)]
+        else:
+            new = _rewrite(item, label_index)
         if new:
             for label in pending_labels:
                 label_index[label] = len(insts)

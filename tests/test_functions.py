@@ -480,3 +480,16 @@ def test_kw_only_star():
         return x * scale
     check(f, Args(t(), scale=3), kind="graph")
 
+
+
+def test_comprehension_cells_are_fresh_per_run():
+    """3.12+ inlines comprehensions: each run makes a new cell for its variable (MAKE_CELL
+    inside the body), so lambdas from different runs see different values."""
+    def f(x):
+        out = []
+        for j in range(2):
+            out.append([lambda: x * k for k in range(j + 1)])
+        return [g() for fs in out for g in fs]
+
+    assert_uses(f, by_version(py310=("LOAD_CLOSURE",), py312=("MAKE_CELL",)))
+    check(f, t(), kind="graph")

@@ -28,7 +28,7 @@ PY = sys.version_info[:2]
 
 # Opcodes normalize() rewrites away on every version.
 GONE = {
-    "CACHE", "EXTENDED_ARG", "RESUME", "NOP", "PRECALL", "MAKE_CELL", "COPY_FREE_VARS",
+    "CACHE", "EXTENDED_ARG", "RESUME", "NOP", "PRECALL", "COPY_FREE_VARS",
     "JUMP_FORWARD", "JUMP_BACKWARD", "JUMP_ABSOLUTE", "JUMP_BACKWARD_NO_INTERRUPT",
     "JUMP_NO_INTERRUPT", "LOAD_METHOD", "CALL_METHOD", "RETURN_CONST", "LOAD_FAST_CHECK",
     "LOAD_FAST_LOAD_FAST", "STORE_FAST_STORE_FAST", "STORE_FAST_LOAD_FAST", "DUP_TOP",
@@ -361,3 +361,16 @@ def test_line_numbers_kept():
     lines = {i.lineno for i in insts if i.lineno is not None}
     first = c_loops.__code__.co_firstlineno
     assert first + 1 in lines and first + 11 in lines
+
+
+def test_prologue_make_cell_dropped_comprehension_make_cell_kept():
+    def f(x):
+        return [lambda: k + x for k in range(2)]
+
+    insts = normalize(f.__code__)
+    cells = [i.arg for i in insts if i.opname == "MAKE_CELL"]
+    # 3.12+ inlines the comprehension: its variable gets a fresh cell on every run.
+    assert cells == (["k"] if PY >= (3, 12) else [])
+    if PY >= (3, 12):
+        k = next(n for n, i in enumerate(insts) if i.opname == "MAKE_CELL")
+        assert (insts[k - 1].opname, insts[k - 1].arg) == ("LOAD_FAST_AND_CLEAR", "k")

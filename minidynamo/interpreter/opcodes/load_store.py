@@ -14,6 +14,7 @@ from ..._compat import PY313
 from ...exc import unsupported
 from ...variables.base import NULL
 from ...variables.builder import wrap
+from ...variables.functions import CellVariable, RealCellVariable
 
 
 def _push_with_null(tx, value, push_null: bool):
@@ -38,13 +39,22 @@ class LoadStoreOps:
         except KeyError:
             unsupported("exceptions", f"UnboundLocalError: local variable {name!r} referenced before assignment")
 
-    def LOAD_FAST_AND_CLEAR(self, inst):
-        self.push(self.f_locals.pop(inst.arg, NULL))
+    def LOAD_FAST_AND_CLEAR(self, inst):  # 3.12+ inlined comprehensions save the slot
+        name = inst.arg
+        if name in self.cells:  # a cell variable's slot holds the cell itself
+            self.push(self.cells.pop(name))
+            return
+        self.push(self.f_locals.pop(name, NULL))
+
+    def MAKE_CELL(self, inst):  # 3.12+: only inside a function (see normalize): a fresh cell
+        self.cells[inst.arg] = CellVariable(inst.arg, self.f_locals.pop(inst.arg, None))
 
     def STORE_FAST(self, inst):
         value = self.pop()
         if value is NULL:  # restoring a slot LOAD_FAST_AND_CLEAR found empty
             self.f_locals.pop(inst.arg, None)
+        elif isinstance(value, (CellVariable, RealCellVariable)):  # restoring a saved cell
+            self.cells[inst.arg] = value
         else:
             self.f_locals[inst.arg] = value
 
