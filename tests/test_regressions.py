@@ -224,10 +224,6 @@ def test_property_replaced_on_the_class():
 
 # --- Triton ---------------------------------------------------------------------------------
 
-@pytest.mark.xfail(strict=True, reason="heuristic functions are inlined without a source "
-                   "(variables/triton.py _apply_heuristics: wrap(tx, fn, None)), so replacing one in "
-                   "kernel.values is not guarded: the grid computed from the old BLOCK is reused and the "
-                   "kernel covers a quarter of the tensor")
 def test_heuristic_replaced():
     @triton.heuristics({"BLOCK": lambda args: 64})
     @triton.jit
@@ -247,10 +243,6 @@ def test_heuristic_replaced():
     _same(opt, f, a, a)
 
 
-@pytest.mark.xfail(strict=True, reason="only the identity and length of kernel.configs are guarded "
-                   "(variables/triton.py _guard_kernel_state): replacing an item in place keeps the "
-                   "entry, and the launch raises 'the autotuner chose a config ... that was not among "
-                   "kernel.configs' (triton/capture.py ConfigGrid) instead of re-tracing")
 def test_autotuner_config_replaced_in_place():
     @triton.autotune(configs=[triton.Config({"BLOCK": 16}), triton.Config({"BLOCK": 32})], key=["n"],
                      do_bench=K.last_config_wins())
@@ -273,10 +265,6 @@ def test_autotuner_config_replaced_in_place():
     _same(opt, f, a, a)
 
 
-@pytest.mark.xfail(strict=True, reason="passing an autotuned meta-parameter (BLOCK=) to an autotuned "
-                   "kernel: eager Triton raises ValueError 'Conflicting meta-parameters: BLOCK'; the "
-                   "captured launch passes leading parameters positionally (triton/launcher.py "
-                   "Launcher._launch), so the user gets TypeError 'got multiple values for argument' instead")
 def test_autotuned_meta_parameter_passed_explicitly_raises_tritons_error():
     def f(a):
         out = torch.zeros_like(a)

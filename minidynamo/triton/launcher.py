@@ -265,8 +265,11 @@ class Launcher:
         return None
 
     def _launch(self, grid, kw: dict):
-        # Leading parameters go positionally: a kernel parameter named `grid` or `warmup`
-        # must not collide with Triton's own launch keywords.
+        # By keyword, as Triton's own checks expect (e.g. "Conflicting meta-parameters");
+        # but a kernel parameter named `grid` or `warmup` would collide with Triton's launch
+        # keywords, so then the leading parameters go positionally.
+        if "grid" not in kw and "warmup" not in kw:
+            return self.kernel[grid](**kw)
         kw = dict(kw)
         pos = []
         for name in self._param_order:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ..exc import Unsupported, unsupported
 from ..guards import Guard
-from ..sources import AttrSource
+from ..sources import AttrSource, ItemSource
 from ..triton.capture import (
     SPECIAL_KWARGS,
     ConfigGrid,
@@ -201,13 +201,13 @@ def emit_launch(tx, kv: TritonKernelVariable, grid_var, args: list, kwargs: dict
         for cfg in autotuners[0].configs:
             meta = dict(meta_items)
             meta.update({k: ConstantVariable(v) for k, v in cfg.kwargs.items()})
-            _apply_heuristics(tx, chain, meta, name)
+            _apply_heuristics(tx, kv, chain, meta, name)
             table[tuple(cfg.kwargs.get(k) for k in keys)] = _eval_grid(tx, grid_var, meta, name)
         grid = ConfigGrid(keys, table)
         node_grid = list(table.values())
     else:
         meta = dict(meta_items)
-        _apply_heuristics(tx, chain, meta, name)
+        _apply_heuristics(tx, kv, chain, meta, name)
         grid = _eval_grid(tx, grid_var, meta, name)
         node_grid = [grid]
 
@@ -250,28 +250,42 @@ def _config_keys(autotuner) -> tuple:
     return tuple(keys)
 
 
+def _chain_sources(kv, chain) -> list:
+    """The source of each decorator level: kernel, kernel.fn, kernel.fn.fn, ..."""
+    srcs, src = [], kv.source
+    for _ in chain:
+        srcs.append(src)
+        src = AttrSource(src, "fn") if src is not None else None
+    return srcs
+
+
 def _guard_kernel_state(tx, kv, chain):
-    """Swapping autotune configs must re-trace: the per-config grids would be stale."""
+    """Swapping or editing autotune configs must re-trace: per-config grids would be stale."""
     from triton.runtime.autotuner import Autotuner
-    if kv.source is None:
-        return
-    src = kv.source
-    for k in chain:
-        if isinstance(k, Autotuner):
-            tx.output.guards.add(Guard("ID_MATCH", AttrSource(src, "configs"), k.configs))
-            tx.output.guards.add(Guard("LEN_MATCH", AttrSource(src, "configs"), len(k.configs),
-                                       {"type": type(k.configs)}))
-        src = AttrSource(src, "fn")
+    for k, src in zip(chain, _chain_sources(kv, chain)):
+        if not isinstance(k, Autotuner) or src is None:
+            continue
+        configs = AttrSource(src, "configs")
+        tx.output.guards.add(Guard("ID_MATCH", configs, k.configs))
+        tx.output.guards.add(Guard("LEN_MATCH", configs, len(k.configs), {"type": type(k.configs)}))
+        for i, cfg in enumerate(k.configs):
+            item = ItemSource(configs, i)
+            tx.output.guards.add(Guard("ID_MATCH", item, cfg))
+            tx.output.guards.add(Guard("EQUALS_MATCH", AttrSource(item, "kwargs"), dict(cfg.kwargs)))
 
 
-def _apply_heuristics(tx, chain, meta: dict, kname: str):
-    """Heuristics run innermost-last, on the values the guards pin down."""
+def _apply_heuristics(tx, kv, chain, meta: dict, kname: str):
+    """Heuristics run innermost-last, on the values the guards pin down; each heuristic
+    function is guarded, so replacing one re-traces."""
     from triton.runtime.autotuner import Heuristics
     from .builder import wrap
-    for k in chain:
+    for k, src in zip(chain, _chain_sources(kv, chain)):
         if isinstance(k, Heuristics):
+            values = AttrSource(src, "values") if src is not None else None
+            if values is not None:
+                tx.output.guards.add(Guard("DICT_KEYS", values, tuple(k.values), {"type": type(k.values)}))
             for vname, fn in k.values.items():
-                fn_var = wrap(tx, fn, None)
+                fn_var = wrap(tx, fn, ItemSource(values, vname) if values is not None else None)
                 try:
                     result = fn_var.call_function(tx, [DictVariable(dict(meta))], {})
                 except Unsupported as e:
