@@ -275,7 +275,9 @@ def _arg(a, names, ns) -> str:
         return repr(a) if a is not Ellipsis else "..."
     if t is float:
         return repr(a) if a == a and a not in (float("inf"), float("-inf")) else ns.bind(a, "c")
-    if isinstance(a, (list, tuple)):  # fx's immutable_list and plain tuples
+    if isinstance(a, (list, tuple)):
+        if not (t in (list, tuple) or t.__name__ in ("immutable_list", "Size")):
+            raise _CannotInline(t)  # a namedtuple or other subclass: keep fx's own code
         inner = ", ".join(_arg(x, names, ns) for x in a)
         return f"[{inner}]" if isinstance(a, list) else f"({inner}{',' if len(a) == 1 else ''})"
     if isinstance(a, dict):
