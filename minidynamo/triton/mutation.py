@@ -106,6 +106,13 @@ def _builtin_name(obj):
     if isinstance(mod, str) and mod.startswith("triton.language"):
         name = getattr(target, "__name__", "?")
         return "__math__" if "libdevice" in mod or mod == "triton.language.math" else name
+    if callable(obj):
+        # Triton's interpreter swaps triton.language functions for its own while a kernel
+        # runs, and leaves them swapped if that kernel raised: find the name it stands in for.
+        import triton.language as tl
+        for name, value in vars(tl).items():
+            if value is obj:
+                return name
     return None
 
 
