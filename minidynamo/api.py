@@ -125,6 +125,10 @@ def optimize(backend="eager", *, fullgraph: bool = False, mode=None):
     """
     if isinstance(backend, types.FunctionType) and _looks_like_user_function(backend):
         return OptimizedFunction(backend)
+    if isinstance(backend, type) or isinstance(backend, (types.BuiltinFunctionType, types.MethodType,
+                                                          staticmethod, classmethod)):
+        # Neither a backend nor something optimize can trace: say which, as for fn itself.
+        _check_optimizable(backend)
 
     def decorator(fn):
         if isinstance(fn, OptimizedFunction):

@@ -76,4 +76,27 @@ def compile_with(backend, gm, example_inputs):
     if not callable(compiled):
         raise BackendError(f"minidynamo backend {name!r} returned {type(compiled).__name__}, "
                            "not a callable that runs the graph")
-    return compiled
+    if fn in _BUILTIN_BACKENDS or getattr(fn, "_minidynamo_trusted", False):
+        return compiled
+    return _checked(compiled, name, _output_count(gm))
+
+
+def _output_count(gm) -> int:
+    out = next(n for n in gm.graph.nodes if n.op == "output")
+    return len(out.args[0]) if isinstance(out.args[0], (tuple, list)) else 1
+
+
+def _checked(compiled, name: str, n: int):
+    """A user backend's callable, checked to return the graph's n outputs."""
+    def run(*args):
+        out = compiled(*args)
+        if not isinstance(out, (tuple, list)) or len(out) != n:
+            got = f"{len(out)} values" if isinstance(out, (tuple, list)) else type(out).__name__
+            raise BackendError(f"minidynamo backend {name!r}: its compiled graph returned {got}, "
+                               f"expected a tuple or list of the graph's {n} outputs")
+        return out
+    run.__wrapped__ = compiled
+    return run
+
+
+_BUILTIN_BACKENDS = (eager, debug, functional_eager)

@@ -2,6 +2,7 @@
 limit, and the record of every guard failure (which guard, expected, actual)."""
 from __future__ import annotations
 
+import collections
 import threading
 import time
 import warnings
@@ -16,6 +17,9 @@ recompile_log = get_logger("recompiles")
 fallback_log = get_logger("fallbacks")
 guards_log = get_logger("guards")
 graph_log = get_logger("graph")
+
+
+MAX_FAILURE_RECORDS = 256  # the newest guard failures kept per function
 
 
 class RecompileError(RuntimeError):
@@ -41,7 +45,7 @@ class FunctionCache:
         self.name = name
         self.where = where
         self.entries: tuple[CacheEntry, ...] = ()
-        self.failures: list[GuardFailure] = []
+        self.failures: collections.deque[GuardFailure] = collections.deque(maxlen=MAX_FAILURE_RECORDS)
         self.warned_limit = False
         self.lock = threading.RLock()
         self.on_change = None  # called after entries are added or dropped
@@ -57,7 +61,7 @@ class FunctionCache:
     def clear(self):
         with self.lock:
             self.entries = ()
-            self.failures = []
+            self.failures.clear()
             self.warned_limit = False
             self._changed()
 
@@ -68,7 +72,9 @@ class FunctionCache:
                 result = entry.run(*args, **kwargs)
                 if result is not MISS:
                     return result
-            failure = self._record_failure(args, kwargs) if self.entries else None
+            past_limit = self.warned_limit and len(self.entries) >= config.cache_size_limit
+            # Past the limit (already warned, naming the guard) new variants just run eagerly.
+            failure = self._record_failure(args, kwargs) if self.entries and not past_limit else None
             if failure is not None and config.error_on_recompile:
                 raise RecompileError(f"recompiling {self.name} ({self.where}): {failure.reason}")
             if len(self.entries) >= config.cache_size_limit:
@@ -84,6 +90,9 @@ class FunctionCache:
                 graph_log.info("graph of %s:\n%s", self.name, entry.gm.code.strip())
             if guards_log.isEnabledFor(20):
                 guards_log.info("guards of %s:\n%s", self.name, entry.guard_text())
+            if config.dump_dir:
+                from . import dump
+                dump.write(entry, len(self.entries), self.name, self.where, config.dump_dir)
             self.entries = self.entries + (entry,)
             self._changed()
             result = entry.run(*args, **kwargs)

@@ -254,6 +254,9 @@ def _inline_graph(fn, output, ns, out_name, result, body) -> bool:
 
 
 def _eager_entry(fn, output, ns, params, call_args, miss, reason, name, start, slow) -> CacheEntry:
+    # The reason outlives the trace: its traceback's frames would keep the first call's
+    # arguments (and the trace) alive as long as the entry.
+    reason.__traceback__ = reason.__context__ = reason.__cause__ = None
     guard_exprs = output.guards.expressions(ns)
     hits = [0]
     body = [f"    {ns.bind(hits, 'hits')}[0] += 1",

@@ -7,6 +7,7 @@ it is what `explain()` shows and what a failure is explained against.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 import torch
@@ -42,6 +43,9 @@ class Guard:
             lit = repr(v) if exact else ns.bind(v, "const")
             if type(v) is float and v != v:  # NaN never equals itself
                 return f"type({e}) is {t} and {e} != {e}"
+            if type(v) is float and v == 0.0:  # 0.0 == -0.0, but copysign/1/x tell them apart
+                sign = ns.bind(math.copysign, "copysign")
+                return f"type({e}) is {t} and {e} == 0.0 and {sign}(1.0, {e}) == {math.copysign(1.0, v)!r}"
             return f"type({e}) is {t} and {e} == {lit}"
         if kind == "LEN_MATCH":
             t = ns.bind(self.meta["type"], "type")

@@ -29,10 +29,6 @@ def _same(opt, fn, *args):
 
 # --- crashes inside minidynamo ------------------------------------------------------------
 
-@pytest.mark.xfail(strict=True, reason="a backend whose callable returns None (not a sequence of the "
-                   "graph's outputs) surfaces as TypeError 'NoneType' object is not subscriptable from the "
-                   "generated entry (convert.compile_call's rebuild `_md_out[0]`), not a BackendError "
-                   "naming the backend")
 def test_backend_returning_none_names_the_backend():
     def bad_backend(gm, example_inputs):
         return lambda *args: None
@@ -42,8 +38,6 @@ def test_backend_returning_none_names_the_backend():
         f(torch.ones(2))
 
 
-@pytest.mark.xfail(strict=True, reason="a backend whose callable returns too few outputs surfaces as "
-                   "IndexError from the generated entry, not a BackendError naming the backend")
 def test_backend_returning_too_few_outputs_names_the_backend():
     def short_backend(gm, example_inputs):
         return lambda *args: []
@@ -57,17 +51,11 @@ def lambda_free_add(x):
     return x + 1
 
 
-@pytest.mark.xfail(strict=True, reason="bare-form optimize(len) takes the builtin for a backend and "
-                   "returns a decorator silently (api.optimize only checks FunctionType), instead of a "
-                   "TypeError saying len has no Python bytecode / is not a backend(gm, example_inputs)")
 def test_bare_optimize_of_a_builtin_raises():
     with pytest.raises(TypeError, match="len"):
         minidynamo.optimize(len)
 
 
-@pytest.mark.xfail(strict=True, reason="bare @optimize on a class returns a decorator in its place "
-                   "(the class is taken for a backend); calling the 'class' then fails with "
-                   "\"decorator() missing 1 required positional argument: 'fn'\"")
 def test_bare_optimize_of_a_class_raises():
     class Model:
         def __init__(self, k):
@@ -79,9 +67,6 @@ def test_bare_optimize_of_a_class_raises():
 
 # --- memory -----------------------------------------------------------------------------
 
-@pytest.mark.xfail(strict=True, reason="an eager fallback entry keeps the Unsupported that caused it, "
-                   "with its __traceback__, whose frames (convert.compile_call, trace, ...) hold the first "
-                   "call's arguments: they live as long as the cache entry")
 def test_fallback_entry_does_not_keep_first_arguments_alive():
     def f(x):
         print("side effect")
@@ -96,8 +81,6 @@ def test_fallback_entry_does_not_keep_first_arguments_alive():
     assert ref() is None
 
 
-@pytest.mark.xfail(strict=True, reason="past cache_size_limit every call of a new variant appends a "
-                   "GuardFailure (cache.FunctionCache._record_failure): the list grows without bound")
 def test_guard_failure_records_are_bounded():
     def f(x):
         return x + 1
@@ -138,8 +121,6 @@ def test_grad_fn_attribute():
     _same(opt, f, torch.ones(3, requires_grad=True))
 
 
-@pytest.mark.xfail(strict=True, reason="EQUALS_MATCH on a float compares with == (guards.Guard.code), "
-                   "so -0.0 passes a guard traced with 0.0; math.copysign/str/1/x differ")
 def test_negative_zero_is_not_zero():
     def f(x, k):
         return x * math.copysign(1.0, k)
