@@ -124,7 +124,7 @@ class OutputGraph:
 
 
 def _placeholder_name(source: Source, n: int) -> str:
-    raw = source.name()
+    raw = source.name().replace("global ", "G_").replace("closure ", "C_")
     cleaned = "".join(c if c.isalnum() else "_" for c in raw).strip("_") or "input"
     if cleaned[0].isdigit():
         cleaned = "i_" + cleaned

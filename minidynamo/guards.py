@@ -106,6 +106,9 @@ class Guard:
             return (f"{name} and {self.meta['other'].name()} were "
                     f"{'the same object' if self.expected else 'different objects'} when traced")
         if kind == "ID_MATCH":
+            kernel = _kernel_name(self.expected)
+            if kernel is not None:
+                return f"kernel {kernel!r} is a different object ({name} was replaced)"
             what = getattr(self.expected, "__name__", type(self.expected).__name__)
             return f"{name} is a different object (expected the {what!r} seen when tracing)"
         if kind == "TYPE_MATCH":
@@ -145,6 +148,16 @@ def _strides_check(e: str, shape: tuple, stride: tuple) -> str:
     if stride == contiguous_strides(shape) and all(size > 1 for size in shape):
         return f"{e}.is_contiguous()"
     return f"{e}.stride() == {stride!r}"
+
+
+def _kernel_name(obj) -> str | None:
+    if not (type(obj).__module__ or "").startswith("triton"):
+        return None
+    from .triton.capture import kernel_name
+    try:
+        return kernel_name(obj)
+    except Exception:
+        return None
 
 
 def _short(v) -> str:

@@ -101,7 +101,7 @@ class GlobalSource(Source):
         return f"{ns.bind(self.globals_dict, 'G')}[{self.global_name!r}]"
 
     def name(self):
-        return f"G[{self.global_name!r}]"
+        return f"global {self.global_name!r}"
 
     def __eq__(self, other):
         return (isinstance(other, GlobalSource) and other.global_name == self.global_name

@@ -115,7 +115,7 @@ def test_global_constant_change_recompiles():
         MODE = 2
         assert opt(x).tolist() == [3.0, 3.0]
         assert be.calls == 2
-        assert "G['MODE'] changed: expected 1, actual 2" in _reasons(opt)[0]
+        assert "global 'MODE' changed: expected 1, actual 2" in _reasons(opt)[0]
     finally:
         MODE = 1
 
@@ -134,7 +134,7 @@ def test_global_function_swapped_recompiles():
         g_fn = g_other
         assert opt(x).tolist() == [-1.0, -1.0]
         assert be.calls == 2
-        assert "G['g_fn'] is a different object" in _reasons(opt)[0]
+        assert "global 'g_fn' is a different object" in _reasons(opt)[0]
     finally:
         g_fn = original
 

@@ -268,7 +268,8 @@ def test_swapping_global_kernel_recompiles():
     finally:
         GLOBAL_KERNEL = K.add_kernel
     assert len(opt.cache_entries()) == 2
-    assert "different object" in opt.guard_failures()[0].reason
+    assert opt.guard_failures()[0].reason == ("kernel 'add_kernel' is a different object "
+                                              "(global 'GLOBAL_KERNEL' was replaced)")
 
 
 # --- fallbacks ---------------------------------------------------------------------------
