@@ -19,6 +19,7 @@ from .backends import backend_name, compile_with, lookup_backend
 from .backends import eager as eager_backend
 from .exc import Unsupported, unsupported
 from .graph import OutputGraph
+from .triton.capture import direct_launch_nodes
 from .guards import Guard
 from .interpreter.translator import trace
 from .sources import AttrSource, Namespace, ObjectSource
@@ -53,6 +54,7 @@ class CacheEntry:
     created: float = field(default_factory=time.time)
     _finder: object = None
     graph: fx.Graph | None = None  # for the GraphModule built on first use of `gm`
+    kernels: object = None  # the graph's Triton side table (KernelTable)
     graph_name: str = ""
 
     @property
@@ -61,7 +63,7 @@ class CacheEntry:
         runs inlined in the entry function, so this is only built when asked for."""
         if self._gm is None and self.graph is not None:
             self._gm = fx.GraphModule(torch.nn.Module(), self.graph, class_name=self.graph_name)
-            self._gm._minidynamo_kernels = []
+            self._gm._minidynamo_kernels = self.kernels
         return self._gm
 
     @property
@@ -184,10 +186,12 @@ def compile_call(fn, args, kwargs, backend, *, name: str, slow=None) -> CacheEnt
     inlined = False
     if has_work:
         output.graph.output(tuple(builder.nodes))
-        if not output.kernels and lookup_backend(backend) is eager_backend:
+        if lookup_backend(backend) is eager_backend:
             # The eager backend runs the graph's code as is: emit it into the entry
-            # itself (no GraphModule to build, no call into forward per call).
-            inlined = _inline_graph(fn, output, ns, out_name, result, body)
+            # itself (no GraphModule to build, no call into forward per call); Triton
+            # launch nodes become direct calls of their launchers.
+            with direct_launch_nodes(output.graph):
+                inlined = _inline_graph(fn, output, ns, out_name, result, body)
         if not inlined:
             gm = fx.GraphModule(torch.nn.Module(), output.graph, class_name=f"{name}_graph")
             gm._minidynamo_kernels = output.kernels  # the graph owns its Triton side table
@@ -202,7 +206,8 @@ def compile_call(fn, args, kwargs, backend, *, name: str, slow=None) -> CacheEnt
     return CacheEntry(run, "graph" if has_work else "constant", output.guards.ordered(),
                       guard_exprs, text, params, ns, gm, compiled, None,
                       (time.perf_counter() - start) * 1e3, hits, fast_call=fast,
-                      graph=output.graph if inlined else None, graph_name=f"{name}_graph")
+                      graph=output.graph if inlined else None, graph_name=f"{name}_graph",
+                      kernels=output.kernels)
 
 
 def _entry_functions(fn, name, params, call_args, guard_exprs, body, ns, miss, slow, filename):

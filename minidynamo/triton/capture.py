@@ -11,6 +11,7 @@ config at run time; the grid for its choice is looked up, never recomputed).
 """
 from __future__ import annotations
 
+import contextlib
 import inspect
 from dataclasses import dataclass, field
 
@@ -186,6 +187,27 @@ def check_grid_value(grid, what: str) -> tuple:
         if isinstance(g, bool) or not isinstance(g, int):
             unsupported("triton", f"{what}: grid entries must be ints, got {g!r}")
     return tuple(grid) + (1,) * (3 - len(grid))
+
+
+@contextlib.contextmanager
+def direct_launch_nodes(graph):
+    """Within the block, each launch node of `graph` calls its kernel's launcher with the
+    tensor arguments positionally (what runs); afterwards the nodes are restored to the
+    `triton_kernel_wrapper_mutation` form (what is shown)."""
+    saved = []
+    for node in graph.nodes:
+        if node.op == "call_function" and isinstance(node.target, TritonKernelWrapperMutation):
+            record = node.target.table.records[node.kwargs["kernel_idx"]]
+            kwargs = node.kwargs["kwargs"]
+            saved.append((node, node.target, node.args, node.kwargs))
+            node.target = record.launcher()
+            node.args = tuple(kwargs[n] for n in record.dynamic_names)
+            node.kwargs = {}
+    try:
+        yield
+    finally:
+        for node, target, args, kwargs in saved:
+            node.target, node.args, node.kwargs = target, args, kwargs
 
 
 def direct_launches(gm):
