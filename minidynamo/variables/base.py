@@ -74,6 +74,26 @@ class VariableTracker:
         return f"{type(self).__name__}()"
 
 
+class ObjectConstantVariable(VariableTracker):
+    """A fixed Python object the trace uses as a value — a module, a class, a builtin, a
+    torch function: it is its own constant; subclasses say what can be done with it."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value, source=None):
+        super().__init__(source)
+        self.value = value
+
+    def python_type(self):
+        return type(self.value)
+
+    def is_python_constant(self):
+        return True
+
+    def as_python_constant(self):
+        return self.value
+
+
 class NullVariable(VariableTracker):
     """The NULL that CPython's call protocol pushes beside a callable."""
 

@@ -9,7 +9,7 @@ import math
 import operator
 
 from ..exc import unsupported
-from .base import VariableTracker
+from .base import ObjectConstantVariable
 from .constant import ConstantVariable, fold
 from .dicts import DictVariable, SetVariable
 from .lists import IteratorVariable, ListVariable, TupleVariable
@@ -32,36 +32,23 @@ _OPERATOR_COMPARE = {operator.lt: "<", operator.le: "<=", operator.eq: "==", ope
                      operator.gt: ">", operator.ge: ">="}
 
 
-class BuiltinVariable(VariableTracker):
-    __slots__ = ("fn",)
-
-    def __init__(self, fn, source=None):
-        super().__init__(source)
-        self.fn = fn
-
-    def python_type(self):
-        return type(self.fn)
-
-    def is_python_constant(self):
-        return True
-
-    def as_python_constant(self):
-        return self.fn
+class BuiltinVariable(ObjectConstantVariable):
+    """A Python builtin or pure function used as a value."""
 
     def describe(self):
-        return f"builtin {getattr(self.fn, '__name__', self.fn)!r}"
+        return f"builtin {getattr(self.value, '__name__', self.value)!r}"
 
     def var_getattr(self, tx, name):
         if name == "__name__":
-            return ConstantVariable(self.fn.__name__)
-        if isinstance(self.fn, type) and hasattr(self.fn, name):
-            attr = getattr(self.fn, name)
+            return ConstantVariable(self.value.__name__)
+        if isinstance(self.value, type) and hasattr(self.value, name):
+            attr = getattr(self.value, name)
             from .builder import wrap
             return wrap(tx, attr, None)
         return super().var_getattr(tx, name)
 
     def call_function(self, tx, args, kwargs):
-        fn = self.fn
+        fn = self.value
         if isinstance(fn, type) and issubclass(fn, BaseException):  # only ever made to be raised
             unsupported("exceptions", f"raising {fn.__name__} (the eager run raises it)")
         handler = _HANDLERS.get(fn)

@@ -13,77 +13,50 @@ import torch
 
 from ..exc import unsupported
 from ..sources import AttrSource
-from .base import VariableTracker
+from .base import ObjectConstantVariable, VariableTracker
 from .functions import UserFunctionVariable, UserMethodVariable
 
 
-class ModuleVariable(VariableTracker):
+class ModuleVariable(ObjectConstantVariable):
     """A Python module other than torch (math, a user helpers module...)."""
-
-    __slots__ = ("module",)
-
-    def __init__(self, module, source=None):
-        super().__init__(source)
-        self.module = module
 
     def python_type(self):
         return types.ModuleType
 
-    def is_python_constant(self):
-        return True
-
-    def as_python_constant(self):
-        return self.module
-
     def describe(self):
-        return f"module {self.module.__name__!r}"
+        return f"module {self.value.__name__!r}"
 
     def var_getattr(self, tx, name):
         from .builder import wrap
         try:
-            value = getattr(self.module, name)
+            value = getattr(self.value, name)
         except AttributeError:
-            unsupported("exceptions", f"AttributeError: module {self.module.__name__!r} has no attribute {name!r}")
+            unsupported("exceptions", f"AttributeError: module {self.value.__name__!r} has no attribute {name!r}")
         return wrap(tx, value, AttrSource(self.source, name) if self.source else None)
 
 
-class ClassVariable(VariableTracker):
+class ClassVariable(ObjectConstantVariable):
     """A class used as a value (isinstance checks, `type(x) is T`, class attributes)."""
 
-    __slots__ = ("cls",)
-
-    def __init__(self, cls, source=None):
-        super().__init__(source)
-        self.cls = cls
-
-    def python_type(self):
-        return type(self.cls)
-
-    def is_python_constant(self):
-        return True
-
-    def as_python_constant(self):
-        return self.cls
-
     def describe(self):
-        return f"class {self.cls.__qualname__!r}"
+        return f"class {self.value.__qualname__!r}"
 
     def var_getattr(self, tx, name):
         from .builder import wrap
         try:
-            static = inspect.getattr_static(self.cls, name)
+            static = inspect.getattr_static(self.value, name)
         except AttributeError:
-            unsupported("exceptions", f"AttributeError: type object {self.cls.__name__!r} has no attribute {name!r}")
+            unsupported("exceptions", f"AttributeError: type object {self.value.__name__!r} has no attribute {name!r}")
         if isinstance(static, staticmethod):
             return wrap(tx, static.__func__, None)
         if isinstance(static, classmethod):
             return UserMethodVariable(wrap(tx, static.__func__, None), self)
-        return wrap(tx, getattr(self.cls, name), AttrSource(self.source, name) if self.source else None)
+        return wrap(tx, getattr(self.value, name), AttrSource(self.source, name) if self.source else None)
 
     def call_function(self, tx, args, kwargs):
-        if issubclass(self.cls, BaseException):  # only ever made to be raised
-            unsupported("exceptions", f"raising {self.cls.__qualname__} (the eager run raises it)")
-        unsupported("call", f"creating a {self.cls.__qualname__} object while tracing "
+        if issubclass(self.value, BaseException):  # only ever made to be raised
+            unsupported("exceptions", f"raising {self.value.__qualname__} (the eager run raises it)")
+        unsupported("call", f"creating a {self.value.__qualname__} object while tracing "
                             "(build it outside the optimized function and pass it in)")
 
 

@@ -6,7 +6,7 @@ import types
 import torch
 
 from ..exc import unsupported
-from .base import VariableTracker
+from .base import ObjectConstantVariable
 from .constant import ConstantVariable, fold, is_constant_value
 from .tensor import TensorVariable
 
@@ -41,23 +41,8 @@ def _has_tensor(values) -> bool:
     return False
 
 
-class TorchVariable(VariableTracker):
+class TorchVariable(ObjectConstantVariable):
     """A torch module, function or class used by the traced code."""
-
-    __slots__ = ("value",)
-
-    def __init__(self, value, source=None):
-        super().__init__(source)
-        self.value = value
-
-    def python_type(self):
-        return type(self.value)
-
-    def is_python_constant(self):
-        return True
-
-    def as_python_constant(self):
-        return self.value
 
     def describe(self):
         name = getattr(self.value, "__qualname__", None) or getattr(self.value, "__name__", repr(self.value))

@@ -14,7 +14,7 @@ from ..triton.capture import (
     kernel_name,
     kernel_signature,
 )
-from .base import VariableTracker
+from .base import ObjectConstantVariable, VariableTracker
 from .constant import ConstantVariable, is_constant_value
 from .dicts import DictVariable
 from .lists import BaseListVariable
@@ -46,20 +46,8 @@ def is_triton_pure_function(value) -> bool:
     return any(value is p for p in pure if p is not None)
 
 
-class TritonPureFunctionVariable(VariableTracker):
+class TritonPureFunctionVariable(ObjectConstantVariable):
     """A pure Triton helper used in grids: folded on constants."""
-
-    __slots__ = ("value",)
-
-    def __init__(self, value, source=None):
-        super().__init__(source)
-        self.value = value
-
-    def is_python_constant(self):
-        return True
-
-    def as_python_constant(self):
-        return self.value
 
     def call_function(self, tx, args, kwargs):
         from .constant import fold
@@ -71,14 +59,8 @@ class TritonPureFunctionVariable(VariableTracker):
                     {k: v.as_python_constant() for k, v in kwargs.items()}, f"triton.{name}")
 
 
-class TritonBuilderVariable(VariableTracker):
+class TritonBuilderVariable(ObjectConstantVariable):
     """triton.jit and friends: calling them in the trace declines with a clear reason."""
-
-    __slots__ = ("value",)
-
-    def __init__(self, value, source=None):
-        super().__init__(source)
-        self.value = value
 
     def call_function(self, tx, args, kwargs):
         unsupported("triton", f"triton.{self.value.__name__}() inside the traced function: a kernel "
