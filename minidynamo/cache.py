@@ -3,6 +3,7 @@ limit, and the record of every guard failure (which guard, expected, actual)."""
 from __future__ import annotations
 
 import collections
+import logging
 import threading
 import time
 import warnings
@@ -11,6 +12,7 @@ from dataclasses import dataclass
 from .codegen import MISS
 from .config import config
 from .convert import CacheEntry, compile_call
+from .exc import HINTS
 from .logs import get_logger
 
 recompile_log = get_logger("recompiles")
@@ -28,13 +30,25 @@ class RecompileError(RuntimeError):
 
 @dataclass
 class GuardFailure:
+    """One recompile: when, which guard of which entry failed, what it expected and what
+    the call passed, in plain words (`reason`)."""
     time: float
     function: str
     guard: str  # the guard's expression
     reason: str  # plain words: expected and actual
+    kind: str = ""  # the guard's kind (TENSOR_MATCH, EQUALS_MATCH, ...)
+    source: str = ""  # the guarded value's name (`x`, `global 'SCALE'`)
+    expected: str = ""
+    actual: str = ""
+    where: str = ""  # the function's file:line
+    entry: int = -1  # index of the cache entry whose guard failed
 
     def __str__(self):
         return f"{self.function}: {self.reason} (guard: {self.guard})"
+
+    def message(self) -> str:
+        """The recompile line: function, file:line, the failing guard, expected and actual."""
+        return f"recompiling {self.function} ({self.where}): {self.reason} [guard {self.kind} {self.source}]"
 
 
 class FunctionCache:
@@ -76,23 +90,31 @@ class FunctionCache:
             # Past the limit (already warned, naming the guard) new variants just run eagerly.
             failure = self._record_failure(args, kwargs) if self.entries and not past_limit else None
             if failure is not None and config.error_on_recompile:
-                raise RecompileError(f"recompiling {self.name} ({self.where}): {failure.reason}")
+                raise RecompileError(failure.message())
             if len(self.entries) >= config.cache_size_limit:
                 self._warn_limit(failure)
                 return self.fn(*args, **kwargs)
             entry = compile_call(self.fn, args, kwargs, self.backend, name=self.name,
                                  slow=self.call_slow)
+            index = len(self.entries)
             if entry.reason is not None:
                 if self.fullgraph:
                     raise entry.reason
-                fallback_log.info("%s (%s) runs eagerly: %s", self.name, self.where, entry.reason)
-            elif graph_log.isEnabledFor(20) and entry.gm is not None:
-                graph_log.info("graph of %s:\n%s", self.name, entry.gm.code.strip())
-            if guards_log.isEnabledFor(20):
-                guards_log.info("guards of %s:\n%s", self.name, entry.guard_text())
+                if fallback_log.isEnabledFor(logging.INFO):
+                    r = entry.reason
+                    fallback_log.info("%s (%s) runs eagerly: %s\n  hint: %s", self.name, self.where, r,
+                                      HINTS.get(r.category, ""))
+            elif graph_log.isEnabledFor(logging.INFO) and entry.gm is not None:
+                graph_log.info("graph of %s (%s), entry %d:\n%s", self.name, self.where, index,
+                               entry.graph_code)
+                graph_log.debug("entry %d of %s, as it runs:\n%s", index, self.name, entry.source_text)
+            if guards_log.isEnabledFor(logging.INFO):
+                guards_log.info("guards of %s (%s), entry %d:\n%s", self.name, self.where, index,
+                                "\n".join(f"  {g.source.name()}: {e}" for g, e in
+                                          zip(entry.guards, entry.guard_exprs)) or "  (no guards)")
             if config.dump_dir:
                 from . import dump
-                dump.write(entry, len(self.entries), self.name, self.where, config.dump_dir)
+                dump.write(entry, index, self.name, self.where, config.dump_dir, args, kwargs)
             self.entries = self.entries + (entry,)
             self._changed()
             result = entry.run(*args, **kwargs)
@@ -102,13 +124,18 @@ class FunctionCache:
 
     def _record_failure(self, args, kwargs) -> GuardFailure | None:
         # The newest entry is the one the caller most likely meant to hit.
-        for entry in reversed(self.entries):
-            found = entry.first_failure(args, kwargs)
+        for index in range(len(self.entries) - 1, -1, -1):
+            entry = self.entries[index]
+            found = entry.first_mismatch(args, kwargs)
             if found is not None:
-                guard, reason = found
-                failure = GuardFailure(time.time(), self.name, guard.code(entry.ns), reason)
+                guard, reason, expected, actual = found
+                failure = GuardFailure(time.time(), self.name, guard.code(entry.ns), reason,
+                                       guard.kind, guard.source.name(), expected, actual,
+                                       self.where, index)
                 self.failures.append(failure)
-                recompile_log.info("Recompiling %s (%s): %s", self.name, self.where, reason)
+                if recompile_log.isEnabledFor(logging.INFO):
+                    recompile_log.info("%s", failure.message())
+                    recompile_log.debug("  failing guard of entry %d: %s", index, failure.guard)
                 return failure
         return None
 
@@ -116,7 +143,15 @@ class FunctionCache:
         if self.warned_limit:
             return
         self.warned_limit = True
-        why = f"; the guard that keeps failing: {failure.reason}" if failure else ""
+        why = ""
+        if failure is not None:
+            # The guard that failed most often among the recorded recompiles (this one on a tie).
+            counts = collections.Counter((f.kind, f.source) for f in self.failures)
+            key = (failure.kind, failure.source)
+            top = max(counts, key=lambda k: (counts[k], k == key))
+            last = next(f for f in reversed(self.failures) if (f.kind, f.source) == top)
+            why = (f"; the guard that keeps failing: {top[0]} on {top[1]} ({counts[top]} of "
+                   f"{len(self.failures)} recompiles), last: {last.reason}")
         msg = (f"minidynamo: {self.name} ({self.where}) reached cache_size_limit "
                f"({config.cache_size_limit}){why}. New variants run eagerly.")
         recompile_log.warning(msg)

@@ -33,7 +33,7 @@ from .variables.tensor import TensorVariable
 from .variables.torch import TorchVariable
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, repr=False)
 class CacheEntry:
     run: object  # the generated entry function
     kind: str  # "graph", "eager" (fallback), or "constant" (no tensor work: no graph)
@@ -72,6 +72,12 @@ class CacheEntry:
 
     def first_failure(self, args, kwargs):
         """(guard, explanation) for the first guard these arguments fail, or None."""
+        found = self.first_mismatch(args, kwargs)
+        return None if found is None else (found[0], found[1])
+
+    def first_mismatch(self, args, kwargs):
+        """(guard, explanation, expected, actual) for the first guard these arguments
+        fail, or None."""
         if self._finder is None:
             self._finder = codegen.failure_finder("_md_why", self.params, self.guard_exprs, self.ns)
         i = self._finder(*args, **kwargs)
@@ -81,11 +87,44 @@ class CacheEntry:
         reader = codegen.source_reader("_md_read", self.params, [guard.source.expr(self.ns)], self.ns)
         actual = reader(*args, **kwargs)[0]
         if isinstance(actual, Exception):
-            return guard, f"{guard.source.name()} could not be read ({type(actual).__name__}: {actual})"
-        return guard, guard.explain(actual)
+            why = f"{type(actual).__name__}: {actual}"
+            return (guard, f"{guard.source.name()} could not be read ({why})",
+                    guard.describe(), f"unreadable ({why})")
+        return (guard, *guard.mismatch(actual))
 
     def guard_text(self) -> str:
+        """The guard expressions, one a line, as the entry function checks them."""
         return "\n".join(self.guard_exprs) if self.guard_exprs else "(no guards)"
+
+    @property
+    def graph_code(self) -> str | None:
+        """The captured graph's Python code (None for an eager or constant entry)."""
+        gm = self.gm
+        return gm.code.strip() if gm is not None else None
+
+    def describe(self, guards: str = "words") -> str:
+        """A few readable lines: kind, hits, compile time, guards, then the graph's code
+        or why the entry runs eagerly. `guards="code"` lists the guard expressions."""
+        head = {"graph": "graph", "eager": "eager fallback", "constant": "constant (no tensor work)"}
+        lines = [f"{head.get(self.kind, self.kind)} entry: {self.hit_count} hits, "
+                 f"compiled in {self.compile_time_ms:.1f} ms, {len(self.guards)} guards"]
+        if guards == "code":
+            lines += [f"  {e}" for e in self.guard_exprs]
+        else:
+            lines += [f"  {g.source.name()}: {g.describe()}" for g in self.guards]
+        if self.reason is not None:
+            lines.append(f"runs eagerly: {self.reason}")
+        code = self.graph_code
+        if code is not None:
+            lines.append(code)
+        return "\n".join(lines)
+
+    def __str__(self):
+        return self.describe()
+
+    def __repr__(self):
+        return (f"<CacheEntry {self.kind} {self.graph_name.removesuffix('_graph') or '?'}: "
+                f"{len(self.guards)} guards, {self.hit_count} hits>")
 
 
 def _defaults_guards(fn) -> list[Guard]:
@@ -270,7 +309,7 @@ def _eager_entry(fn, output, ns, params, call_args, miss, reason, name, start, s
                                        slow, f"<minidynamo eager entry {name}>")
     return CacheEntry(run, "eager", output.guards.ordered(), guard_exprs, text, params, ns,
                       reason=reason, compile_time_ms=(time.perf_counter() - start) * 1e3, hits=hits,
-                      fast_call=fast)
+                      fast_call=fast, graph_name=f"{name}_graph")
 
 
 __all__ = ["CacheEntry", "compile_call", "backend_name"]

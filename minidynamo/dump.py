@@ -16,10 +16,23 @@ import torch
 _HEADER = '''"""minidynamo cache entry {index} of {name} ({where})
 kind: {kind}; compiled in {ms:.1f} ms{reason}
 
-Run with plain Python to check the guards against inputs built from them."""
+Run with plain Python: it rebuilds the arguments of the call that compiled this entry
+(tensors with the same metadata, zero-filled), runs the guards on them, prints the decision,
+and then runs the entry as the cache would."""
+import types
+
 import torch
 
 _MISS = object()
+
+
+def _tensor(shape, stride, dtype, device, requires_grad):
+    t = torch.empty_strided(shape, stride, dtype=dtype, device=device)
+    try:
+        t.zero_()
+    except RuntimeError:  # overlapping memory (an expanded tensor): left as is
+        pass
+    return t.requires_grad_(requires_grad)
 
 
 class _Unavailable:
@@ -53,16 +66,78 @@ def _object_code(name: str, value) -> str:
         return f"{name} = {value!r}"
     if isinstance(value, dict) and "__name__" in value and "__builtins__" in value:
         return f"{name} = {{}}  # globals of module {value['__name__']!r}: the names the guards read follow"
-    if type(value) is list and all(type(v) is int for v in value):
+    if type(value) is float:
+        return f"{name} = float({repr(value)!r})"
+    if type(value) is list and name.endswith("hits") and all(type(v) is int for v in value):
         return f"{name} = [0]"
+    if type(value) in (slice, list, dict, frozenset, set, type(Ellipsis)) and _literal(value):
+        return f"{name} = {value!r}"
     if value.__class__.__name__ == "object" and type(value) is object:
         return f"{name} = _MISS"
+    from .convert import guard_miss
+    if value is guard_miss:
+        return f"def {name}(*args, **kwargs):\n    return _MISS  # a guard failed: the cache goes on to its miss path"
+    if isinstance(value, types.CellType):
+        return f"{name} = types.CellType()  # a closure cell; its contents follow below"
+    ref = _importable(value)
+    if ref is not None:
+        mod, path = ref
+        return f"import {mod} as _m; {name} = _m.{path}; del _m" if "." not in mod else \
+            f"import importlib; {name} = importlib.import_module({mod!r}).{path}"
     what = getattr(value, "__qualname__", None) or type(value).__name__
     mod = getattr(value, "__module__", None)
     if mod and mod != "__main__" and "<" not in what and isinstance(value, type):
         return (f"try:\n    import importlib\n    {name} = getattr(importlib.import_module({mod!r}), "
                 f"{what!r})\nexcept Exception:\n    {name} = _Unavailable({what!r})")
     return f"{name} = _Unavailable({what!r})"
+
+
+def _importable(value):
+    """(module, attribute path) that gives back `value` itself on import, or None."""
+    import importlib
+    mod = getattr(value, "__module__", None)
+    if not isinstance(mod, str) or mod == "__main__" or not callable(value):
+        return None
+    for path in (getattr(value, "__qualname__", None), getattr(value, "__name__", None)):
+        if not isinstance(path, str) or "<" in path:
+            continue
+        for module_name in (mod, mod.lstrip("_")):
+            try:
+                obj = importlib.import_module(module_name)
+                for part in path.split("."):
+                    obj = getattr(obj, part)
+            except Exception:
+                continue
+            if obj is value:
+                return module_name, path
+    return None
+
+
+def _value_code(value, names: dict, depth: int = 0) -> str:
+    """An expression for one argument of the call: a name bound above, a tensor with the
+    same metadata, a literal, or a container of those; None for anything else."""
+    ref = names.get(id(value))
+    if ref is not None:
+        return ref
+    if isinstance(value, torch.Tensor) and type(value) is torch.Tensor and value.layout == torch.strided:
+        return (f"_tensor({tuple(value.shape)}, {tuple(value.stride())}, {value.dtype}, "
+                f"{str(value.device)!r}, {value.requires_grad})")
+    if depth < 8 and type(value) in (list, tuple):
+        inner = ", ".join(_value_code(v, names, depth + 1) for v in value)
+        return f"[{inner}]" if type(value) is list else f"({inner}{',' if len(value) == 1 else ''})"
+    if depth < 8 and type(value) is dict:
+        return "{" + ", ".join(f"{_value_code(k, names, depth + 1)}: {_value_code(v, names, depth + 1)}"
+                               for k, v in value.items()) + "}"
+    if type(value) is float:
+        return f"float({repr(value)!r})"
+    if isinstance(value, torch.dtype):
+        return str(value)
+    if type(value) in (int, str, bool, bytes, type(None), slice) and _literal(value):
+        return repr(value)
+    ref = _importable(value) if isinstance(value, type) or callable(value) else None
+    if ref is not None:
+        return f"__import__('importlib').import_module({ref[0]!r}).{ref[1]}"
+    return "None"  # an object only the traced process has
 
 
 def _wiring(entry) -> list[str]:
@@ -86,6 +161,12 @@ def _wiring(entry) -> list[str]:
         lines.append(f"{gname}[{src.global_name!r}] = {ref}" if ref else
                      _object_code(f"{gname}[{src.global_name!r}]", value))
     for n, v in entry.ns.values.items():
+        if isinstance(v, types.CellType):
+            try:
+                contents = v.cell_contents
+            except ValueError:
+                continue
+            lines.append(f"{n}.cell_contents = {_value_code(contents, names)}")
         if isinstance(v, types.FunctionType):
             for attr in ("__defaults__", "__kwdefaults__"):
                 ref = names.get(id(getattr(v, attr)))
@@ -101,19 +182,28 @@ def _literal(v) -> bool:
         return False
 
 
-def _example_inputs(entry) -> list[str]:
-    """`name = torch.empty_strided(...)` for each argument a TENSOR_MATCH guard pins."""
-    lines = []
-    for g in entry.guards:
-        if g.kind == "TENSOR_MATCH" and re.fullmatch(r"[A-Za-z_]\w*", g.source.expr(entry.ns)):
-            m = g.meta
-            lines.append(f"    {g.source.expr(entry.ns)} = torch.empty_strided({m['shape']}, {m['stride']}, "
-                         f"dtype={m['dtype']}, device={str(m['device'])!r}, "
-                         f"requires_grad={m['requires_grad']})")
-    return lines
+def _first_failing(entry, name: str) -> str:
+    """A function with the entry's signature returning `source: guard` for the first
+    guard that fails (None when all pass), and `_summary` for the printed result."""
+    lines = [f"def _first_failing({entry.params}):"]
+    for g, e in zip(entry.guards, entry.guard_exprs):
+        label = f"{g.source.name()}: {e}"
+        lines += ["    try:", f"        if not ({e}):", f"            return {label!r}",
+                  "    except Exception:", f"        return {label!r}"]
+    lines.append("    return None")
+    lines.append("""
+
+def _summary(value):
+    if isinstance(value, torch.Tensor):
+        return f"tensor {tuple(value.shape)} {value.dtype}"
+    if isinstance(value, (tuple, list)):
+        inner = ", ".join(_summary(v) for v in value)
+        return f"({inner})" if isinstance(value, tuple) else f"[{inner}]"
+    return repr(value)""")
+    return "\n".join(lines)
 
 
-def render(entry, index: int, name: str, where: str) -> str:
+def render(entry, index: int, name: str, where: str, args=None, kwargs=None) -> str:
     reason = f"\nruns eagerly because: {entry.reason}" if entry.reason is not None else ""
     parts = [_HEADER.format(index=index, name=name, where=where, kind=entry.kind,
                             ms=entry.compile_time_ms, reason=reason)]
@@ -125,34 +215,47 @@ def render(entry, index: int, name: str, where: str) -> str:
     parts.extend(_wiring(entry))
     if entry.gm is not None:
         code = entry.gm.code
-        parts.append("\n# --- the graph (torch.fx) ---")
+        inlined = entry.compiled is None
+        parts.append("\n# --- the graph (torch.fx)" + (": the eager backend runs its code inlined in the entry below"
+                                                      if inlined else "") + " ---")
         parts.append("import operator")
         for ext in sorted(set(re.findall(r"\bminidynamo_\w+", code))):
             parts.append(f"{ext} = _Unavailable({ext!r})")
-        parts.append("class Graph(torch.nn.Module):" + code.replace("\n", "\n    ").rstrip())
+        parts.append("class Graph(torch.nn.Module):\n    " + code.strip().replace("\n", "\n    "))
         for n, v in entry.ns.values.items():
             if v is entry.compiled:
                 parts.append(f"\n{n} = Graph().forward")
     parts.append("\n# --- the entry: guards, then the graph (or the original function) ---")
     parts.append(entry.source_text)
+    parts.append("\n# --- which guard fails first (what the cache's failure record names) ---")
+    parts.append(_first_failing(entry, name))
     parts.append("\n\nif __name__ == '__main__':")
-    inputs = _example_inputs(entry)
-    if inputs:
-        parts.extend(inputs)
-        call_args = ", ".join(line.split("=")[0].strip() for line in inputs)
-        parts.append("    try:")
-        parts.append(f"        result = {name}({call_args})")
-        parts.append("        print('guards:', 'MISS' if result is _MISS else 'pass')")
-        parts.append("    except RuntimeError as e:")
-        parts.append("        print('guards: pass; then', e)")
+    names = {id(v): n for n, v in entry.ns.values.items()}
+    if args is None:
+        parts.append("    args, kwargs = (), {}  # the call's arguments were not given to the dump")
     else:
-        parts.append("    print('this entry guards no tensor arguments')")
+        parts.append(f"    args = ({''.join(_value_code(a, names) + ', ' for a in args)})")
+        parts.append("    kwargs = {" + ", ".join(f"{k!r}: {_value_code(v, names)}"
+                                                  for k, v in (kwargs or {}).items()) + "}")
+    parts.append(f"""    failing = _first_failing(*args, **kwargs)
+    if failing is not None:
+        print('guards: MISS at', failing)
+    else:
+        print('guards: pass')
+        try:
+            result = {name}(*args, **kwargs)
+        except RuntimeError as e:
+            print('then:', e)
+        else:
+            print('then: ran the entry, result:', _summary(result))""")
     return "\n".join(parts) + "\n"
 
 
-def write(entry, index: int, name: str, where: str, directory: str) -> str:
+def write(entry, index: int, name: str, where: str, directory: str, args=None, kwargs=None) -> str:
+    """Write entry `index` of function `name` as `<directory>/<name>_entry<index>.py`;
+    with the arguments of the call that compiled it, the file rebuilds and checks them."""
     os.makedirs(directory, exist_ok=True)
     path = os.path.join(directory, f"{name}_entry{index}.py")
     with open(path, "w") as f:
-        f.write(render(entry, index, name, where))
+        f.write(render(entry, index, name, where, args, kwargs))
     return path

@@ -21,6 +21,21 @@ CATEGORIES = {
     "backend": "the backend failed to compile the graph",
 }
 
+# What to change, per category: shown by explain() and the fallbacks log.
+HINTS = {
+    "data_dependent": "branch on shapes/dtypes instead of tensor values, or keep the "
+                      "data-dependent part outside the optimized function",
+    "side_effect": "move I/O and writes to globals or outside objects out of the optimized function",
+    "opcode": "rewrite the construct with a simpler one (see docs/supported.md)",
+    "call": "pass the result in as an argument, or call a Python or torch function instead",
+    "exceptions": "the eager run raises or handles this; keep try/with/raise outside the optimized function",
+    "generator": "build a list instead of using a generator",
+    "torch_op": "check the op's arguments: it fails (or cannot run) on these shapes and dtypes",
+    "triton": "see docs/triton.md for the launch forms that are captured",
+    "construct": "see docs/supported.md for the constructs that are traced",
+    "backend": "check the backend: it raised, or returned something that cannot run the graph",
+}
+
 # (filename, lineno) of the instruction being traced; set by the translator.
 current_location: contextvars.ContextVar = contextvars.ContextVar("minidynamo_location", default=None)
 

@@ -1,92 +1,183 @@
 """explain(fn)(*args, **kwargs): what a call would compile, its guards, and why it
 would fall back — traced on the side, without touching the function's real cache and
-without running anything."""
+without running anything (tensor work runs on fake tensors, no backend is called unless
+one is given)."""
 from __future__ import annotations
 
+import keyword
+import re
 from dataclasses import dataclass, field
 
-from .api import OptimizedFunction
+from .api import OptimizedFunction, _check_optimizable
 from .convert import compile_call
-
-# What to change, per fallback category.
-HINTS = {
-    "data_dependent": "branch on shapes/dtypes instead of tensor values, or keep the "
-                      "data-dependent part outside the optimized function",
-    "side_effect": "move I/O and writes to globals or outside objects out of the optimized function",
-    "opcode": "rewrite the construct with a simpler one (see docs/supported.md)",
-    "call": "pass the result in as an argument, or call a Python or torch function instead",
-    "exceptions": "the eager run raises or handles this; keep try/with/raise outside the optimized function",
-    "generator": "build a list instead of using a generator",
-    "torch_op": "check the op's arguments: it fails (or cannot run) on these shapes and dtypes",
-    "triton": "see docs/triton.md for the launch forms that are captured",
-    "construct": "see docs/supported.md for the constructs that are traced",
-    "backend": "check the backend",
-}
+from .exc import HINTS, BackendError
 
 
 @dataclass
 class BreakReason:
+    """Why the call runs eagerly: the category (a key of exc.CATEGORIES), what was
+    declined, where in the user's code (`file:line: source line`), and what to change."""
     category: str
     detail: str
     where: str | None
     hint: str
+
+    @property
+    def filename(self) -> str | None:
+        m = _WHERE.match(self.where or "")
+        return m.group(1) if m else None
+
+    @property
+    def lineno(self) -> int | None:
+        m = _WHERE.match(self.where or "")
+        return int(m.group(2)) if m else None
 
     def __str__(self):
         at = f"\n    at {self.where}" if self.where else ""
         return f"[{self.category}] {self.detail}{at}\n    hint: {self.hint}"
 
 
+_WHERE = re.compile(r"^(.*?):(\d+)(?::|$)")
+
+
+@dataclass
+class GuardInfo:
+    """One guard: the value it is about (`x`, `global 'SCALE'`), its kind, the Python
+    expression it compiles to, and what it requires in words."""
+    source: str
+    kind: str
+    code: str
+    description: str
+
+    def __str__(self):
+        return f"{self.source}: {self.code}"
+
+
+@dataclass
+class LaunchInfo:
+    """One captured Triton launch: the kernel, its grid (one per config when autotuned)
+    and what the mutation analysis found: `writes` lists the tensor parameters the kernel
+    writes, or is None when the analysis said "unknown" (then `unknown_reason` says why
+    and every tensor argument is treated as written)."""
+    kernel: str
+    grid: object
+    writes: list | None
+    unknown_reason: str | None
+    kernel_object: object = field(default=None, repr=False)
+
+    @property
+    def mutation(self) -> str:
+        if self.writes is None:
+            return f"unknown ({self.unknown_reason})" if self.unknown_reason else "unknown"
+        return ", ".join(self.writes) or "nothing"
+
+    def __str__(self):
+        grid = self.grid if isinstance(self.grid, tuple) else f"per config {self.grid}"
+        return f"{self.kernel}[{grid}] writes: {self.mutation}"
+
+
 @dataclass
 class ExplainOutput:
     graph_count: int
-    graphs: list
-    guards: list  # the Python expressions the guard function checks
-    guard_sources: list  # the source each guard is about
-    break_reasons: list
+    graphs: list  # fx.GraphModules
+    guards: list  # GuardInfo, in the order the entry checks them
+    guard_sources: list  # the source name of each guard
+    break_reasons: list  # BreakReason (at most one: a fallback is for the whole call)
     ops_per_graph: list
     compile_time_ms: float
-    entry_source: str
-    triton_launches: list = field(default_factory=list)
+    entry_source: str  # the generated entry function, as it would run
+    triton_launches: list = field(default_factory=list)  # str of each launch
+    launches: list = field(default_factory=list)  # LaunchInfo
+    kind: str = "graph"  # "graph", "eager" (fallback) or "constant" (no tensor work)
+    name: str = ""
+    where: str = ""
 
     def __str__(self):
-        lines = [f"graphs: {self.graph_count}, ops per graph: {self.ops_per_graph}, "
-                 f"compile time: {self.compile_time_ms:.1f} ms"]
+        ops = sum(self.ops_per_graph)
+        graphs = f"{self.graph_count} graph{'s' if self.graph_count != 1 else ''}"
+        what = {"eager": "runs eagerly", "constant": "no tensor work (no graph)"}.get(
+            self.kind, f"{graphs}, {ops} ops")
+        n = len(self.guards)
+        lines = [f"{self.name} ({self.where}): {what}, {n} guard{'s' if n != 1 else ''}, "
+                 f"traced in {self.compile_time_ms:.1f} ms"]
         for i, gm in enumerate(self.graphs):
-            lines.append(f"--- graph {i} ---")
-            lines.append(gm.code.strip())
-        lines.append(f"--- guards ({len(self.guards)}) ---")
-        lines.extend(f"  {g}" for g in self.guards)
-        if self.triton_launches:
-            lines.append("--- Triton launches ---")
-            lines.extend(f"  {t}" for t in self.triton_launches)
-        if self.break_reasons:
-            lines.append("--- runs eagerly because ---")
-            lines.extend(f"  {b}" for b in self.break_reasons)
+            lines.append(f"graph {i} ({self.ops_per_graph[i]} ops):")
+            lines.extend("    " + line for line in gm.code.strip().splitlines() if line.strip())
+        if self.guards:
+            lines.append("guards:")
+            width = min(max(len(g.source) for g in self.guards), 28)
+            lines.extend(f"    {g.source:<{width}}  {g.description}" for g in self.guards)
+        if self.launches:
+            lines.append("Triton launches:")
+            lines.extend(f"    {launch}" for launch in self.launches)
+        for b in self.break_reasons:
+            lines.append(f"runs eagerly: [{b.category}] {b.detail}")
+            if b.where:
+                lines.append(f"    at {b.where}")
+            lines.append(f"    hint: {b.hint}")
         return "\n".join(lines)
 
 
-def explain(fn, backend="eager"):
-    """explain(fn)(*args, **kwargs) → ExplainOutput for that call."""
+def _entry_name(fn) -> str:
+    name = fn.__name__
+    if name.isidentifier() and not keyword.iskeyword(name):
+        return name
+    return "fn_" + "".join(c if c.isalnum() else "_" for c in name).strip("_")
+
+
+def explain(fn, backend=None):
+    """explain(fn)(*args, **kwargs) → ExplainOutput for that call.
+
+    `fn` is a plain function or an OptimizedFunction (its real cache is left alone).
+    Nothing runs: the trace uses fake tensors and, unless `backend` is given, no backend
+    is called; with `backend`, a backend that fails shows as a `backend` break reason."""
     if isinstance(fn, OptimizedFunction):
-        backend = fn._cache.backend
         fn = fn._fn
+    _check_optimizable(fn)
+    name = _entry_name(fn)
+    code = fn.__code__
+    where = f"{code.co_filename}:{code.co_firstlineno}"
 
     def run(*args, **kwargs):
         graphs = []
 
         def capture(gm, example_inputs):
             graphs.append(gm)
+            if backend is None:
+                return gm.forward
             from .backends import lookup_backend
             return lookup_backend(backend)(gm, example_inputs)
 
-        entry = compile_call(fn, args, kwargs, capture, name=fn.__name__)
+        capture._minidynamo_trusted = backend is None
         reasons = []
+        try:
+            entry = compile_call(fn, args, kwargs, capture, name=name)
+        except BackendError as e:
+            gm = graphs[-1] if graphs else None
+            reasons.append(BreakReason("backend", str(e), None, HINTS["backend"]))
+            return _output(name, where, graphs, [], [], reasons, 0.0, "", _launches(gm), "eager")
         if entry.reason is not None:
             r = entry.reason
             reasons.append(BreakReason(r.category, r.detail, r.where, HINTS.get(r.category, "")))
-        ops = [sum(1 for n in gm.graph.nodes if n.op.startswith("call")) for gm in graphs]
-        launches = [str(k) for k in getattr(entry.gm, "_minidynamo_kernels", [])] if entry.gm else []
-        return ExplainOutput(len(graphs), graphs, list(entry.guard_exprs),
-                             [g.source.name() for g in entry.guards], reasons, ops,
-                             entry.compile_time_ms, entry.source_text, launches)
+        guards = [GuardInfo(g.source.name(), g.kind, e, g.describe())
+                  for g, e in zip(entry.guards, entry.guard_exprs)]
+        return _output(name, where, graphs, guards, [g.source for g in guards], reasons,
+                       entry.compile_time_ms, entry.source_text, _launches(entry.gm), entry.kind)
     return run
+
+
+def _output(name, where, graphs, guards, sources, reasons, ms, text, launches, kind) -> ExplainOutput:
+    ops = [sum(1 for n in gm.graph.nodes if n.op.startswith("call")) for gm in graphs]
+    return ExplainOutput(len(graphs), graphs, guards, sources, reasons, ops, ms, text,
+                         [str(launch) for launch in launches], launches, kind, name, where)
+
+
+def _launches(gm) -> list:
+    out = []
+    for record in getattr(gm, "_minidynamo_kernels", None) or []:
+        m = record.mutation
+        writes = record.written_tensors()
+        reason = getattr(m, "reason", None) if (m is None or m.unknown) else None
+        out.append(LaunchInfo(record.name, record.grid, writes,
+                              reason if m is not None else "not analysed", record.kernel))
+    return out

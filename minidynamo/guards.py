@@ -8,6 +8,7 @@ it is what `explain()` shows and what a failure is explained against.
 from __future__ import annotations
 
 import math
+import types
 from dataclasses import dataclass, field
 
 import torch
@@ -77,56 +78,88 @@ class Guard:
 
     def explain(self, actual) -> str:
         """Plain words for why `actual` fails this guard."""
+        return self.mismatch(actual)[0]
+
+    def mismatch(self, actual) -> tuple[str, str, str]:
+        """(plain words, expected, actual) for why `actual` fails this guard."""
         name = self.source.name()
         kind = self.kind
         if kind == "TENSOR_MATCH":
             m = self.meta
-            if not isinstance(actual, torch.Tensor):
-                return f"{name} expected a tensor, got {type(actual).__name__}"
+            tname = _quoted(name)
             if type(actual) is not m["type"]:
-                return f"tensor {name!r} type changed: expected {m['type'].__name__}, actual {type(actual).__name__}"
+                return _says(f"tensor {tname} type mismatch", m["type"].__name__, type(actual).__name__)
             if actual.dtype is not m["dtype"]:
-                return f"tensor {name!r} dtype mismatch: expected {m['dtype']}, actual {actual.dtype}"
+                return _says(f"tensor {tname} dtype mismatch", m["dtype"], actual.dtype)
             if actual.device != m["device"]:
-                return f"tensor {name!r} device mismatch: expected {m['device']}, actual {actual.device}"
+                return _says(f"tensor {tname} device mismatch", m["device"], actual.device)
             if actual.dim() != len(m["shape"]):
-                return (f"tensor {name!r} rank mismatch: expected {len(m['shape'])} dims, "
-                        f"actual {actual.dim()}")
+                return _says(f"tensor {tname} rank mismatch", len(m["shape"]), actual.dim())
             for d, (exp, act) in enumerate(zip(m["shape"], actual.shape)):
                 if exp != act:
-                    return f"tensor {name!r} size mismatch at dim {d}: expected {exp}, actual {act}"
+                    return _says(f"tensor {tname} size mismatch at dim {d}", exp, act)
             for d, (exp, act) in enumerate(zip(m["stride"], actual.stride())):
                 if exp != act:
-                    return f"tensor {name!r} stride mismatch at dim {d}: expected {exp}, actual {act}"
-            return (f"tensor {name!r} requires_grad mismatch: expected {m['requires_grad']}, "
-                    f"actual {actual.requires_grad}")
+                    return _says(f"tensor {tname} stride mismatch at dim {d}", exp, act)
+            return _says(f"tensor {tname} requires_grad mismatch", m["requires_grad"], actual.requires_grad)
         if kind == "NOT_IN_DICT":
-            return f"{name} now has an instance attribute {self.meta['attr']!r} (shadowing its class's)"
+            attr = self.meta["attr"]
+            return (f"{name} now has an instance attribute {attr!r} (shadowing its class's)",
+                    f"no instance attribute {attr!r}", f"instance attribute {attr!r}")
         if kind == "ALIAS_MATCH":
-            return (f"{name} and {self.meta['other'].name()} were "
-                    f"{'the same object' if self.expected else 'different objects'} when traced")
+            same, other = "the same object", "different objects"
+            was, now = (same, other) if self.expected else (other, same)
+            return (f"{name} and {self.meta['other'].name()} were {was} when traced, now {now}",
+                    was, now)
         if kind == "ID_MATCH":
             kernel = _kernel_name(self.expected)
             if kernel is not None:
-                return f"kernel {kernel!r} is a different object ({name} was replaced)"
-            what = getattr(self.expected, "__name__", type(self.expected).__name__)
-            return f"{name} is a different object (expected the {what!r} seen when tracing)"
+                return (f"kernel {kernel!r} is a different object ({name} was replaced)",
+                        describe_object(self.expected), describe_object(actual))
+            return _says(f"{name} is a different object", describe_object(self.expected),
+                         describe_object(actual))
         if kind == "TYPE_MATCH":
-            return (f"{name} type changed: expected {self.expected.__name__}, "
-                    f"actual {type(actual).__name__}")
+            return _says(f"{name} type changed", self.expected.__name__, type(actual).__name__)
         if kind == "EQUALS_MATCH":
-            return f"{name} changed: expected {self.expected!r}, actual {_short(actual)}"
+            exp, act = self.expected, actual
+            if type(exp) is not type(act):  # 2 and 2.0, True and 1: the types tell them apart
+                return _says(f"{name} changed", f"{exp!r} ({type(exp).__name__})",
+                             f"{_short(act)} ({type(act).__name__})")
+            return _says(f"{name} changed", repr(exp), _short(act))
+        if kind in ("LEN_MATCH", "DICT_KEYS"):
+            t = self.meta["type"]
+            if type(actual) is not t:
+                return _says(f"{name} type changed", t.__name__, type(actual).__name__)
+            if kind == "LEN_MATCH":
+                return _says(f"{name} length changed", self.expected, len(actual))
+            return _says(f"{name} keys changed", list(self.expected), _short(list(actual)))
+        return f"{name}: guard {kind} failed", "", _short(actual)
+
+    def describe(self) -> str:
+        """What the guard requires, in words (`Tensor float32 cpu (8, 4)`, `== 2`)."""
+        kind = self.kind
+        if kind == "TENSOR_MATCH":
+            m = self.meta
+            t = "tensor " if m["type"] is torch.Tensor else m["type"].__name__ + " "
+            dtype = str(m["dtype"]).replace("torch.", "")
+            layout = "contiguous" if m["stride"] == contiguous_strides(m["shape"]) else f"stride {m['stride']}"
+            grad = ", requires_grad" if m["requires_grad"] else ""
+            return f"{t}{dtype} {m['device']} {m['shape']} {layout}{grad}"
+        if kind == "EQUALS_MATCH":
+            return f"== {self.expected!r} ({type(self.expected).__name__})"
+        if kind == "ID_MATCH":
+            return f"is {describe_object(self.expected)}"
+        if kind == "TYPE_MATCH":
+            return f"type is {self.expected.__qualname__}"
         if kind == "LEN_MATCH":
-            if type(actual) is not self.meta["type"]:
-                return (f"{name} type changed: expected {self.meta['type'].__name__}, "
-                        f"actual {type(actual).__name__}")
-            return f"{name} length changed: expected {self.expected}, actual {len(actual)}"
+            return f"{self.meta['type'].__name__} of length {self.expected}"
         if kind == "DICT_KEYS":
-            if type(actual) is not self.meta["type"]:
-                return (f"{name} type changed: expected {self.meta['type'].__name__}, "
-                        f"actual {type(actual).__name__}")
-            return f"{name} keys changed: expected {list(self.expected)}, actual {list(actual)}"
-        return f"{name}: guard {kind} failed"
+            return f"{self.meta['type'].__name__} with keys {list(self.expected)}"
+        if kind == "NOT_IN_DICT":
+            return f"no instance attribute {self.meta['attr']!r}"
+        if kind == "ALIAS_MATCH":
+            return f"{'is' if self.expected else 'is not'} {self.meta['other'].name()}"
+        return kind
 
     def __repr__(self):
         return f"Guard({self.kind}, {self.source.name()})"
@@ -158,6 +191,30 @@ def _kernel_name(obj) -> str | None:
         return kernel_name(obj)
     except Exception:
         return None
+
+
+def _says(what: str, expected, actual) -> tuple[str, str, str]:
+    expected, actual = str(expected), str(actual)
+    return f"{what}: expected {expected}, actual {actual}", expected, actual
+
+
+def _quoted(name: str) -> str:
+    """`'x'` for a plain name; names that quote themselves (`global 'W'`) as they are."""
+    return name if "'" in name else repr(name)
+
+
+def describe_object(obj) -> str:
+    """`function 'g'`, `module 'torch'`, `kernel 'add_kernel'`, `class 'Foo'`, or a short repr."""
+    kernel = _kernel_name(obj)
+    if kernel is not None:
+        return f"kernel {kernel!r}"
+    if isinstance(obj, types.ModuleType):
+        return f"module {obj.__name__!r}"
+    if isinstance(obj, type):
+        return f"class {obj.__qualname__!r}"
+    if isinstance(obj, (types.FunctionType, types.BuiltinFunctionType, types.MethodType)):
+        return f"function {getattr(obj, '__qualname__', obj.__name__)!r}"
+    return f"{type(obj).__name__} {_short(obj)}"
 
 
 def _short(v) -> str:

@@ -1,7 +1,20 @@
 """Logging under `minidynamo.*`, switched on by MINIDYNAMO_LOGS or set_logs().
 
-MINIDYNAMO_LOGS is a comma list of: recompiles, guards, graph, bytecode, trace, fallbacks;
-`+name` turns on debug detail for that channel.
+MINIDYNAMO_LOGS is a comma list of channels; `+name` turns on debug detail for that
+channel, `all` (or `+all`) every channel:
+
+| channel | info | debug (`+name`) |
+|---|---|---|
+| recompiles | each recompile: function, file:line, failing guard, expected, actual | the guard's expression |
+| guards | each new entry's guards, with the value each is about | |
+| graph | each captured graph's code | the generated entry function |
+| bytecode | | each traced code object's normalized instructions |
+| trace | each traced or inlined call, and what it returned | every instruction and the stack top |
+| fallbacks | each call that runs eagerly: category, detail, file:line, hint | |
+
+The cache-size-limit warning goes to `minidynamo.recompiles` at warning level whatever
+is switched on. Records propagate to the root logger as usual (pytest's caplog sees them);
+set_logs() also adds one stderr handler to `minidynamo`.
 """
 from __future__ import annotations
 
@@ -17,25 +30,37 @@ def get_logger(channel: str) -> logging.Logger:
 
 
 def set_logs(*names: str, **flags) -> None:
-    """Turn channels on: set_logs("recompiles", "+graph") or set_logs(recompiles=True)."""
+    """Turn channels on: set_logs("recompiles", "+graph"), set_logs(recompiles=True,
+    trace="debug"), set_logs("all"). Channels not named go back to warnings only, so
+    set_logs() turns everything off."""
     global _handler
-    wanted = list(names) + [k for k, v in flags.items() if v]
+    wanted = list(names)
+    for k, v in flags.items():
+        if v:
+            wanted.append(("+" if v in ("debug", "+") else "") + k)
     root = logging.getLogger("minidynamo")
-    if _handler is None:
+    if _handler is None and wanted:
         _handler = logging.StreamHandler()
         _handler.setFormatter(logging.Formatter("[%(name)s] %(message)s"))
         root.addHandler(_handler)
-    for ch in CHANNELS:
-        get_logger(ch).setLevel(logging.WARNING)
+    levels = {ch: logging.WARNING for ch in CHANNELS}
     for raw in wanted:
         name = raw.strip()
         if not name:
             continue
         debug = name.startswith("+")
-        name = name.lstrip("+")
-        if name not in CHANNELS:
-            raise ValueError(f"unknown minidynamo log channel {name!r}; choose from {', '.join(CHANNELS)}")
-        get_logger(name).setLevel(logging.DEBUG if debug else logging.INFO)
+        name = name.lstrip("+").strip()
+        if name == "all":
+            chosen = CHANNELS
+        elif name in CHANNELS:
+            chosen = (name,)
+        else:
+            raise ValueError(f"unknown minidynamo log channel {name!r}; choose from "
+                             f"{', '.join(CHANNELS)} (or all), '+name' for debug detail")
+        for ch in chosen:
+            levels[ch] = min(levels[ch], logging.DEBUG if debug else logging.INFO)
+    for ch, level in levels.items():
+        get_logger(ch).setLevel(level)
 
 
 def init_from_env() -> None:

@@ -15,6 +15,7 @@ from .._compat import CO_ASYNC_GENERATOR, CO_COROUTINE, CO_GENERATOR, CO_ITERABL
 from ..exc import current_location, unsupported
 from ..graph import OutputGraph
 from ..instructions import normalize
+from ..logs import get_logger
 from ..sources import GlobalSource, LocalSource
 from ..variables.base import NULL
 from ..variables.builder import wrap
@@ -26,6 +27,9 @@ from .opcodes.control import ControlOps
 from .opcodes.jumps import JumpOps
 from .opcodes.load_store import LoadStoreOps
 from .opcodes.stack import StackOps
+
+trace_log = get_logger("trace")
+bytecode_log = get_logger("bytecode")
 
 MAX_INLINE_DEPTH = 48
 MAX_INSTRUCTIONS = 2_000_000
@@ -52,7 +56,7 @@ class InstructionTranslator(LoadStoreOps, StackOps, BinaryOps, JumpOps, BuildOps
                         if name.isupper() and callable(getattr(cls, name))}
 
     def __init__(self, output: OutputGraph, code, f_locals: dict, cells: dict, f_globals: dict,
-                 depth: int = 0, counter=None):
+                 depth: int = 0, counter=None, logs=None):
         self.output = output
         self.code = code
         self.instructions = normalize(code)
@@ -65,11 +69,16 @@ class InstructionTranslator(LoadStoreOps, StackOps, BinaryOps, JumpOps, BuildOps
         self.depth = depth
         self.kw_names = None  # 3.11/3.12 KW_NAMES for the next CALL
         self.counter = counter if counter is not None else [0]
+        self.logs = logs  # a _TraceLogs while the trace or bytecode log is on, else None
 
     # --- the run loop --------------------------------------------------------------
     def run(self):
+        if self.logs is not None:
+            return self.logs.run(self)
+        return self._run(self.dispatch)
+
+    def _run(self, dispatch):
         insts = self.instructions
-        dispatch = self.dispatch
         filename = self.code.co_filename
         last_line = None
         counter = self.counter
@@ -117,7 +126,7 @@ class InstructionTranslator(LoadStoreOps, StackOps, BinaryOps, JumpOps, BuildOps
         f_locals = bind_arguments(fn_var, self, code, list(args), dict(kwargs))
         cells = make_cells(code, f_locals, fn_var.closure_cells(self))
         child = InstructionTranslator(self.output, code, f_locals, cells, fn_var.get_globals(),
-                                      self.depth + 1, self.counter)
+                                      self.depth + 1, self.counter, self.logs)
         return child.run()
 
     def load_global(self, name: str):
@@ -157,12 +166,88 @@ def trace(output: OutputGraph, fn, args: tuple, kwargs: dict):
     except TypeError as e:
         unsupported("exceptions", f"TypeError: {fn.__name__}() {e}")
     bound.apply_defaults()
-    tx = InstructionTranslator(output, code, {}, {}, fn.__globals__)
+    logs = _TraceLogs.if_enabled()
+    tx = InstructionTranslator(output, code, {}, {}, fn.__globals__, logs=logs)
     f_locals = {name: wrap(tx, value, LocalSource(name)) for name, value in bound.arguments.items()}
     from ..variables.functions import UserFunctionVariable
     tx.f_locals = f_locals
     tx.cells = make_cells(code, f_locals, UserFunctionVariable(fn).closure_cells(tx))
     return tx.run()
+
+
+class _TraceLogs:
+    """What the `trace` and `bytecode` logs want, decided once per trace: when both are
+    off, the translator gets None and its run loop is the plain one.
+
+    trace (info): each traced or inlined call, and a summary when it returns.
+    +trace (debug): every instruction with the top of the value stack.
+    +bytecode (debug): each code object's normalized instruction list, once per trace."""
+
+    def __init__(self, calls: bool, instructions: bool, bytecode: bool):
+        self.calls = calls
+        self.instructions = instructions
+        self.bytecode = bytecode
+        self.shown: set = set()  # code objects whose bytecode this trace has logged
+
+    @classmethod
+    def if_enabled(cls):
+        calls = trace_log.isEnabledFor(20)
+        bytecode = bytecode_log.isEnabledFor(10)
+        if not (calls or bytecode):
+            return None
+        return cls(calls, trace_log.isEnabledFor(10), bytecode)
+
+    def run(self, tx):
+        code = tx.code
+        where = f"{code.co_name} ({code.co_filename}:{code.co_firstlineno})"
+        indent = "  " * tx.depth
+        if self.bytecode and code not in self.shown:
+            self.shown.add(code)
+            bytecode_log.debug("%s, normalized:\n%s", where, "\n".join(
+                f"  {i:4d} {'' if inst.lineno is None else inst.lineno:>5} {inst!r}"
+                for i, inst in enumerate(tx.instructions)))
+        if not self.calls:
+            return tx._run(tx.dispatch)
+        trace_log.info("%s%s %s, %d instructions", indent, "inline" if tx.depth else "trace",
+                       where, len(tx.instructions))
+        start = tx.counter[0]
+        dispatch = _logged_dispatch(type(tx)) if self.instructions else tx.dispatch
+        try:
+            result = tx._run(dispatch)
+        except BaseException as e:
+            trace_log.info("%s%s stopped after %d instructions: %s", indent, code.co_name,
+                           tx.counter[0] - start, e)
+            raise
+        trace_log.info("%s%s returned %s after %d instructions (graph: %d ops)", indent, code.co_name,
+                       _short(result), tx.counter[0] - start, tx.output.op_count)
+        return result
+
+
+_LOGGED: dict = {}
+
+
+def _logged_dispatch(cls) -> dict:
+    """cls.dispatch with every handler logging its instruction first (+trace only)."""
+    table = _LOGGED.get(cls)
+    if table is None:
+        def logged(name, handler):
+            def run(tx, inst):
+                top = ", ".join(_short(v) for v in tx.stack[-3:])
+                more = "..., " if len(tx.stack) > 3 else ""
+                trace_log.debug("%s%s:%s %r  stack [%s%s]", "  " * tx.depth, tx.code.co_name,
+                                inst.lineno, inst, more, top)
+                return handler(tx, inst)
+            return run
+        table = _LOGGED[cls] = {name: logged(name, h) for name, h in cls.dispatch.items()}
+    return table
+
+
+def _short(v) -> str:
+    try:
+        text = v.describe() if hasattr(v, "describe") else repr(v)
+    except Exception:
+        text = type(v).__name__
+    return text if len(text) <= 60 else text[:57] + "..."
 
 
 __all__ = ["InstructionTranslator", "trace", "NULL", "sys"]
