@@ -129,7 +129,7 @@ class CacheEntry:
 
 def _defaults_guards(fn) -> list[Guard]:
     """The generated entry copies fn's defaults: pin them, so editing fn.__defaults__ re-traces."""
-    src = ObjectSource(fn, fn.__qualname__)
+    src = ObjectSource(fn, fn.__name__)
     out = []
     if fn.__defaults__ is not None:
         out.append(Guard("ID_MATCH", AttrSource(src, "__defaults__"), fn.__defaults__))

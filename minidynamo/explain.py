@@ -149,6 +149,9 @@ def explain(fn, backend=None):
             return lookup_backend(backend)(gm, example_inputs)
 
         capture._minidynamo_trusted = backend is None
+        if backend is not None:  # a failing backend is named as the user named it
+            from .backends import backend_name
+            capture.__qualname__ = capture.__name__ = backend_name(backend)
         reasons = []
         try:
             entry = compile_call(fn, args, kwargs, capture, name=name)
