@@ -60,8 +60,9 @@ def _object_code(name: str, value) -> str:
     if isinstance(value, type) and value.__module__ == "builtins":
         return f"{name} = {value.__name__}"
     if isinstance(value, types.ModuleType):
-        return f"import {value.__name__} as {name}" if "." not in value.__name__ else \
-            f"import importlib; {name} = importlib.import_module({value.__name__!r})"
+        if not _library(value.__name__):  # importing the user's own code would run it
+            return f"{name} = _Unavailable('module {value.__name__}')"
+        return f"import importlib; {name} = importlib.import_module({value.__name__!r})"
     if type(value) in (int, float, str, bool, bytes, type(None), tuple) and _literal(value):
         return f"{name} = {value!r}"
     if isinstance(value, dict) and "__name__" in value and "__builtins__" in value:
@@ -86,17 +87,26 @@ def _object_code(name: str, value) -> str:
             f"import importlib; {name} = importlib.import_module({mod!r}).{path}"
     what = getattr(value, "__qualname__", None) or type(value).__name__
     mod = getattr(value, "__module__", None)
-    if mod and mod != "__main__" and "<" not in what and isinstance(value, type):
+    if mod and _library(mod) and "<" not in what and isinstance(value, type):
         return (f"try:\n    import importlib\n    {name} = getattr(importlib.import_module({mod!r}), "
                 f"{what!r})\nexcept Exception:\n    {name} = _Unavailable({what!r})")
-    return f"{name} = _Unavailable({what!r})"
+    return f"{name} = _Unavailable({getattr(value, '__name__', None) or what!r})"
+
+
+def _library(module_name: str) -> bool:
+    """Only torch, Triton, numpy and the standard library are imported by a dump: importing
+    a module of the user's own would run its code."""
+    import sys
+    top = module_name.split(".")[0]
+    stdlib = getattr(sys, "stdlib_module_names", ())
+    return top in ("torch", "triton", "numpy", "builtins") or top.lstrip("_") in stdlib or top in stdlib
 
 
 def _importable(value):
     """(module, attribute path) that gives back `value` itself on import, or None."""
     import importlib
     mod = getattr(value, "__module__", None)
-    if not isinstance(mod, str) or mod == "__main__" or not callable(value):
+    if not isinstance(mod, str) or not _library(mod) or not callable(value):
         return None
     for path in (getattr(value, "__qualname__", None), getattr(value, "__name__", None)):
         if not isinstance(path, str) or "<" in path:
@@ -145,21 +155,26 @@ def _wiring(entry) -> list[str]:
     from .sources import GlobalSource
     names = {id(v): n for n, v in entry.ns.values.items()}
     lines = []
-    seen = set()
+    done = set()
+    scope = dict(entry.ns.values)
     for g in entry.guards:
-        src = g.source
-        while src is not None and not isinstance(src, GlobalSource):
+        chain, src = [], g.source
+        while src is not None:
+            chain.append(src)
             src = getattr(src, "base", None)
-        if src is None or (id(src.globals_dict), src.global_name) in seen:
+        if not isinstance(chain[-1], GlobalSource) or names.get(id(chain[-1].globals_dict)) is None:
             continue
-        seen.add((id(src.globals_dict), src.global_name))
-        gname = names.get(id(src.globals_dict))
-        value = src.globals_dict.get(src.global_name)
-        if gname is None:
-            continue
-        ref = names.get(id(value))
-        lines.append(f"{gname}[{src.global_name!r}] = {ref}" if ref else
-                     _object_code(f"{gname}[{src.global_name!r}]", value))
+        for src in reversed(chain):  # the global first, then attributes/items read from it
+            target = src.expr(entry.ns)
+            if target in done:
+                continue
+            done.add(target)
+            try:
+                value = eval(target, scope)  # noqa: S307 - our own generated expression
+            except Exception:
+                break
+            ref = names.get(id(value))
+            lines.append(f"{target} = {ref}" if ref else _object_code(target, value))
     for n, v in entry.ns.values.items():
         if isinstance(v, types.CellType):
             try:

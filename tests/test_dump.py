@@ -1,0 +1,107 @@
+"""MINIDYNAMO_DUMP / config.dump_dir: one readable Python file per cache entry, runnable
+with plain Python (no minidynamo) to see the same guard decision and run the entry."""
+import os
+import runpy
+import subprocess
+import sys
+
+import pytest
+import torch
+
+import minidynamo
+from kernels import capture_kernels as K
+
+SCALE = 2
+
+
+@pytest.fixture
+def dump_dir(tmp_path):
+    minidynamo.config.dump_dir = str(tmp_path)
+    yield tmp_path
+    minidynamo.config.dump_dir = None
+
+
+def _run(path):
+    """Run a dump with plain Python, minidynamo not importable; its stdout."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    proc = subprocess.run([sys.executable, "-I", str(path)], env=env, capture_output=True, text=True,
+                          cwd=os.path.dirname(path), timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout
+
+
+def f(x, y, *, k=3):
+    return torch.relu(x) * SCALE + y.sum() * k
+
+
+def test_one_file_per_entry_runs_the_graph(dump_dir):
+    opt = minidynamo.optimize(f)
+    opt(torch.randn(8, 4), torch.randn(8, 4), k=2)
+    opt(torch.randn(16, 4), torch.randn(16, 4), k=2)
+    assert sorted(os.listdir(dump_dir)) == ["f_entry0.py", "f_entry1.py"]
+    text = (dump_dir / "f_entry0.py").read_text()
+    assert "minidynamo" not in text.split('"""', 2)[2].replace("minidynamo_", "")  # no import of it
+    assert "def forward(self, x, y):" in text and "def f(x, y, *, k=_md_d):" in text
+    assert "x.shape == (8, 4)" in text
+    assert _run(dump_dir / "f_entry0.py") == "guards: pass\nthen: ran the entry, result: tensor (8, 4) torch.float32\n"
+    assert _run(dump_dir / "f_entry1.py").endswith("result: tensor (16, 4) torch.float32\n")
+
+
+def test_dump_decides_like_the_cache(dump_dir):
+    opt = minidynamo.optimize(f)
+    opt(torch.randn(8, 4), torch.randn(8, 4), k=2)
+    ns = runpy.run_path(str(dump_dir / "f_entry0.py"))  # not as __main__: just the definitions
+    x = torch.zeros(8, 4)
+    assert ns["_first_failing"](x, x, k=2) is None
+    assert ns["_first_failing"](x, x, k=5) == "k: type(k) is _md_int and k == 2"
+    assert ns["_first_failing"](torch.zeros(9, 4), x, k=2).startswith("x: type(x) is _md_Tensor")
+    out = ns["f"](x + 1, x, k=2)
+    torch.testing.assert_close(out, torch.relu(x + 1) * SCALE)
+    assert ns["f"](x, x, k=5) is ns["_MISS"]
+
+
+def test_user_backend_entry_runs_its_graph_module(dump_dir):
+    def backend(gm, example_inputs):
+        return gm.forward
+
+    def g(x, xs):
+        return x * xs[0] + xs[1]
+    minidynamo.optimize(backend)(g)(torch.ones(3), [2, 5])
+    text = (dump_dir / "g_entry0.py").read_text()
+    assert "= Graph().forward" in text
+    assert _run(dump_dir / "g_entry0.py") == "guards: pass\nthen: ran the entry, result: tensor (3,) torch.float32\n"
+
+
+def test_eager_fallback_entry(dump_dir):
+    def h(x):
+        print("side effect")
+        return x
+    minidynamo.optimize(h)(torch.ones(2))
+    text = (dump_dir / "h_entry0.py").read_text()
+    assert "runs eagerly because: [side_effect] print() writes output" in text
+    assert _run(dump_dir / "h_entry0.py") == ("guards: pass\n"
+                                              "then: h is not available outside the traced process\n")
+
+
+def test_triton_entry_decides_but_cannot_launch(dump_dir):
+    def t(a, b):
+        o = torch.empty_like(a)
+        K.add_kernel[(4,)](a, b, o, a.numel(), BLOCK=16)
+        return o
+    minidynamo.optimize(t)(torch.ones(64), torch.ones(64))
+    out = _run(dump_dir / "t_entry0.py")
+    assert out.startswith("guards: pass\nthen: ") and "not available outside the traced process" in out
+
+
+def test_env_variable(tmp_path):
+    script = tmp_path / "prog.py"
+    script.write_text("import torch, minidynamo\n"
+                      "def f(x, n):\n"
+                      "    return x * n\n"
+                      "minidynamo.optimize(f)(torch.ones(2), 3)\n")
+    out_dir = tmp_path / "dumps"
+    env = dict(os.environ, MINIDYNAMO_DUMP=str(out_dir),
+               PYTHONPATH=os.path.dirname(os.path.dirname(minidynamo.__file__)))
+    subprocess.run([sys.executable, str(script)], env=env, check=True, timeout=120)
+    assert os.listdir(out_dir) == ["f_entry0.py"]
+    assert _run(out_dir / "f_entry0.py") == "guards: pass\nthen: ran the entry, result: tensor (2,) torch.float32\n"

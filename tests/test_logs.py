@@ -1,0 +1,197 @@
+"""Logging channels under minidynamo.*: what each one says, switched on by set_logs() or
+MINIDYNAMO_LOGS, and nothing (not even a per-instruction check) when they are off."""
+import logging
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+
+import minidynamo
+from minidynamo.interpreter import translator
+from minidynamo.logs import CHANNELS, get_logger
+
+
+@pytest.fixture(autouse=True)
+def _restore_levels():
+    saved = {ch: get_logger(ch).level for ch in CHANNELS}
+    yield
+    for ch, level in saved.items():
+        get_logger(ch).setLevel(level)
+
+
+def helper(t):
+    return t * 2
+
+
+def f(x):
+    return helper(x) + 1
+
+
+def _messages(caplog, channel):
+    return [r.getMessage() for r in caplog.records if r.name == f"minidynamo.{channel}"]
+
+
+def test_recompiles_channel(caplog):
+    minidynamo.set_logs("recompiles")
+    opt = minidynamo.optimize(f)
+    with caplog.at_level(logging.DEBUG, logger="minidynamo"):
+        minidynamo.set_logs("recompiles")
+        opt(torch.ones(3))
+        opt(torch.ones(4))
+    where = f"{__file__}:{f.__code__.co_firstlineno}"
+    assert _messages(caplog, "recompiles") == [
+        f"recompiling f ({where}): tensor 'x' size mismatch at dim 0: expected 3, actual 4 [guard TENSOR_MATCH x]"]
+    assert _messages(caplog, "recompiles") == [opt.guard_failures()[0].message()]
+    assert _messages(caplog, "graph") == [] and _messages(caplog, "trace") == []
+
+
+def test_recompiles_debug_shows_the_guard(caplog):
+    opt = minidynamo.optimize(f)
+    with caplog.at_level(logging.DEBUG, logger="minidynamo"):
+        minidynamo.set_logs("+recompiles")
+        opt(torch.ones(3))
+        opt(torch.ones(4))
+    msgs = _messages(caplog, "recompiles")
+    assert len(msgs) == 2 and msgs[1].startswith("  failing guard of entry 0: type(x) is ")
+
+
+def test_guards_graph_fallbacks_channels(caplog):
+    def g(x):
+        print("side effect")
+        return x
+
+    with caplog.at_level(logging.DEBUG, logger="minidynamo"):
+        minidynamo.set_logs("guards", "graph", "fallbacks")
+        minidynamo.optimize(f)(torch.ones(3))
+        minidynamo.optimize(g)(torch.ones(3))
+    where = f"{__file__}:{f.__code__.co_firstlineno}"
+    guards = _messages(caplog, "guards")
+    assert guards[0].splitlines()[0] == f"guards of f ({where}), entry 0:"
+    assert guards[0].splitlines()[1] == "  global 'helper': _md_G_test_logs['helper'] is _md_helper"
+    (graph,) = _messages(caplog, "graph")
+    assert graph.splitlines()[:2] == [f"graph of f ({where}), entry 0:", "def forward(self, x):"]
+    (fallback,) = _messages(caplog, "fallbacks")
+    line = g.__code__.co_firstlineno + 1
+    assert fallback == (f"g ({__file__}:{g.__code__.co_firstlineno}) runs eagerly: [side_effect] print() "
+                        f"writes output (at {__file__}:{line}: print(\"side effect\"))\n"
+                        f"  hint: {minidynamo.exc.HINTS['side_effect']}")
+
+
+def test_graph_debug_shows_the_entry(caplog):
+    with caplog.at_level(logging.DEBUG, logger="minidynamo"):
+        minidynamo.set_logs("+graph")
+        minidynamo.optimize(f)(torch.ones(3))
+    msgs = _messages(caplog, "graph")
+    assert len(msgs) == 2 and msgs[1].splitlines()[1] == "def f(x):"
+
+
+def test_bytecode_channel(caplog):
+    with caplog.at_level(logging.DEBUG, logger="minidynamo"):
+        minidynamo.set_logs("+bytecode")
+        minidynamo.optimize(f)(torch.ones(3))
+    msgs = _messages(caplog, "bytecode")
+    assert [m.splitlines()[0] for m in msgs] == [
+        f"f ({__file__}:{f.__code__.co_firstlineno}), normalized:",
+        f"helper ({__file__}:{helper.__code__.co_firstlineno}), normalized:"]
+    body = msgs[0].splitlines()[1:]
+    assert "LOAD_GLOBAL (" in body[0] and "'helper')" in body[0]  # push-NULL flag differs by version
+    assert body[-1].endswith("RETURN_VALUE 0")
+
+
+def test_bytecode_info_level_is_silent(caplog):
+    with caplog.at_level(logging.DEBUG, logger="minidynamo"):
+        minidynamo.set_logs("bytecode")  # its detail is debug only
+        minidynamo.optimize(f)(torch.ones(3))
+    assert _messages(caplog, "bytecode") == []
+
+
+def test_trace_channel_calls(caplog):
+    with caplog.at_level(logging.DEBUG, logger="minidynamo"):
+        minidynamo.set_logs("trace")
+        minidynamo.optimize(f)(torch.ones(3))
+    msgs = _messages(caplog, "trace")
+    assert msgs == [
+        f"trace f ({__file__}:{f.__code__.co_firstlineno}), 6 instructions",
+        f"  inline helper ({__file__}:{helper.__code__.co_firstlineno}), 4 instructions",
+        "  helper returned tensor mul (3,) after 4 instructions (graph: 1 ops)",
+        "f returned tensor add (3,) after 10 instructions (graph: 2 ops)",
+    ]
+
+
+def test_trace_channel_instructions(caplog):
+    with caplog.at_level(logging.DEBUG, logger="minidynamo"):
+        minidynamo.set_logs("+trace")
+        minidynamo.optimize(f)(torch.ones(3))
+    msgs = _messages(caplog, "trace")
+    per_inst = [m for m in msgs if " stack [" in m]
+    assert len(per_inst) == 10
+    line = f.__code__.co_firstlineno + 1
+    assert per_inst[0].startswith(f"f:{line} LOAD_GLOBAL (") and per_inst[0].endswith("'helper')  stack []")
+    # NULL goes below the callable before 3.13, above it on 3.13
+    assert per_inst[2] in (f"f:{line} CALL 1  stack [null, function 'helper', tensor x (3,)]",
+                           f"f:{line} CALL 1  stack [function 'helper', null, tensor x (3,)]")
+    assert per_inst[3].startswith(f"  helper:{helper.__code__.co_firstlineno + 1} LOAD_FAST 't'")
+
+
+def test_trace_stopped_by_a_fallback(caplog):
+    def g(x):
+        print("no")
+        return x
+
+    with caplog.at_level(logging.DEBUG, logger="minidynamo"):
+        minidynamo.set_logs("trace")
+        minidynamo.optimize(g)(torch.ones(3))
+    assert _messages(caplog, "trace")[-1].startswith("g stopped after ")
+
+
+def test_off_means_no_per_trace_logging_state(monkeypatch):
+    minidynamo.set_logs()
+    assert translator._TraceLogs.if_enabled() is None
+    seen = []
+    monkeypatch.setattr(translator, "_logged_dispatch", lambda cls: seen.append(cls) or cls.dispatch)
+    minidynamo.optimize(f)(torch.ones(3))
+    assert seen == []
+    minidynamo.set_logs("trace")
+    logs = translator._TraceLogs.if_enabled()
+    assert logs is not None and logs.calls and not logs.instructions and not logs.bytecode
+
+
+def test_set_logs_forms():
+    minidynamo.set_logs(recompiles=True, trace="debug")
+    assert get_logger("recompiles").level == logging.INFO and get_logger("trace").level == logging.DEBUG
+    assert get_logger("graph").level == logging.WARNING
+    minidynamo.set_logs("+all")
+    assert all(get_logger(ch).level == logging.DEBUG for ch in CHANNELS)
+    minidynamo.set_logs()
+    assert all(get_logger(ch).level == logging.WARNING for ch in CHANNELS)
+    with pytest.raises(ValueError, match="unknown minidynamo log channel 'recompile'"):
+        minidynamo.set_logs("recompile")
+
+
+def test_cache_limit_warning_is_logged(caplog):
+    minidynamo.config.cache_size_limit = 1
+    opt = minidynamo.optimize(lambda x, k: x * k)
+    with caplog.at_level(logging.WARNING, logger="minidynamo"), pytest.warns(RuntimeWarning):
+        opt(torch.ones(2), 1)
+        opt(torch.ones(2), 2)
+    (msg,) = _messages(caplog, "recompiles")
+    assert "reached cache_size_limit (1); the guard that keeps failing: EQUALS_MATCH on k" in msg
+
+
+def test_env_variable(tmp_path):
+    script = tmp_path / "prog.py"
+    script.write_text("import torch, minidynamo\n"
+                      "@minidynamo.optimize\n"
+                      "def f(x):\n"
+                      "    return x + 1\n"
+                      "f(torch.ones(2)); f(torch.ones(3))\n")
+    env = dict(os.environ, MINIDYNAMO_LOGS="recompiles,+bytecode",
+               PYTHONPATH=os.path.dirname(os.path.dirname(minidynamo.__file__)))
+    err = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True,
+                         check=True).stderr
+    assert (f"[minidynamo.recompiles] recompiling f ({script}:2): tensor 'x' size mismatch at dim 0: "
+            "expected 2, actual 3 [guard TENSOR_MATCH x]") in err
+    assert f"[minidynamo.bytecode] f ({script}:2), normalized:" in err
+    assert "[minidynamo.graph]" not in err
