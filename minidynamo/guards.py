@@ -186,6 +186,9 @@ def _strides_check(e: str, shape: tuple, stride: tuple) -> str:
 def _kernel_name(obj) -> str | None:
     if not (type(obj).__module__ or "").startswith("triton"):
         return None
+    from triton.runtime.jit import KernelInterface
+    if not isinstance(obj, KernelInterface):  # triton.cdiv and other helpers are not kernels
+        return None
     from .triton.capture import kernel_name
     try:
         return kernel_name(obj)
