@@ -1,7 +1,6 @@
 """Tests for minidynamo.triton.launcher: a launcher must behave exactly like
 ``kernel[grid](**constants, **dynamic)``.  On CPU the kernels run under Triton's
 interpreter (ordinary path only); the `gpu` tests also check the fast path."""
-import itertools
 import os
 
 import pytest
@@ -13,6 +12,8 @@ if not torch.cuda.is_available():
 triton = pytest.importorskip("triton")
 import triton.language as tl  # noqa: E402
 
+from kernels.capture_kernels import add_kernel, last_config_wins  # noqa: E402
+
 from minidynamo.triton.launcher import make_launcher  # noqa: E402
 
 HAS_CUDA = torch.cuda.is_available()
@@ -23,25 +24,6 @@ needs_cuda = pytest.mark.skipif(not HAS_CUDA, reason="needs a CUDA GPU")
 
 def pytest_configure(config):  # harmless if pyproject already registers it
     config.addinivalue_line("markers", "gpu: needs a CUDA GPU (skipped elsewhere)")
-
-
-def last_config_wins():
-    """A do_bench that makes the autotuner pick its last config, deterministically
-    and without a GPU benchmarker (the interpreter has none)."""
-    c = itertools.count()
-
-    def bench(fn, quantiles=None, **_):
-        fn()
-        t = 100.0 - next(c)
-        return [t, t, t] if quantiles else t
-    return bench
-
-
-@triton.jit
-def add_kernel(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):
-    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-    m = offs < n
-    tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=m) + tl.load(y_ptr + offs, mask=m), mask=m)
 
 
 @triton.jit
