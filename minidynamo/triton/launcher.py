@@ -35,12 +35,14 @@ from __future__ import annotations
 import logging
 import operator
 import re
+import threading
 
 log = logging.getLogger("minidynamo.launcher")
 
 _MAX_VARIANTS = 4      # live specialisations per launcher
 _MAX_RESOLVES = 16     # stop resolving after this many attempts (thrashing guard)
 _MISSING = object()
+_RESOLVE_LOCK = threading.RLock()
 _logged: set = set()
 
 
@@ -250,6 +252,10 @@ class Launcher:
         if not self._enabled or self._resolves >= _MAX_RESOLVES:
             self._launch(self.grid, kw)
             return None
+        with _RESOLVE_LOCK:  # one resolution at a time: Triton's compile/load path is shared state
+            return self._launch_and_resolve(kw, values)
+
+    def _launch_and_resolve(self, kw: dict, values: tuple):
         rec = _GridRecorder(self.grid)
         ret = self._launch(rec, kw)
         self._resolves += 1
