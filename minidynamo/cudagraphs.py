@@ -3,10 +3,10 @@ CUDA graph per guard set and replay it.
 
 Inputs. A recording reads its inputs where they live. A call whose inputs sit at the
 addresses of an earlier recording replays it as is (no copies; we hold those tensors, so
-the addresses cannot be reused by others). Otherwise, when the graph writes to no input,
-one "copy" recording with its own input buffers is replayed after copying the inputs in;
-when it may write to an input, a new recording is made for the new addresses (up to
-`MAX_RECORDINGS`), after which calls run the plain graph.
+the addresses cannot be reused by others); new addresses get a new recording, up to
+`MAX_RECORDINGS`. Past that, when the graph writes to no input, one "copy" recording with
+its own input buffers is replayed after copying the inputs in; otherwise calls with new
+addresses run the plain graph.
 
 Outputs. Every output is cloned out of the graph's memory after a replay: what a caller
 keeps is never overwritten by a later replay (cost: one copy per output).
@@ -140,6 +140,12 @@ class CudaGraphRunner:
         for rec in self.recordings:
             if rec.ptrs == ptrs:
                 return self._replay(rec)
+        if len(self.recordings) < MAX_RECORDINGS:
+            rec = self._record(list(args))
+            if rec is not None:
+                self.recordings.append(rec)
+                return self._replay(rec)
+            return self.compiled(*args)
         if not self.writes_inputs:
             rec = self.copy_recording
             if rec is None:
@@ -149,11 +155,6 @@ class CudaGraphRunner:
             for static, a in zip(rec.inputs, args):
                 static.copy_(a)
             return self._replay(rec)
-        if len(self.recordings) < MAX_RECORDINGS:
-            rec = self._record(list(args))
-            if rec is not None:
-                self.recordings.append(rec)
-                return self._replay(rec)
         return self.compiled(*args)
 
     def _replay(self, rec: _Recording):
