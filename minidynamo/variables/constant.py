@@ -4,7 +4,7 @@ from __future__ import annotations
 import torch
 
 from ..exc import unsupported
-from .base import VariableTracker
+from .base import ObjectConstantVariable
 
 # Types whose values are immutable and whose methods are pure: safe to fold.
 CONSTANT_TYPES = (
@@ -25,21 +25,10 @@ def is_constant_value(v) -> bool:
     return False
 
 
-class ConstantVariable(VariableTracker):
-    __slots__ = ("value",)
+class ConstantVariable(ObjectConstantVariable):
+    """An immutable value: foldable, and usable as an fx argument as it is."""
 
-    def __init__(self, value, source=None):
-        super().__init__(source)
-        self.value = value
-
-    def python_type(self):
-        return type(self.value)
-
-    def is_python_constant(self):
-        return True
-
-    def as_python_constant(self):
-        return self.value
+    __slots__ = ()
 
     def as_fx_arg(self):
         return self.value
