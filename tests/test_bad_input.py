@@ -388,6 +388,9 @@ def test_kernel_launch_errors_match_eager(form):
         same_outcome(f, opt, a)
 
 
+@pytest.mark.skipif(torch.cuda.is_available(),
+                    reason="on a GPU, eager Triton launches a meta tensor's null pointer and the "
+                           "illegal memory access poisons the CUDA context for every later test")
 def test_kernel_on_a_meta_tensor_fails_like_eager():
     def g(a):
         out = torch.empty_like(a)
