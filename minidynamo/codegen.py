@@ -176,12 +176,13 @@ class _CannotInline(Exception):
     pass
 
 
-def graph_lines(graph, ns: Namespace, input_exprs: dict, var_name) -> list[str] | None:
+def graph_lines(graph, ns: Namespace, input_exprs: dict, var_name, render=None) -> list[str] | None:
     """The statements of an fx graph, as lines of the entry function: one per node, in
     graph order, dropping each intermediate after its last use like fx's own code does.
     `input_exprs` maps placeholder nodes to their source expressions, `var_name(node)`
-    names results. None when some node has no plain-Python form (then the caller keeps
-    the GraphModule)."""
+    names results. `render(node, names)` may return (lines, name or None) to emit a node
+    its own way (None: the usual line). None when some node has no plain-Python form
+    (then the caller keeps the GraphModule)."""
     nodes = list(graph.nodes)
     names: dict = {}
     lines: list[str] = []
@@ -205,6 +206,14 @@ def graph_lines(graph, ns: Namespace, input_exprs: dict, var_name) -> list[str] 
                 continue
             if n.op == "output":
                 break
+            custom = render(n, names) if render is not None else None
+            if custom is not None:
+                own_lines, names[n] = custom
+                lines.extend(own_lines)
+                dead = [names[u] for u in dies_at.get(i, ()) if names[u] and names[u] not in params]
+                if dead:
+                    lines.append(f"{' = '.join(dead)} = None")
+                continue
             if n.op == "call_function":
                 rhs = _call_function_expr(n, names, ns)
             elif n.op == "call_method":
@@ -213,7 +222,7 @@ def graph_lines(graph, ns: Namespace, input_exprs: dict, var_name) -> list[str] 
             else:
                 return None
             names[n] = var_name(n)
-            dead = [names[u] for u in dies_at.get(i, ()) if names[u] not in params]
+            dead = [names[u] for u in dies_at.get(i, ()) if names[u] and names[u] not in params]
             line = f"{names[n]} = {rhs}"
             if not n.users:
                 line = rhs

@@ -22,6 +22,7 @@ from .graph import OutputGraph
 from .triton.capture import direct_launch_nodes
 from .guards import Guard
 from .interpreter.translator import trace
+from .logs import get_logger
 from .sources import AttrSource, Namespace, ObjectSource
 from .variables.base import VariableTracker
 from .variables.builtins import BuiltinVariable
@@ -31,6 +32,9 @@ from .variables.lists import ListVariable, TupleVariable
 from .variables.objects import ClassVariable, ModuleVariable
 from .variables.tensor import TensorVariable
 from .variables.torch import TorchVariable
+
+
+program_log = get_logger("graph")
 
 
 @dataclass(eq=False, repr=False)
@@ -56,6 +60,16 @@ class CacheEntry:
     graph: fx.Graph | None = None  # for the GraphModule built on first use of `gm`
     kernels: object = None  # the graph's Triton side table (KernelTable)
     graph_name: str = ""
+    # Builds the launch program after the first call (then dropped); what came of it.
+    _upgrade: object = None
+    program_note: str = ""
+
+    def after_first_call(self) -> None:
+        """Once the first call has resolved the graph's Triton launchers: switch the entry
+        to its launch program (triton/program.py), or note why not."""
+        upgrade, self._upgrade = self._upgrade, None
+        if upgrade is not None:
+            self.program_note = upgrade()
 
     @property
     def gm(self) -> fx.GraphModule | None:
@@ -117,6 +131,8 @@ class CacheEntry:
         code = self.graph_code
         if code is not None:
             lines.append(code)
+        if self.program_note:
+            lines.append(f"launch program: {self.program_note}")
         return "\n".join(lines)
 
     def __str__(self):
@@ -223,14 +239,20 @@ def compile_call(fn, args, kwargs, backend, *, name: str, slow=None) -> CacheEnt
     gm = compiled = None
     has_work = output.op_count > 0 or output.kernels
     inlined = False
+    slot = None
     if has_work:
         output.graph.output(tuple(builder.nodes))
         if lookup_backend(backend) is eager_backend:
             # The eager backend runs the graph's code as is: emit it into the entry
             # itself (no GraphModule to build, no call into forward per call); Triton
             # launch nodes become direct calls of their launchers.
+            if output.kernels:
+                slot = _program_slot(ns, call_args, miss, body)
             with direct_launch_nodes(output.graph):
                 inlined = _inline_graph(fn, output, ns, out_name, result, body)
+            if not inlined and slot is not None:
+                del body[1:]
+                slot = None
         if not inlined:
             gm = fx.GraphModule(torch.nn.Module(), output.graph, class_name=f"{name}_graph")
             gm._minidynamo_kernels = output.kernels  # the graph owns its Triton side table
@@ -242,11 +264,15 @@ def compile_call(fn, args, kwargs, backend, *, name: str, slow=None) -> CacheEnt
         body.append(f"    return {rebuild}")
     run, text, fast = _entry_functions(fn, name, params, call_args, guard_exprs, body, ns, miss,
                                        slow, f"<minidynamo entry {name}>")
+    upgrade = None
+    if slot is not None:
+        def upgrade():
+            return _install_program(fn, output, ns, result, params, miss, name, run, slot)
     return CacheEntry(run, "graph" if has_work else "constant", output.guards.ordered(),
                       guard_exprs, text, params, ns, gm, compiled, None,
                       (time.perf_counter() - start) * 1e3, hits, fast_call=fast,
                       graph=output.graph if inlined else None, graph_name=f"{name}_graph",
-                      kernels=output.kernels)
+                      kernels=output.kernels, _upgrade=upgrade)
 
 
 def _entry_functions(fn, name, params, call_args, guard_exprs, body, ns, miss, slow, filename):
@@ -270,8 +296,48 @@ def guard_miss(*args, **kwargs):
     return codegen.MISS
 
 
-def _inline_graph(fn, output, ns, out_name, result, body) -> bool:
-    """Append the graph's statements and the return to `body`; False if it cannot be."""
+def _program_slot(ns, call_args: str, miss: str, body: list) -> str:
+    """Add to `body` the call of the entry's launch program, held in a closure cell that
+    is empty (None) until the program is built; it returns MISS to run the plain graph."""
+    slot = ns.prefix + "program"
+    while slot in ns.values:
+        slot += "_"
+    ns.values[slot] = None  # not bind(): None must get a cell of its own
+    r = ns.prefix + "r"
+    ns.reserve(r)
+    body += [f"    if {slot} is not None:",
+             f"        {r} = {slot}({call_args})",
+             f"        if {r} is not {miss}:",
+             f"            return {r}"]
+    return slot
+
+
+def _install_program(fn, output, ns, result, params, miss, name, run, slot) -> str:
+    """Build the launch program and put it into `run`'s slot; a note saying what it does
+    (or why there is none)."""
+    from .triton.program import program_lines
+    try:
+        var_name = _var_namer(fn, ns)
+        input_exprs = {inp.node: inp.source.expr(ns) for inp in output.inputs}
+        lines, builder = program_lines(output.graph, ns, input_exprs, var_name, miss)
+        if lines is None:
+            return f"not used: {builder}"
+        lines.append(f"return {_OutputBuilder(output, ns, ns.prefix + 'out', var_name).expr(result)}")
+        program, text = codegen.build_function(f"{name}_program", params, ["    " + x for x in lines],
+                                               ns, f"<minidynamo launch program {name}>", fn.__qualname__)
+    except Exception as e:  # the plain graph keeps working; say why it stays
+        return f"not used: could not be built ({type(e).__name__}: {e})"
+    run.__closure__[run.__code__.co_freevars.index(slot)].cell_contents = program
+    program_log.debug("launch program of %s:\n%s", name, text)
+    direct = sum(1 for launch in builder.launches.values() if launch.ns["DIRECT"] is None)
+    return (f"{len(builder.launches)} launch(es) straight to the compiled kernels "
+            f"({direct} to the C entry), {len(builder.scratch)} scratch value(s) in "
+            f"{builder.scratch_bytes} bytes")
+
+
+def _var_namer(fn, ns):
+    """Names for the graph's values in generated code: the node's name unless it would
+    shadow a parameter, a builtin or a bound object."""
     avoid = set(fn.__code__.co_varnames) | set(fn.__code__.co_cellvars) | set(fn.__code__.co_freevars)
     names: dict = {}
 
@@ -286,7 +352,12 @@ def _inline_graph(fn, output, ns, out_name, result, body) -> bool:
             ns.reserve(n)
             names[node] = n
         return n
+    return var_name
 
+
+def _inline_graph(fn, output, ns, out_name, result, body) -> bool:
+    """Append the graph's statements and the return to `body`; False if it cannot be."""
+    var_name = _var_namer(fn, ns)
     input_exprs = {inp.node: inp.source.expr(ns) for inp in output.inputs}
     lines = codegen.graph_lines(output.graph, ns, input_exprs, var_name)
     if lines is None:

@@ -184,7 +184,8 @@ def _wiring(entry) -> list[str]:
             lines.append(f"{n}.cell_contents = {_value_code(contents, names)}")
         if isinstance(v, types.FunctionType):
             for attr in ("__defaults__", "__kwdefaults__"):
-                ref = names.get(id(getattr(v, attr)))
+                value = getattr(v, attr)
+                ref = names.get(id(value)) if value is not None else None
                 if ref:
                     lines.append(f"{n}.{attr} = {ref}")
     return lines
@@ -224,7 +225,7 @@ def render(entry, index: int, name: str, where: str, args=None, kwargs=None) -> 
                             ms=entry.compile_time_ms, reason=reason)]
     parts.append("# --- objects the generated code refers to ---")
     for n, v in entry.ns.values.items():
-        if entry.gm is not None and v is entry.compiled:
+        if entry.compiled is not None and v is entry.compiled:
             continue  # defined after the graph below
         parts.append(_object_code(n, v))
     parts.extend(_wiring(entry))
@@ -238,7 +239,7 @@ def render(entry, index: int, name: str, where: str, args=None, kwargs=None) -> 
             parts.append(f"{ext} = _Unavailable({ext!r})")
         parts.append("class Graph(torch.nn.Module):\n    " + code.strip().replace("\n", "\n    "))
         for n, v in entry.ns.values.items():
-            if v is entry.compiled:
+            if entry.compiled is not None and v is entry.compiled:
                 parts.append(f"\n{n} = Graph().forward")
     parts.append("\n# --- the entry: guards, then the graph (or the original function) ---")
     parts.append(entry.source_text)

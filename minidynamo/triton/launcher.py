@@ -127,6 +127,81 @@ def _probe() -> dict:
     return _probe_cache
 
 
+_SCRATCH_LOCALS = ("global_scratch", "profile_scratch")
+
+
+def _direct_call(run):
+    """(render, None) or (None, why): how the compiled kernel's launcher object hands its
+    arguments to its C entry, read from the source of its ``__call__`` (Triton 3.6 and 3.9
+    differ), so a call can go to the C entry directly, skipping a Python frame that only
+    allocates scratch memory this kernel does not need. ``render(call_args, bind)`` turns
+    the argument expressions of a ``run(...)`` call into the equivalent C-entry call."""
+    import ast
+    import inspect
+    import textwrap
+    if getattr(run, "global_scratch_size", 1) or getattr(run, "profile_scratch_size", 1):
+        return None, "the kernel uses scratch memory"
+    if getattr(run, "gsan_enabled", False):
+        return None, "the kernel is instrumented (gsan)"
+    launch = getattr(run, "launch", None)
+    if not callable(launch):
+        return None, "no launch entry on the launcher object"
+    try:
+        fdef = ast.parse(textwrap.dedent(inspect.getsource(type(run).__call__))).body[0]
+    except (OSError, TypeError, SyntaxError, IndexError) as e:
+        return None, f"cannot read the launcher's source: {e!r}"
+    a = fdef.args
+    params = [x.arg for x in a.args][1:]
+    vararg = a.vararg.arg if a.vararg else None
+    last = fdef.body[-1] if fdef.body else None
+    call = getattr(last, "value", None)
+    if (a.kwonlyargs or a.kwarg or not isinstance(last, ast.Expr) or not isinstance(call, ast.Call)
+            or call.keywords or ast.unparse(call.func) != "self.launch"):
+        return None, "the launcher's __call__ does not end in self.launch(...)"
+    # Everything before the launch may only prepare what the launch call takes.
+    for stmt in fdef.body[:-1]:
+        if isinstance(stmt, ast.FunctionDef):
+            continue
+        if isinstance(stmt, ast.Assign) and all(
+                isinstance(t, ast.Name) and t.id in (*_SCRATCH_LOCALS, "kernel_args", "active_driver")
+                for t in stmt.targets):
+            continue
+        if isinstance(stmt, ast.If) and any(k in ast.unparse(stmt.test)
+                                            for k in ("gsan_enabled", "has_profile_allocator")):
+            continue
+        return None, f"unrecognised statement in the launcher: {ast.unparse(stmt)[:60]!r}"
+    items = []
+    for arg in call.args:
+        name = arg.id if isinstance(arg, ast.Name) else None
+        if isinstance(arg, ast.Starred) and getattr(arg.value, "id", None) == vararg:
+            items.append(("star", None))
+        elif name in params:
+            items.append(("param", params.index(name)))
+        elif name is not None and name in (vararg, "kernel_args"):
+            items.append(("tuple", None))  # kernel_args is args unless gsan (declined above)
+        elif name in _SCRATCH_LOCALS:
+            items.append(("const", None))  # no scratch memory: None
+        elif isinstance(arg, ast.Attribute) and getattr(arg.value, "id", None) == "self":
+            items.append(("const", getattr(run, arg.attr)))
+        else:
+            return None, f"unrecognised launch argument {ast.unparse(arg)!r}"
+
+    def render(call_args: list, bind) -> str:
+        fixed, rest = call_args[:len(params)], call_args[len(params):]
+        out = []
+        for kind, x in items:
+            if kind == "param":
+                out.append(fixed[x])
+            elif kind == "star":
+                out.extend(rest)
+            elif kind == "tuple":
+                out.append("(" + "".join(r + ", " for r in rest) + ")")
+            else:
+                out.append("None" if x is None else bind(x))
+        return f"{bind(launch)}({', '.join(out)})"
+    return render, None
+
+
 def _scalar_key(v):
     """Everything Triton 3.x specialises a non-constexpr scalar on (conservative:
     int ==1, %16, i32/i64/u64 range; floats/bools/None only by type)."""
@@ -392,29 +467,59 @@ class Launcher:
         ns["PRE"] = getattr(jit, "pre_run_hooks", ())
         ns.update(RUN=run, FN=fn, PM=pm)
 
+        # The launch call: the C entry itself where its convention is recognised.
+        render, why = _direct_call(run)
+        if render is None:
+            _log_once(f"minidynamo launcher for {self.name}: through CompiledKernel.run ({why})")
+            ns["DIRECT"] = why
+
+            def render(call_args, bind):
+                return f"{bind(run)}({', '.join(call_args)})"
+        else:
+            ns["DIRECT"] = None
+
+        def bind(value):
+            name = f"D{len(ns)}"
+            ns[name] = value
+            return name
+        ns["CALL"] = lambda grid, stream, args, bind=bind: render(
+            [*grid, stream, "FN", "PM", "None", "None", "None", *args], bind)
+
+        # What the caller of a variant must check per call. Global state: once per call
+        # of a graph with several launches; per tensor: alignment (device and dtype are
+        # pinned by the guards of a graph that calls it).
+        conds = ["GETDEV() != DEV", "PRE", "RT.debug is not DBG" if ns["DBG"] is not None else None]
+        for h, attr in enumerate(("launch_enter_hook", "launch_exit_hook")):
+            conds.append(f"RT.{attr} is not None" if ns[f"H{h}"] is None
+                         else f"RT.{attr} is not H{h} or H{h}.calls")
+        for t, (_, _, _, key, _) in enumerate(tuners):
+            conds += [f"AT{t}.configs is not C{t}", f"len(C{t}) != L{t}",
+                      f"C{t}[0] is not CFG{t}" if key is None else f"AT{t}.cache.get(KEY{t}) is not CFG{t}"]
+        conds += [f"G{g}.get(N{g}, MISSING) != V{g}" for g in range(len(gvals))]
+        ns["GLOBAL_CONDS"] = [c for c in conds if c]
+        ns["TENSORS"], ns["SCALARS"], ns["POS"] = tensors, scalars, pos
+
         # The grid: constant unless it is callable and a dynamic scalar may feed it.
         if callable(self.grid) and scalars:
             dyn = set(self.dynamic_names)
             ns["GRIDFN"], ns["META"] = self.grid, {n: (None if n in dyn else v) for n, v in meta.items()}
             ns["GRID_DESC"] = "per call"
-            grid_expr = None
+            ns["GRID"] = None
         else:
             gx, gy, gz = _norm_grid(rec.result)
-            ns.update(GX=gx, GY=gy, GZ=gz, GRID_DESC=(gx, gy, gz))
-            grid_expr = "GX, GY, GZ"
+            ns.update(GX=gx, GY=gy, GZ=gz, GRID_DESC=(gx, gy, gz), GRID=("GX", "GY", "GZ"))
+        ns["SOURCE"] = self._variant_source(ns, len(values))
+        return ns
 
-        # Generate the per-call function: checks first, then one launch call.
-        a = ", ".join(f"a{i}" for i in range(len(values)))
+    def _variant_source(self, ns: dict, n_values: int) -> str:
+        """The per-call function of one variant: checks first, then one launch call."""
+        tensors, scalars = ns["TENSORS"], ns["SCALARS"]
+        a = ", ".join(f"a{i}" for i in range(n_values))
         slow = f"        return SLOW(_s, {a})"
-        conds = ["GETDEV() != DEV", "PRE", "RT.debug is not DBG" if ns["DBG"] is not None else None]
-        for h, attr in enumerate(("launch_enter_hook", "launch_exit_hook")):
-            conds.append(f"RT.{attr} is not None" if ns[f"H{h}"] is None
-                         else f"RT.{attr} is not H{h} or H{h}.calls")
-        body = [f"def fast(_s, {a}):"]
-        pre = [c for c in conds if c]
+        pre = list(ns["GLOBAL_CONDS"])
         for i, _ in tensors:
             pre += [f"a{i}.get_device() != DEV", f"a{i}.dtype is not T{i}"]
-        body += [f"    if {' or '.join(pre)}:", slow]
+        body = [f"def fast(_s, {a}):", f"    if {' or '.join(pre)}:", slow]
         body += [f"    p{i} = a{i}.data_ptr()" for i, _ in tensors]
         post = []
         aligned = [f"p{i}" for i, al in tensors if al]
@@ -422,19 +527,15 @@ class Launcher:
             post.append(f"({' | '.join(aligned)}) & 15")
         post += [f"not p{i} & 15" for i, al in tensors if not al]
         post += [f"SKEY(a{i}) != K{i}" for i, _ in scalars]
-        for t, (_, _, _, key, _) in enumerate(tuners):
-            post += [f"AT{t}.configs is not C{t}", f"len(C{t}) != L{t}",
-                     f"C{t}[0] is not CFG{t}" if key is None else f"AT{t}.cache.get(KEY{t}) is not CFG{t}"]
-        post += [f"G{g}.get(N{g}, MISSING) != V{g}" for g in range(len(gvals))]
         if post:
             body += [f"    if {' or '.join(post)}:", slow]
-        if grid_expr is None:
+        grid = ns["GRID"]
+        if grid is None:
             upd = ", ".join(f"{n!r}: a{i}" for i, n in enumerate(self.dynamic_names))
             body.append(f"    gx, gy, gz = NORM(GRIDFN({{**META, {upd}}}))")
-            grid_expr = "gx, gy, gz"
-        body.append(f"    RUN({grid_expr}, STREAM(DEV), FN, PM, None, None, None, {', '.join(pos)})")
-        ns["SOURCE"] = "\n".join(body) + "\n"
-        return ns
+            grid = ("gx", "gy", "gz")
+        body.append("    " + ns["CALL"](grid, "STREAM(DEV)", ns["POS"]))
+        return "\n".join(body) + "\n"
 
     def _add_variant(self, ns: dict) -> None:
         exec(compile(ns["SOURCE"], f"<minidynamo launcher {self.name}>", "exec"), ns)

@@ -1,0 +1,236 @@
+"""The launch program: a graph's code with each Triton launch calling its compiled kernel's
+C entry directly, built once every launcher of the graph has resolved (after the first call).
+
+What a call then costs, beyond the graph's own torch ops:
+
+* one check of the global state the launchers depend on (current device, launch hooks,
+  debug flag, autotuner choices, globals the kernels read); any change returns MISS and the
+  entry runs the plain graph, whose launchers re-check everything themselves;
+* one ``data_ptr()`` per tensor value the launches take, one alignment test for values
+  that are not fresh allocations (a view of an input may lose Triton's 16-byte alignment:
+  that launch then goes through its launcher, which picks or builds a matching variant);
+* no tensor at all for scratch values — ``torch.empty_like`` results used only as launch
+  arguments (not returned, not used by torch ops): they are slices of one uint8 buffer
+  allocated per call, laid out by lifetime so values that are not live at the same time
+  share memory. Their contents are as undefined as ``empty_like``'s, and the buffer is
+  freed when the call returns, like the tensors it replaces.
+
+Device and dtype of every tensor are pinned by the entry's guards (inputs) and by the
+trace (values made inside), so they are not re-checked here.
+"""
+from __future__ import annotations
+
+import re
+
+import torch
+
+from .. import codegen
+from .capture import TritonKernelWrapperMutation
+
+SCRATCH_ALIGN = 256  # bytes: more than any alignment Triton specialises on
+# Results of these are new allocations: aligned by the allocator, never views.
+_ALLOCATORS = {torch.empty_like, torch.zeros_like, torch.ones_like, torch.full_like,
+               torch.empty, torch.zeros, torch.ones, torch.full}
+_NAME = re.compile(r"(?<![.\w])([A-Za-z_]\w*)")
+
+
+def scratch_view(buf, offset: int, nbytes: int, dtype, shape):
+    """A scratch value as a tensor, for a launch that leaves the direct path."""
+    return buf[offset:offset + nbytes].view(dtype).view(shape)
+
+
+class _Launch:
+    def __init__(self, node):
+        self.record = node.target.table.records[node.kwargs["kernel_idx"]]
+        self.launcher = self.record.launcher()
+        self.args = [node.kwargs["kwargs"][n] for n in self.record.dynamic_names]
+        variants = self.launcher._variants
+        self.ns = variants[0][1] if variants else None
+
+    def why_not(self) -> str | None:
+        if self.ns is None:
+            return f"{self.record.name}: {self.launcher.describe()}"
+        if self.ns["SCALARS"] or self.ns["GRID"] is None:
+            return f"{self.record.name}: scalar arguments change per call"
+        return None
+
+
+def _is_launch(node) -> bool:
+    return node.op == "call_function" and isinstance(node.target, TritonKernelWrapperMutation)
+
+
+def _scratch_candidates(nodes, launches, outputs) -> dict:
+    """node -> (first index, last index, bytes) for empty_like values only launches use."""
+    index = {n: i for i, n in enumerate(nodes)}
+    found = {}
+    for n in nodes:
+        if n.op != "call_function" or n.target is not torch.empty_like or len(n.args) != 1 \
+                or set(n.kwargs) - {"dtype"} or n in outputs or not n.users:
+            continue
+        val = n.meta.get("val")
+        if not isinstance(val, torch.Tensor) or val.device.type != "cuda" or not val.is_contiguous():
+            continue
+        if all(u in launches for u in n.users):
+            size = val.numel() * val.element_size()
+            found[n] = (index[n], max(index[u] for u in n.users), size)
+    return found
+
+
+def layout(intervals: dict) -> tuple[dict, int]:
+    """(node -> byte offset, total bytes): values whose lifetimes do not overlap share
+    memory (best fit over freed blocks, else the end of the buffer)."""
+    offsets, live, free, top = {}, [], [], 0
+    for node, (start, end, size) in sorted(intervals.items(), key=lambda kv: kv[1][0]):
+        size = max(SCRATCH_ALIGN, -(-size // SCRATCH_ALIGN) * SCRATCH_ALIGN)
+        for blk in [b for b in live if b[0] < start]:
+            live.remove(blk)
+            free.append((blk[1], blk[2]))
+        fits = [b for b in free if b[1] >= size]
+        if fits:
+            off, have = min(fits, key=lambda b: b[1])
+            free.remove((off, have))
+            if have > size:
+                free.append((off + size, have - size))
+        else:
+            off, top = top, top + size
+        live.append((end, off, size))
+        offsets[node] = off
+    return offsets, top
+
+
+class ProgramBuilder:
+    """Renders the program's lines into the entry's namespace."""
+
+    def __init__(self, graph, ns):
+        self.ns = ns
+        self.nodes = list(graph.nodes)
+        out = next(n for n in self.nodes if n.op == "output")
+        self.outputs = set(out.all_input_nodes)
+        self.launches = {n: _Launch(n) for n in self.nodes if _is_launch(n)}
+        self.p = ns.prefix
+        self.pointers: dict = {}  # value -> local holding its data_ptr()
+        self._locals = 0
+        self.fresh = {n for n in self.nodes if n.op == "call_function" and n.target in _ALLOCATORS}
+
+    def why_not(self) -> str | None:
+        if not self.launches:
+            return "no Triton launches"
+        for launch in self.launches.values():
+            why = launch.why_not()
+            if why:
+                return why
+        if len({launch.ns["DEV"] for launch in self.launches.values()}) != 1:
+            return "launches on more than one device"
+        return None
+
+    def _rename(self, code: str, vns: dict) -> str:
+        """A variant's code, its names rebound in the entry's namespace."""
+        def repl(m):
+            name = m.group(1)
+            if name in vns and name != "__builtins__":
+                return self.ns.bind(vns[name], name.lower())
+            return name
+        return _NAME.sub(repl, code)
+
+    def head(self, miss: str) -> list[str]:
+        conds: list[str] = []
+        for launch in self.launches.values():
+            for c in launch.ns["GLOBAL_CONDS"]:
+                c = self._rename(c, launch.ns)
+                if c not in conds:
+                    conds.append(c)
+        first = next(iter(self.launches.values())).ns
+        self.st, self.sbuf, self.sb = self.local("st"), self.local("sbuf"), self.local("sb")
+        lines = [f"if {' or '.join(conds)}:", f"    return {miss}",
+                 f"{self.st} = {self._rename('STREAM(DEV)', first)}"]
+        intervals = _scratch_candidates(self.nodes, self.launches, self.outputs)
+        self.scratch, total = layout(intervals)
+        self.scratch_bytes = total
+        if self.scratch:
+            dev = torch.device("cuda", first["DEV"])
+            lines.append(f"{self.sbuf} = {self.ns.bind(torch.empty, 'empty')}(({total},), "
+                         f"dtype={self.ns.bind(torch.uint8, 'uint8')}, device={self.ns.bind(dev, 'dev')})")
+            lines.append(f"{self.sb} = {self.sbuf}.data_ptr()")
+        return lines
+
+    def render(self, node, names):
+        if node in self.scratch:
+            return [], None
+        launch = self.launches.get(node)
+        if launch is None:
+            if node.op in ("call_function", "call_method"):  # may resize/set_ its arguments
+                for a in node.all_input_nodes:
+                    self.pointers.pop(a, None)
+            return None
+        return self._launch_lines(launch, names), None
+
+    def _pointer(self, value, names, lines) -> str:
+        if value in self.scratch:
+            off = self.scratch[value]
+            return f"{self.sb} + {off}" if off else self.sb
+        var = self.pointers.get(value)
+        if var is None:
+            var = self.pointers[value] = self.local("p")
+            lines.append(f"{var} = {names[value]}.data_ptr()")
+        return var
+
+    def local(self, hint: str) -> str:
+        """A fresh local variable name of the program."""
+        while True:
+            self._locals += 1
+            name = f"{self.p}{hint}{self._locals}"
+            if name not in self.ns.values:
+                self.ns.reserve(name)
+                return name
+
+    def _launch_lines(self, launch: _Launch, names) -> list[str]:
+        vns, lines, checks = launch.ns, [], []
+        ptrs = {}
+        for i, aligned in vns["TENSORS"]:
+            value = launch.args[i]
+            ptrs[i] = self._pointer(value, names, lines)
+            if value in self.scratch or (value in self.fresh and aligned):
+                continue
+            checks.append(f"{ptrs[i]} & 15" if aligned else f"not {ptrs[i]} & 15")
+        args = []
+        for p in vns["POS"]:
+            if p.startswith("p"):
+                args.append(ptrs[int(p[1:])])
+            else:  # a value fixed at resolution (constants, constexprs, config values)
+                args.append(self._const(vns[p]))
+        template = vns["CALL"](vns["GRID"], "_ST_", [f"_A{k}_" for k in range(len(args))])
+        call = self._rename(template, vns).replace("_ST_", self.st)
+        for k, a in enumerate(args):
+            call = call.replace(f"_A{k}_", a)
+        if not checks:
+            return lines + [call]
+        tensors = []
+        for value in launch.args:
+            if value in self.scratch:
+                val = value.meta["val"]
+                tensors.append(f"{self.ns.bind(scratch_view, 'scratch_view')}({self.sbuf}, "
+                               f"{self.scratch[value]}, {val.numel() * val.element_size()}, "
+                               f"{self.ns.bind(val.dtype, 'dtype')}, {tuple(val.shape)!r})")
+            else:
+                tensors.append(names[value])
+        slow = f"{self.ns.bind(launch.launcher, 'launch_' + launch.record.name)}({', '.join(tensors)})"
+        return lines + [f"if {' or '.join(checks)}:", f"    {slow}", "else:", f"    {call}"]
+
+    def _const(self, v) -> str:
+        if v is None or type(v) in (bool, int, str):
+            return repr(v)
+        return self.ns.bind(v, "c")
+
+
+def program_lines(graph, ns, input_exprs: dict, var_name, miss: str):
+    """(lines, builder) of the program's body up to (not including) its return, or
+    (None, reason)."""
+    builder = ProgramBuilder(graph, ns)
+    why = builder.why_not()
+    if why:
+        return None, why
+    lines = builder.head(miss)
+    body = codegen.graph_lines(graph, ns, input_exprs, var_name, render=builder.render)
+    if body is None:
+        return None, "the graph has a node without a plain-Python form"
+    return lines + body, builder

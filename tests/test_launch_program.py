@@ -1,0 +1,177 @@
+"""The launch program (triton/program.py): after the first call, an inlined graph's Triton
+launches go straight to the compiled kernels, with scratch values in one buffer. Every
+test compares against eager over several calls with changing inputs; the GPU ones also
+check that the program is in use (or, where it must step aside, that results stay right)."""
+import pytest
+import torch
+from kernels import capture_kernels as K
+from kernels.capture_kernels import triton
+
+import minidynamo
+from minidynamo.triton.program import SCRATCH_ALIGN, layout
+
+gpu = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+
+
+def test_layout_shares_memory_between_values_not_live_together():
+    a, b, c, d = object(), object(), object(), object()
+    # a: [0, 2], b: [1, 4], c: [3, 5] (a is dead by then), d: [6, 7]
+    offsets, total = layout({a: (0, 2, 100), b: (1, 4, 1000), c: (3, 5, 200), d: (6, 7, 1024)})
+    assert offsets[a] != offsets[b]
+    assert offsets[c] == offsets[a]  # reuses a's block (size rounded to the alignment)
+    assert all(o % SCRATCH_ALIGN == 0 for o in offsets.values())
+    assert offsets[d] in (offsets[a], offsets[b])  # both free by then; best fit is b's
+    assert total == SCRATCH_ALIGN + 1024
+    assert layout({}) == ({}, 0)
+
+
+def chain(a, b):
+    x = a
+    for _ in range(5):
+        o = torch.empty_like(x)
+        K.add_kernel[lambda m: (triton.cdiv(o.numel(), m["BLOCK"]),)](x, b, o, o.numel(), BLOCK=64)
+        x = o
+    return x
+
+
+def skip_read(a, b):
+    # t1 is read two launches after it is made: its memory must not be reused meanwhile
+    t1 = torch.empty_like(a)
+    K.add_kernel[(4,)](a, b, t1, a.numel(), BLOCK=64)
+    t2 = torch.empty_like(a)
+    K.add_kernel[(4,)](t1, b, t2, a.numel(), BLOCK=64)
+    t3 = torch.empty_like(a)
+    K.add_kernel[(4,)](t2, t1, t3, a.numel(), BLOCK=64)
+    out = torch.empty_like(a)
+    K.add_kernel[(4,)](t3, t1, out, a.numel(), BLOCK=64)
+    return out
+
+
+def mixed(a, b):
+    t = torch.empty_like(a)
+    K.add_kernel[(4,)](a, b, t, a.numel(), BLOCK=64)
+    r = torch.relu(t) * 2
+    out = torch.empty_like(a)
+    K.add_kernel[(4,)](r, t, out, a.numel(), BLOCK=64)
+    return out, r
+
+
+def tuned_chain(a, b):
+    t = torch.empty_like(a)
+    K.add_autotuned[lambda m: (triton.cdiv(a.numel(), m["BLOCK"]),)](a, b, t, a.numel())
+    out = torch.empty_like(a)
+    K.add_stack[lambda m: (triton.cdiv(a.numel(), m["BLOCK"]),)](t, b, out, a.numel())
+    return out
+
+
+def entry(opt):
+    return opt.cache_entries()[0]
+
+
+def run_calls(fn, make_args, calls=4):
+    opt = minidynamo.optimize(fn)
+    for i in range(calls):
+        args = make_args(i)
+        expected = fn(*[a.clone() for a in args])
+        got = opt(*args)
+        torch.testing.assert_close(got, expected)
+    return opt
+
+
+def _vectors(n=256, dev="cuda"):
+    return lambda i: (torch.randn(n, device=dev), torch.randn(n, device=dev))
+
+
+@pytest.mark.parametrize("fn", [chain, skip_read, mixed], ids=lambda f: f.__name__)
+def test_results_match_eager_on_any_device(fn):
+    run_calls(fn, _vectors(dev=K.DEVICE))
+
+
+@gpu
+@pytest.mark.parametrize("fn,scratch", [(chain, 4), (skip_read, 3), (mixed, 0)],
+                         ids=["chain", "skip_read", "mixed"])
+def test_program_is_used_with_scratch_values(fn, scratch):
+    opt = run_calls(fn, _vectors())
+    note = entry(opt).program_note
+    assert "straight to the compiled kernels" in note, note
+    assert f"{scratch} scratch value(s)" in note, note
+
+
+@gpu
+def test_outputs_are_fresh_tensors_each_call():
+    opt = minidynamo.optimize(chain)
+    a, b = torch.randn(256, device="cuda"), torch.randn(256, device="cuda")
+    first = opt(a, b)
+    a2 = a * 3
+    second = opt(a2, b)
+    assert first.data_ptr() != second.data_ptr()
+    torch.testing.assert_close(first, chain(a, b))
+    torch.testing.assert_close(second, chain(a2, b))
+
+
+@gpu
+def test_misaligned_views_take_the_launcher_and_stay_correct():
+    opt = minidynamo.optimize(chain)
+    base = torch.randn(300, device="cuda")
+    b = torch.randn(256, device="cuda")
+    for offset in (0, 1, 4, 1, 0):  # 4 bytes off: not 16-byte aligned
+        a = base[offset:offset + 256]
+        torch.testing.assert_close(opt(a, b), chain(a, b))
+    assert "straight to the compiled kernels" in entry(opt).program_note
+
+
+@gpu
+def test_autotuned_and_heuristic_kernels():
+    opt = run_calls(tuned_chain, _vectors())
+    assert "straight to the compiled kernels" in entry(opt).program_note
+    # A changed autotuner choice makes the program step aside for the plain graph.
+    K.add_autotuned.cache.clear()
+    a, b = torch.randn(256, device="cuda"), torch.randn(256, device="cuda")
+    torch.testing.assert_close(opt(a, b), tuned_chain(a, b))
+
+
+@gpu
+def test_launch_hook_set_later_sees_every_launch():
+    from triton import knobs
+    opt = run_calls(chain, _vectors())
+    seen = []
+
+    def hook(metadata):
+        seen.append(metadata)
+    hooks = knobs.runtime.launch_enter_hook
+    if hasattr(hooks, "add"):
+        hooks.add(hook)
+        try:
+            a, b = torch.randn(256, device="cuda"), torch.randn(256, device="cuda")
+            torch.testing.assert_close(opt(a, b), chain(a, b))
+        finally:
+            hooks.remove(hook)
+    else:
+        knobs.runtime.launch_enter_hook = hook
+        try:
+            a, b = torch.randn(256, device="cuda"), torch.randn(256, device="cuda")
+            torch.testing.assert_close(opt(a, b), chain(a, b))
+        finally:
+            knobs.runtime.launch_enter_hook = None
+    assert len(seen) == 5
+
+
+@gpu
+def test_side_stream():
+    opt = run_calls(chain, _vectors())
+    s = torch.cuda.Stream()
+    a, b = torch.randn(256, device="cuda"), torch.randn(256, device="cuda")
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        out = opt(a, b)
+    torch.cuda.current_stream().wait_stream(s)
+    torch.testing.assert_close(out, chain(a, b))
+
+
+def test_program_note_on_cpu_says_why_not_used():
+    if torch.cuda.is_available():
+        pytest.skip("CPU interpreter path")
+    opt = run_calls(chain, _vectors(dev="cpu"), calls=2)
+    note = entry(opt).program_note
+    assert note.startswith("not used:") and "interpreter" in note, note
+    assert "launch program: not used" in entry(opt).describe()
