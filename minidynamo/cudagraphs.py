@@ -1,5 +1,5 @@
-"""mode="cudagraphs": record the whole captured graph — allocations and launches — as one
-CUDA graph per guard set and replay it.
+"""mode="cudagraphs": record the whole captured graph — allocations and launches — as CUDA
+graphs per guard set and replay them.
 
 Inputs. A recording reads its inputs where they live. A call whose inputs sit at the
 addresses of an earlier recording replays it as is (no copies; we hold those tensors, so
@@ -8,8 +8,16 @@ the addresses cannot be reused by others); new addresses get a new recording, up
 its own input buffers is replayed after copying the inputs in; otherwise calls with new
 addresses run the plain graph.
 
-Outputs. Every output is cloned out of the graph's memory after a replay: what a caller
-keeps is never overwritten by a later replay (cost: one copy per output).
+Outputs. A call returns aliases of the recording's static outputs (no copy): new tensor
+objects sharing the graph's memory, which belongs to the recording's memory pool. An output
+you still hold (or any view/alias of it, or autograd saved for backward) is never
+overwritten: the next call uses another recording's memory (`MAX_SLOTS` = two per input
+set), and when both are held it runs the plain graph (`held_fallbacks` counts those calls);
+outputs you drop are reused without a copy. "Held" is read from the reference counts of each
+output's storage (`torch._C._storage_Use_Count`, plus the Python references to the storage
+object), compared with the counts measured right after capture, when only our own tensors
+existed. Without `_storage_Use_Count`, or when an output requires grad, outputs are cloned
+instead (`clone_reason` says why).
 
 Falls back to the plain graph, saying why, when capture is impossible: no CUDA, an input or
 an op on the CPU, an output that may alias an input, or a capture that fails.
@@ -18,13 +26,20 @@ from __future__ import annotations
 
 import logging
 import operator
+import sys
 
 import torch
 import torch.fx as fx
 
 log = logging.getLogger("minidynamo.cudagraphs")
 MAX_RECORDINGS = 4
+MAX_SLOTS = 2  # captures per input set: `o = f(a, b)` keeps the last output alive during a call
 WARMUP_RUNS = 2  # the first run resolves Triton launchers (autotuning, compilation)
+
+# Strong references to a StorageImpl (tensors, views, autograd saved tensors...); takes the
+# integer `untyped_storage()._cdata`. Private torch API, so feature-detected.
+_use_count = getattr(torch._C, "_storage_Use_Count", None)
+_py_refs = sys.getrefcount
 
 # Ops whose result is a new tensor (never a view of an argument).
 _FRESH_FUNCTIONS = {
@@ -96,12 +111,47 @@ def analyse(gm: fx.GraphModule):
     return written, aliasing_outputs, cpu_nodes
 
 
-class _Recording:
-    def __init__(self, graph, static_inputs, static_outputs):
+class _Slot:
+    """One capture of the graph over an input set: the CUDA graph and our static outputs.
+    `checks` holds, per distinct output storage, [cdata, storage object, use count, Python
+    references] with the counts measured by `calibrate` when only our own tensors exist."""
+
+    __slots__ = ("graph", "outputs", "checks")
+
+    def __init__(self, graph, outputs: tuple):
         self.graph = graph
-        self.inputs = static_inputs
-        self.ptrs = tuple(t.data_ptr() for t in static_inputs)
-        self.outputs = static_outputs
+        self.outputs = outputs
+        checks: list = []
+        for o in (outputs if _use_count is not None else ()):  # no count: nothing to check
+            s = o.untyped_storage()  # kept: a caller holding this object shows in its refcount
+            if all(s is not c[1] for c in checks):  # outputs may share a storage
+                checks.append([s._cdata, s, 0, 0])
+        self.checks = checks
+
+    def calibrate(self) -> None:
+        # Same expressions as `is_free`, so the counts include exactly the same references.
+        for c in self.checks:
+            c[2] = _use_count(c[0])
+            c[3] = _py_refs(c[1])
+
+    def is_free(self) -> bool:
+        """True when nobody but us refers to any output's memory (safe to replay over it)."""
+        for c in self.checks:
+            if _use_count(c[0]) != c[2] or _py_refs(c[1]) != c[3]:
+                return False
+        return True
+
+
+class _InputSet:
+    """Static inputs at fixed addresses, and the captures (slots) made over them."""
+
+    __slots__ = ("inputs", "ptrs", "owned", "slots")
+
+    def __init__(self, inputs: list, owned: bool):
+        self.inputs = inputs
+        self.ptrs = [t.data_ptr() for t in inputs]
+        self.owned = owned  # our own buffers (the copy recording): inputs are copied in
+        self.slots: list[_Slot] = []
 
 
 class CudaGraphRunner:
@@ -109,15 +159,23 @@ class CudaGraphRunner:
 
     def __init__(self, compiled, gm: fx.GraphModule, example_inputs):
         self.compiled = compiled
-        self.recordings: list[_Recording] = []
-        self.copy_recording: _Recording | None = None
+        self.recordings: list[_InputSet] = []
+        self.copy_recording: _InputSet | None = None
         self.calls = 0
         self.replays = 0
+        self.held_fallbacks = 0  # plain runs because every slot's outputs were still held
         self.fallback_reason = self._static_reason(gm, example_inputs)
         written, _, _ = analyse(gm) if self.fallback_reason is None else (set(), [], [])
         self.writes_inputs = bool(written)
+        self.clone_reason: str | None = None  # set when outputs are cloned, not aliased
+        self.max_slots = MAX_SLOTS
         if self.fallback_reason:
             log.info("cudagraphs: running the plain graph: %s", self.fallback_reason)
+        elif _use_count is None:
+            # Without the count we cannot tell whether an output is still held: one slot
+            # per input set, and every output cloned out of it.
+            self.max_slots = 1
+            self._clone_outputs("this torch has no torch._C._storage_Use_Count")
 
     @staticmethod
     def _static_reason(gm, example_inputs) -> str | None:
@@ -129,57 +187,89 @@ class CudaGraphRunner:
         if cpu_nodes:
             return f"ops on the CPU cannot be recorded: {', '.join(cpu_nodes[:3])}"
         if aliasing:
-            return f"output(s) {', '.join(aliasing)} may alias an input (cloning would break the alias)"
+            return f"output(s) {', '.join(aliasing)} may alias an input (a replay returns the recording's own memory)"
         return None
+
+    def _clone_outputs(self, why: str) -> None:
+        self.clone_reason = why
+        log.info("cudagraphs: outputs are cloned after each replay: %s", why)
 
     def __call__(self, *args):
         self.calls += 1
         if self.fallback_reason is not None or self.calls <= WARMUP_RUNS:
             return self.compiled(*args)
-        ptrs = tuple(a.data_ptr() for a in args)
+        ptrs = [a.data_ptr() for a in args]
         for rec in self.recordings:
             if rec.ptrs == ptrs:
-                return self._replay(rec)
+                return self._run(rec, args)
         if len(self.recordings) < MAX_RECORDINGS:
-            rec = self._record(list(args))
-            if rec is not None:
-                self.recordings.append(rec)
-                return self._replay(rec)
+            rec = _InputSet(list(args), owned=False)  # holds the caller's tensors
+            self.recordings.append(rec)
+            return self._run(rec, args)
+        if self.writes_inputs:
             return self.compiled(*args)
-        if not self.writes_inputs:
-            rec = self.copy_recording
-            if rec is None:
-                rec = self.copy_recording = self._record([a.clone() for a in args], owned=True)
-                if rec is None:
+        rec = self.copy_recording
+        if rec is None:
+            rec = self.copy_recording = _InputSet([a.clone() for a in args], owned=True)
+        return self._run(rec, args)
+
+    def _run(self, rec: _InputSet, args):
+        """Replay a slot of `rec` whose outputs nobody holds; else run the plain graph."""
+        slot = None
+        for s in rec.slots:
+            if s.is_free():
+                slot = s
+                break
+        if slot is None:
+            if len(rec.slots) < self.max_slots:
+                slot = self._record(rec)
+                if slot is None:  # capture failed: fallback_reason is set
                     return self.compiled(*args)
+            else:
+                # Replaying would overwrite an output someone still holds, and copying
+                # into static memory would cost what the aliases save: fresh outputs.
+                self.held_fallbacks += 1
+                return self.compiled(*args)
+        if rec.owned:
             for static, a in zip(rec.inputs, args):
                 static.copy_(a)
-            return self._replay(rec)
-        return self.compiled(*args)
-
-    def _replay(self, rec: _Recording):
-        rec.graph.replay()
+        slot.graph.replay()
         self.replays += 1
-        return tuple(o.clone() for o in rec.outputs)
+        if self.clone_reason is None:
+            # A new TensorImpl on our storage: its use count shows while the caller holds it.
+            return tuple([o.detach() for o in slot.outputs])
+        return tuple([o.clone() for o in slot.outputs])
 
-    def _record(self, static_inputs, owned: bool = False):
+    def _record(self, rec: _InputSet) -> _Slot | None:
         try:
-            if owned:  # our own buffers: a warm-up run on a side stream is harmless
-                stream = torch.cuda.Stream()
-                stream.wait_stream(torch.cuda.current_stream())
-                with torch.cuda.stream(stream):
-                    self.compiled(*static_inputs)
-                torch.cuda.current_stream().wait_stream(stream)
-            # NOTE: capturing does not run the kernels, so the caller's inputs are
-            # written exactly once, by the replay that follows.
-            graph = torch.cuda.CUDAGraph()
-            with torch.cuda.graph(graph):
-                outputs = self.compiled(*static_inputs)
+            graph, outputs = self._capture(rec)
         except Exception as e:
             self.fallback_reason = f"capture failed: {type(e).__name__}: {e}"
             log.warning("cudagraphs: %s; running the plain graph", self.fallback_reason)
             return None
-        return _Recording(graph, static_inputs, tuple(outputs))
+        slot = _Slot(graph, tuple(outputs))
+        if self.clone_reason is None and any(o.requires_grad for o in slot.outputs):
+            # detach() would cut the output off its autograd history; a clone keeps it.
+            self._clone_outputs("an output requires grad (an alias would detach it from autograd)")
+        slot.calibrate()  # now: no caller has seen these outputs yet
+        rec.slots.append(slot)
+        return slot
+
+    def _capture(self, rec: _InputSet):
+        """(CUDA graph, static outputs) of one capture over `rec`'s inputs."""
+        if rec.owned:  # our own buffers: a warm-up run on a side stream is harmless
+            stream = torch.cuda.Stream()
+            stream.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(stream):
+                self.compiled(*rec.inputs)
+            torch.cuda.current_stream().wait_stream(stream)
+        # NOTE: capturing does not run the kernels, so the caller's inputs are written
+        # exactly once, by the replay that follows. Each capture gets its own memory pool,
+        # so replaying one slot never touches another slot's outputs.
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            outputs = self.compiled(*rec.inputs)
+        return graph, outputs
 
 
 def wrap_backend(backend_fn):

@@ -63,8 +63,9 @@ def test_replay_new_addresses_and_kept_outputs():
     kept = [opt(a, b) for _ in range(5)]
     for k in kept:  # outputs kept by the caller are never overwritten by later replays
         torch.testing.assert_close(k, chain(a, b))
+    del kept  # releases both slots of a's recording
     a2 = torch.randn(200, device="cuda")
-    torch.testing.assert_close(opt(a2, b), chain(a2, b))  # new address: copied in
+    torch.testing.assert_close(opt(a2, b), chain(a2, b))  # new address: new recording
     a.mul_(3)
     torch.testing.assert_close(opt(a, b), chain(a, b))  # contents read at call time
     assert runner_of(opt).replays >= 4 and runner_of(opt).fallback_reason is None
@@ -92,3 +93,186 @@ def test_cpu_op_in_graph_falls_back_with_reason():
     for _ in range(4):
         torch.testing.assert_close(opt(a), f(a))
     assert "CPU" in runner_of(opt).fallback_reason
+
+
+# --- outputs: aliases of graph memory, never overwritten while held --------------------
+# Each test runs twice: on a GPU with real CUDA graphs, and everywhere with a stand-in
+# graph whose replay writes fresh results into the static outputs (the same overwrite a
+# CUDA graph replay does), so the liveness rule is exercised without a GPU too (the
+# rule reads reference counts, which are the same for CPU and CUDA storages).
+
+class _ReplayIntoStatic:
+    def __init__(self, compiled, inputs, outputs):
+        self.compiled, self.inputs, self.outputs = compiled, inputs, outputs
+
+    def replay(self):
+        for static, new in zip(self.outputs, self.compiled(*self.inputs)):
+            static.copy_(new)
+
+
+@pytest.fixture(params=["stand-in", pytest.param("cuda", marks=gpu)])
+def device(request, monkeypatch):
+    if request.param == "cuda":
+        return "cuda"
+
+    def capture(self, rec):
+        outputs = tuple(self.compiled(*rec.inputs))
+        return _ReplayIntoStatic(self.compiled, rec.inputs, outputs), outputs
+    monkeypatch.setattr(CudaGraphRunner, "_capture", capture)
+    monkeypatch.setattr(CudaGraphRunner, "_static_reason", staticmethod(lambda gm, ex: None))
+    return K.DEVICE  # the Triton interpreter's CPU tensors where there is no GPU
+
+
+def static_ptrs(r: CudaGraphRunner) -> set:
+    recs = r.recordings + ([r.copy_recording] if r.copy_recording else [])
+    return {o.data_ptr() for rec in recs for s in rec.slots for o in s.outputs}
+
+
+def slot_of(r: CudaGraphRunner, out):
+    return next(s for rec in r.recordings for s in rec.slots
+                if s.outputs[0].data_ptr() == out.data_ptr())
+
+
+def test_loop_alternates_two_slots_without_copies(device):
+    opt = minidynamo.optimize(mode="cudagraphs")(chain)
+    a, b = torch.randn(200, device=device), torch.randn(200, device=device)
+    ptrs = []
+    o = None
+    for _ in range(10):
+        a.add_(1)  # new contents at the same address
+        o = opt(a, b)  # the previous o is alive during this call
+        torch.testing.assert_close(o, chain(a, b))
+        ptrs.append(o.data_ptr())
+    r = runner_of(opt)
+    assert r.fallback_reason is None and r.clone_reason is None
+    assert r.replays == 8 and r.held_fallbacks == 0
+    assert len(r.recordings) == 1 and len(r.recordings[0].slots) == 2
+    replayed = ptrs[2:]  # after the warm-up runs: the static outputs themselves, period 2
+    assert set(replayed) <= static_ptrs(r) and len(set(replayed)) == 2
+    assert all(p == q for p, q in zip(replayed, replayed[2:]))
+    del o
+    dropped = []
+    for _ in range(4):  # results dropped at once: the same slot every time
+        dropped.append(opt(a, b).data_ptr())
+    assert len(set(dropped)) == 1 and r.held_fallbacks == 0
+
+
+def test_held_outputs_are_never_overwritten(device):
+    opt = minidynamo.optimize(mode="cudagraphs")(chain)
+    a, b = torch.randn(200, device=device), torch.randn(200, device=device)
+    kept, expected = [], []
+    for _ in range(8):
+        a.mul_(-1.5)  # a wrongly overwritten output would show other numbers
+        kept.append(opt(a, b))
+        expected.append(chain(a, b))
+    for k, e in zip(kept, expected):
+        torch.testing.assert_close(k, e)
+    r = runner_of(opt)
+    assert r.replays == 2 and r.held_fallbacks == 4  # both slots held: plain runs
+    assert {k.data_ptr() for k in kept[4:]}.isdisjoint(static_ptrs(r))
+    del kept
+    torch.testing.assert_close(opt(a, b), chain(a, b))
+    assert r.replays == 3  # released slots are replayed again
+
+
+def _rebuild_from_storage(o):  # keeps the storage object alone, not the tensor
+    s, off, size, stride = o.untyped_storage(), o.storage_offset(), o.shape, o.stride()
+    dtype, device = o.dtype, o.device
+    return lambda: torch.empty(0, dtype=dtype, device=device).set_(s, off, size, stride)
+
+
+HOLDERS = {  # what the caller keeps of an output → a function reading it back later
+    "view": lambda o: (lambda v: lambda: v)(o[1:]),
+    "detach": lambda o: (lambda v: lambda: v)(o.detach()),
+    "data": lambda o: (lambda v: lambda: v)(o.data),
+    "storage": _rebuild_from_storage,
+}
+
+
+@pytest.mark.parametrize("holder", sorted(HOLDERS))
+def test_a_kept_alias_of_an_output_is_not_overwritten(device, holder):
+    opt = minidynamo.optimize(mode="cudagraphs")(chain)
+    a, b = torch.randn(200, device=device), torch.randn(200, device=device)
+    for _ in range(4):
+        opt(a, b)  # warm-up, record, replay
+    o = opt(a, b)
+    slot = slot_of(runner_of(opt), o)
+    want = o.clone()
+    read = HOLDERS[holder](o)
+    want = want[1:] if holder == "view" else want
+    del o
+    for _ in range(3):
+        a.mul_(-2)
+        torch.testing.assert_close(opt(a, b), chain(a, b))  # from the other slot
+    torch.testing.assert_close(read(), want)
+    assert not slot.is_free() and runner_of(opt).replays == 6
+    del read
+    assert slot.is_free()  # released: its memory may be replayed over again
+
+
+def test_output_saved_for_backward_is_not_overwritten(device):
+    opt = minidynamo.optimize(mode="cudagraphs")(chain)
+    a, b = torch.randn(200, device=device), torch.randn(200, device=device)
+    for _ in range(4):
+        opt(a, b)
+    w = torch.randn(200, device=device, requires_grad=True)
+    o = opt(a, b)
+    slot = slot_of(runner_of(opt), o)
+    loss = (o * w).sum()  # autograd saves the output (it is the gradient of w)
+    del o
+    want = chain(a, b)
+    for _ in range(3):
+        a.mul_(-2)
+        torch.testing.assert_close(opt(a, b), chain(a, b))
+    assert not slot.is_free()
+    loss.backward()
+    torch.testing.assert_close(w.grad, want)
+    assert slot.is_free()  # backward released the saved output
+
+
+def test_copy_recording_uses_slots_too(device, monkeypatch):
+    monkeypatch.setattr(minidynamo.cudagraphs, "MAX_RECORDINGS", 1)
+    opt = minidynamo.optimize(mode="cudagraphs")(chain)
+    b = torch.randn(200, device=device)
+    kept = []
+    for _ in range(8):
+        a = torch.randn(200, device=device)  # a new address each call (past the first)
+        kept.append((opt(a, b), chain(a, b)))
+    for got, want in kept:
+        torch.testing.assert_close(got, want)
+    r = runner_of(opt)
+    assert r.copy_recording is not None and len(r.copy_recording.slots) == 2
+    assert r.held_fallbacks > 0
+
+
+def test_outputs_requiring_grad_are_cloned(device):
+    def f(a, w):
+        return a * w
+    opt = minidynamo.optimize(mode="cudagraphs")(f)
+    a = torch.randn(16, device=device)
+    w = torch.randn(16, device=device, requires_grad=True)
+    outs = [opt(a, w) for _ in range(4)]
+    for o in outs:
+        torch.testing.assert_close(o, f(a, w))
+    r = runner_of(opt)
+    assert "requires grad" in r.clone_reason and r.replays == 2
+    assert {o.data_ptr() for o in outs}.isdisjoint(static_ptrs(r))
+
+
+def test_without_storage_use_count_outputs_are_cloned(monkeypatch):
+    monkeypatch.setattr(CudaGraphRunner, "_static_reason", staticmethod(lambda gm, ex: None))
+    monkeypatch.setattr(CudaGraphRunner, "_capture", lambda self, rec: (
+        lambda outs: (_ReplayIntoStatic(self.compiled, rec.inputs, outs), outs))(
+            tuple(self.compiled(*rec.inputs))))
+    monkeypatch.setattr(minidynamo.cudagraphs, "_use_count", None)
+    opt = minidynamo.optimize(mode="cudagraphs")(chain)
+    a, b = torch.randn(200, device=K.DEVICE), torch.randn(200, device=K.DEVICE)
+    kept = []
+    for _ in range(5):
+        a.add_(1)
+        kept.append((opt(a, b), chain(a, b)))
+    for got, want in kept:
+        torch.testing.assert_close(got, want)
+    r = runner_of(opt)
+    assert "_storage_Use_Count" in r.clone_reason and r.replays == 3
+    assert len(r.recordings[0].slots) == 1
