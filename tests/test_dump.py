@@ -88,7 +88,7 @@ def test_triton_entry_decides_but_cannot_launch(dump_dir):
         o = torch.empty_like(a)
         K.add_kernel[(4,)](a, b, o, a.numel(), BLOCK=16)
         return o
-    minidynamo.optimize(t)(torch.ones(64), torch.ones(64))
+    minidynamo.optimize(t)(torch.ones(64, device=K.DEVICE), torch.ones(64, device=K.DEVICE))
     out = _run(dump_dir / "t_entry0.py")
     assert out.startswith("guards: pass\nthen: ") and "not available outside the traced process" in out
 

@@ -134,26 +134,27 @@ def test_autotuned_and_heuristic_kernels():
 def test_launch_hook_set_later_sees_every_launch():
     from triton import knobs
     opt = run_calls(chain, _vectors())
+    a, b = torch.randn(256, device="cuda"), torch.randn(256, device="cuda")
+    expected = chain(a, b)
     seen = []
 
     def hook(metadata):
         seen.append(metadata)
     hooks = knobs.runtime.launch_enter_hook
-    if hasattr(hooks, "add"):
+    chained = hasattr(hooks, "add")  # Triton's HookChain; older ones take a plain callable
+    if chained:
         hooks.add(hook)
-        try:
-            a, b = torch.randn(256, device="cuda"), torch.randn(256, device="cuda")
-            torch.testing.assert_close(opt(a, b), chain(a, b))
-        finally:
-            hooks.remove(hook)
     else:
         knobs.runtime.launch_enter_hook = hook
-        try:
-            a, b = torch.randn(256, device="cuda"), torch.randn(256, device="cuda")
-            torch.testing.assert_close(opt(a, b), chain(a, b))
-        finally:
+    try:
+        got = opt(a, b)
+    finally:
+        if chained:
+            hooks.remove(hook)
+        else:
             knobs.runtime.launch_enter_hook = None
-    assert len(seen) == 5
+    torch.testing.assert_close(got, expected)
+    assert len(seen) == 5  # every launch of the call, as in eager
 
 
 @gpu
@@ -166,6 +167,87 @@ def test_side_stream():
         out = opt(a, b)
     torch.cuda.current_stream().wait_stream(s)
     torch.testing.assert_close(out, chain(a, b))
+
+
+# --- the program's logic without a GPU: launchers given a stand-in resolution whose "C entry"
+# runs add_kernel on raw CPU pointers, so layout, pointers and fallbacks are checked here too.
+
+def _cpu_add(gx, gy, gz, stream, px, py, po, n, block):
+    import ctypes
+    view = [torch.frombuffer((ctypes.c_float * n).from_address(p), dtype=torch.float32) for p in (px, py, po)]
+    view[2].copy_(view[0] + view[1])
+    _cpu_add.calls += 1
+
+
+def _stand_in(record):
+    names = list(K.add_kernel.arg_names)
+    pos = []
+    for j, name in enumerate(names):
+        if name in record.dynamic_names:
+            pos.append(f"p{record.dynamic_names.index(name)}")
+        else:
+            pos.append(f"P{j}")
+    ns = {"SCALARS": [], "GRID": ("GX", "GY", "GZ"), "GX": record.grid[0], "GY": 1, "GZ": 1,
+          "DEV": -1, "GETDEV": lambda: -1, "STREAM": lambda dev: 0, "EMU": _cpu_add, "DIRECT": None,
+          "GLOBAL_CONDS": ["GETDEV() != DEV"], "TENSORS": [(i, True) for i in range(len(record.dynamic_names))],
+          "POS": pos, "CALL": lambda grid, stream, args: f"EMU({', '.join(grid)}, {stream}, {', '.join(args)})"}
+    ns.update({f"P{j}": record.constant_kwargs[n] for j, n in enumerate(names) if n not in record.dynamic_names})
+    return ns
+
+
+@pytest.fixture
+def stand_in_resolution(monkeypatch):
+    if torch.cuda.is_available():
+        pytest.skip("the GPU tests use real resolution")
+    from minidynamo.convert import CacheEntry
+    from minidynamo.triton import program
+    monkeypatch.setattr(program, "DEVICE_TYPES", ("cuda", "cpu"))
+    original = CacheEntry.after_first_call
+
+    def after_first_call(entry):
+        for record in entry.kernels:
+            record.launcher()._variants = [(None, _stand_in(record))]
+        original(entry)
+    monkeypatch.setattr(CacheEntry, "after_first_call", after_first_call)
+    _cpu_add.calls = 0
+
+
+def chain_grid4(a, b):
+    x = a
+    for _ in range(5):
+        o = torch.empty_like(x)
+        K.add_kernel[(4,)](x, b, o, o.numel(), BLOCK=64)
+        x = o
+    return x
+
+
+def skip_read_cpu(a, b):
+    return skip_read(a, b)
+
+
+def mixed_cpu(a, b):
+    return mixed(a, b)
+
+
+@pytest.mark.parametrize("fn,scratch,launches", [(chain_grid4, 4, 5), (skip_read_cpu, 3, 4), (mixed_cpu, 0, 2)],
+                         ids=["chain", "skip_read", "mixed"])
+def test_program_logic_with_a_stand_in_entry(stand_in_resolution, fn, scratch, launches):
+    opt = run_calls(fn, _vectors(dev="cpu"), calls=3)
+    note = entry(opt).program_note
+    assert f"{scratch} scratch value(s)" in note and f"{launches} launch(es)" in note, note
+    assert _cpu_add.calls == 2 * launches  # the first call ran the plain graph
+
+
+def test_program_logic_misaligned_inputs_go_through_the_launcher(stand_in_resolution):
+    opt = run_calls(chain_grid4, _vectors(dev="cpu"), calls=2)
+    base, b = torch.randn(300), torch.randn(256)
+    calls = _cpu_add.calls
+    a = base[1:257]  # 4 bytes off 16-byte alignment: launches with it take the launcher
+    torch.testing.assert_close(opt(a, b), chain_grid4(a, b))
+    assert _cpu_add.calls == calls + 4  # the other four launches read aligned values
+    a = base[4:260]  # aligned again
+    torch.testing.assert_close(opt(a, b), chain_grid4(a, b))
+    assert _cpu_add.calls == calls + 9
 
 
 def test_program_note_on_cpu_says_why_not_used():

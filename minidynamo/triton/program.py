@@ -28,6 +28,7 @@ from .. import codegen
 from .capture import TritonKernelWrapperMutation
 
 SCRATCH_ALIGN = 256  # bytes: more than any alignment Triton specialises on
+DEVICE_TYPES = ("cuda",)  # where values are allocated from metadata (tests add "cpu")
 # Results of these are new allocations: aligned by the allocator, never views.
 _ALLOCATORS = {torch.empty_like, torch.zeros_like, torch.ones_like, torch.full_like,
                torch.empty, torch.zeros, torch.ones, torch.full}
@@ -59,20 +60,31 @@ def _is_launch(node) -> bool:
     return node.op == "call_function" and isinstance(node.target, TritonKernelWrapperMutation)
 
 
+def _empty_like(n):
+    """The fake result of an `empty_like(x)` node (the program allocates it from this
+    metadata, which the guards pin, without touching x), else None."""
+    if n.op != "call_function" or n.target is not torch.empty_like or len(n.args) != 1 \
+            or set(n.kwargs) - {"dtype"}:
+        return None
+    val = n.meta.get("val")
+    if not isinstance(val, torch.Tensor) or val.device.type not in DEVICE_TYPES or val.requires_grad:
+        return None
+    return val
+
+
 def _scratch_candidates(nodes, launches, outputs) -> dict:
-    """node -> (first index, last index, bytes) for empty_like values only launches use."""
+    """node -> (first index, last index, bytes) for contiguous empty_like values that only
+    launches use (or empty_like, for their metadata)."""
     index = {n: i for i, n in enumerate(nodes)}
     found = {}
     for n in nodes:
-        if n.op != "call_function" or n.target is not torch.empty_like or len(n.args) != 1 \
-                or set(n.kwargs) - {"dtype"} or n in outputs or not n.users:
+        val = _empty_like(n)
+        if val is None or n in outputs or not n.users or not val.is_contiguous():
             continue
-        val = n.meta.get("val")
-        if not isinstance(val, torch.Tensor) or val.device.type != "cuda" or not val.is_contiguous():
-            continue
-        if all(u in launches for u in n.users):
-            size = val.numel() * val.element_size()
-            found[n] = (index[n], max(index[u] for u in n.users), size)
+        if all(u in launches or _empty_like(u) is not None for u in n.users):
+            data_users = [index[u] for u in n.users if u in launches]
+            if data_users:
+                found[n] = (index[n], max(data_users), val.numel() * val.element_size())
     return found
 
 
@@ -101,8 +113,9 @@ def layout(intervals: dict) -> tuple[dict, int]:
 class ProgramBuilder:
     """Renders the program's lines into the entry's namespace."""
 
-    def __init__(self, graph, ns):
+    def __init__(self, graph, ns, var_name):
         self.ns = ns
+        self.var_name = var_name
         self.nodes = list(graph.nodes)
         out = next(n for n in self.nodes if n.op == "output")
         self.outputs = set(out.all_input_nodes)
@@ -128,7 +141,10 @@ class ProgramBuilder:
         def repl(m):
             name = m.group(1)
             if name in vns and name != "__builtins__":
-                return self.ns.bind(vns[name], name.lower())
+                v = vns[name]
+                if v is None or type(v) in (bool, int):
+                    return repr(v)
+                return self.ns.bind(v, name.lower())
             return name
         return _NAME.sub(repl, code)
 
@@ -147,7 +163,7 @@ class ProgramBuilder:
         self.scratch, total = layout(intervals)
         self.scratch_bytes = total
         if self.scratch:
-            dev = torch.device("cuda", first["DEV"])
+            dev = next(iter(self.scratch)).meta["val"].device
             lines.append(f"{self.sbuf} = {self.ns.bind(torch.empty, 'empty')}(({total},), "
                          f"dtype={self.ns.bind(torch.uint8, 'uint8')}, device={self.ns.bind(dev, 'dev')})")
             lines.append(f"{self.sb} = {self.sbuf}.data_ptr()")
@@ -156,6 +172,12 @@ class ProgramBuilder:
     def render(self, node, names):
         if node in self.scratch:
             return [], None
+        val = _empty_like(node)
+        if val is not None:
+            name = names.get(node) or self.var_name(node)
+            return [f"{name} = {self.ns.bind(torch.empty_strided, 'empty_strided')}("
+                    f"{tuple(val.shape)!r}, {val.stride()!r}, dtype={self.ns.bind(val.dtype, 'dtype')}, "
+                    f"device={self.ns.bind(val.device, 'dev')})"], name
         launch = self.launches.get(node)
         if launch is None:
             if node.op in ("call_function", "call_method"):  # may resize/set_ its arguments
@@ -225,7 +247,7 @@ class ProgramBuilder:
 def program_lines(graph, ns, input_exprs: dict, var_name, miss: str):
     """(lines, builder) of the program's body up to (not including) its return, or
     (None, reason)."""
-    builder = ProgramBuilder(graph, ns)
+    builder = ProgramBuilder(graph, ns, var_name)
     why = builder.why_not()
     if why:
         return None, why
