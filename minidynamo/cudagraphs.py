@@ -27,6 +27,7 @@ from __future__ import annotations
 import logging
 import operator
 import sys
+import threading
 
 import torch
 import torch.fx as fx
@@ -169,6 +170,9 @@ class CudaGraphRunner:
         self.writes_inputs = bool(written)
         self.clone_reason: str | None = None  # set when outputs are cloned, not aliased
         self.max_slots = MAX_SLOTS
+        # Choosing a free slot, replaying it and handing out its aliases is one step: two
+        # threads must not both find the same slot free.
+        self._lock = threading.Lock()
         if self.fallback_reason:
             log.info("cudagraphs: running the plain graph: %s", self.fallback_reason)
         elif _use_count is None:
@@ -215,6 +219,11 @@ class CudaGraphRunner:
 
     def _run(self, rec: _InputSet, args):
         """Replay a slot of `rec` whose outputs nobody holds; else run the plain graph."""
+        with self._lock:
+            out = self._replay_free_slot(rec, args)
+        return self.compiled(*args) if out is None else out
+
+    def _replay_free_slot(self, rec: _InputSet, args):
         slot = None
         for s in rec.slots:
             if s.is_free():
@@ -224,12 +233,12 @@ class CudaGraphRunner:
             if len(rec.slots) < self.max_slots:
                 slot = self._record(rec)
                 if slot is None:  # capture failed: fallback_reason is set
-                    return self.compiled(*args)
+                    return None
             else:
                 # Replaying would overwrite an output someone still holds, and copying
                 # into static memory would cost what the aliases save: fresh outputs.
                 self.held_fallbacks += 1
-                return self.compiled(*args)
+                return None
         if rec.owned:
             for static, a in zip(rec.inputs, args):
                 static.copy_(a)
