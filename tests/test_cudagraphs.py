@@ -7,7 +7,12 @@ from kernels.capture_kernels import triton
 import minidynamo
 from minidynamo.cudagraphs import CudaGraphRunner, analyse
 
-gpu = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+_needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+
+
+def gpu(test):
+    """GPU-only: selected by `pytest -m gpu`, skipped without CUDA."""
+    return pytest.mark.gpu(_needs_cuda(test))
 
 
 def chain(a, b):
@@ -110,7 +115,7 @@ class _ReplayIntoStatic:
             static.copy_(new)
 
 
-@pytest.fixture(params=["stand-in", pytest.param("cuda", marks=gpu)])
+@pytest.fixture(params=["stand-in", pytest.param("cuda", marks=[pytest.mark.gpu, _needs_cuda])])
 def device(request, monkeypatch):
     if request.param == "cuda":
         return "cuda"

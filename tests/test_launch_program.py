@@ -10,7 +10,12 @@ from kernels.capture_kernels import triton
 import minidynamo
 from minidynamo.triton.program import SCRATCH_ALIGN, layout
 
-gpu = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+_needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+
+
+def gpu(test):
+    """GPU-only: selected by `pytest -m gpu`, skipped without CUDA."""
+    return pytest.mark.gpu(_needs_cuda(test))
 
 
 def test_layout_shares_memory_between_values_not_live_together():
