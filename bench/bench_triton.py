@@ -115,12 +115,14 @@ def table():
             print(f"| {name} | {vname} | {us:.1f} | {us / base:.2f} | {ms:.1f} |")
 
 
-@pytest.mark.parametrize("variant", ["eager", "minidynamo", "minidynamo cudagraphs", "compile eager"])
+@pytest.mark.parametrize("variant", ["eager", "minidynamo", "minidynamo cudagraphs", "compile eager",
+                                     "compile inductor", "raw CUDAGraph replay"])
 @pytest.mark.parametrize("fn", [user_fn, chain_fn], ids=["user_fn", "chain10"])
 def test_triton_call(benchmark, fn, variant):
     a = torch.randn(N, device="cuda")
     b = torch.randn(N, device="cuda")
-    f = variants(fn)[variant]
+    fn(a, b)
+    f = raw_cuda_graph(fn, a, b) if variant == "raw CUDAGraph replay" else variants(fn)[variant]
     f(a, b)
 
     def run():
