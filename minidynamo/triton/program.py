@@ -180,9 +180,10 @@ class ProgramBuilder:
                     f"device={self.ns.bind(val.device, 'dev')})"], name
         launch = self.launches.get(node)
         if launch is None:
-            if node.op in ("call_function", "call_method"):  # may resize/set_ its arguments
-                for a in node.all_input_nodes:
-                    self.pointers.pop(a, None)
+            if node.op == "call_method" and node.target.endswith("_"):
+                self.pointers.clear()  # resize_/set_ through an alias moves shared storage
+            for a in node.all_input_nodes:  # may resize/set_ its arguments
+                self.pointers.pop(a, None)
             return None
         return self._launch_lines(launch, names), None
 
