@@ -65,18 +65,23 @@ def variants(fn):
     return out
 
 
-def per_call_us(f, args, reps=7, n=2000):
-    for _ in range(50):
-        f(*args)
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(reps):
-        t0 = time.perf_counter()
-        for _ in range(n):
+def per_call_us(fs: dict, args, rounds=9, n=2000) -> dict:
+    """Median µs per call of each function: rounds of `n` calls, the functions interleaved
+    within each round so that drift of the machine hits them all alike."""
+    for f in fs.values():
+        for _ in range(50):
             f(*args)
-        torch.cuda.synchronize()
-        times.append((time.perf_counter() - t0) / n * 1e6)
-    return statistics.median(times)
+    torch.cuda.synchronize()
+    samples = {k: [] for k in fs}
+    for _ in range(rounds):
+        for name, f in fs.items():
+            torch.cuda.synchronize()
+            t0 = time.perf_counter()
+            for _ in range(n):
+                f(*args)
+            torch.cuda.synchronize()
+            samples[name].append((time.perf_counter() - t0) / n * 1e6)
+    return {k: statistics.median(v) for k, v in samples.items()}
 
 
 def first_call_ms(make, args):
@@ -98,21 +103,16 @@ def table():
         fn(a, b)  # compile the kernel once for everyone
         vs = variants(fn)
         ref = fn(a, b)
-        base = None
+        for f in vs.values():
+            torch.testing.assert_close(f(a, b), ref)
         vs["raw CUDAGraph replay"] = raw_cuda_graph(fn, a, b)
-        for vname, f in vs.items():
-            if vname != "raw CUDAGraph replay":
-                torch.testing.assert_close(f(a, b), ref)
-            us = per_call_us(f, (a, b))
-            base = base or us
-            if vname == "minidynamo":
-                ms = first_call_ms(lambda: minidynamo.optimize(fn), (a, b))
-            elif vname == "compile eager":
-                torch._dynamo.reset()
-                ms = first_call_ms(lambda: torch.compile(fn, backend="eager"), (a, b))
-            else:
-                ms = float("nan")
-            print(f"| {name} | {vname} | {us:.1f} | {us / base:.2f} | {ms:.1f} |")
+        us = per_call_us(vs, (a, b))
+        first = {"minidynamo": first_call_ms(lambda: minidynamo.optimize(fn), (a, b))}
+        torch._dynamo.reset()
+        first["compile eager"] = first_call_ms(lambda: torch.compile(fn, backend="eager"), (a, b))
+        for vname, t in us.items():
+            print(f"| {name} | {vname} | {t:.1f} | {t / us['eager']:.2f} | "
+                  f"{first.get(vname, float('nan')):.1f} |")
 
 
 @pytest.mark.parametrize("variant", ["eager", "minidynamo", "minidynamo cudagraphs", "compile eager",

@@ -100,8 +100,8 @@ def test_env_variable(tmp_path):
                       "    return x * n\n"
                       "minidynamo.optimize(f)(torch.ones(2), 3)\n")
     out_dir = tmp_path / "dumps"
-    env = dict(os.environ, MINIDYNAMO_DUMP=str(out_dir),
-               PYTHONPATH=os.path.dirname(os.path.dirname(minidynamo.__file__)))
+    path = [os.path.dirname(os.path.dirname(minidynamo.__file__)), os.environ.get("PYTHONPATH", "")]
+    env = dict(os.environ, MINIDYNAMO_DUMP=str(out_dir), PYTHONPATH=os.pathsep.join(p for p in path if p))
     subprocess.run([sys.executable, str(script)], env=env, check=True, timeout=120)
     assert os.listdir(out_dir) == ["f_entry0.py"]
     assert _run(out_dir / "f_entry0.py") == "guards: pass\nthen: ran the entry, result: tensor (2,) torch.float32\n"
