@@ -61,10 +61,14 @@ class Guard:
         if kind == "TENSOR_MATCH":
             m = self.meta
             device = m["device"]
-            # `x.is_cpu` pins device type cpu, the only cpu device (a fraction of the cost
-            # of building x.device and comparing it).
-            on_device = f"{e}.is_cpu" if device.type == "cpu" else \
-                f"{e}.device == {ns.bind(device, 'device')}"
+            # `x.is_cpu` pins device type cpu, the only cpu device; `is_cuda` and the index
+            # pin a GPU (each a fraction of the cost of building x.device and comparing it).
+            if device.type == "cpu":
+                on_device = f"{e}.is_cpu"
+            elif device.type == "cuda" and device.index is not None:
+                on_device = f"{e}.is_cuda and {e}.get_device() == {device.index}"
+            else:
+                on_device = f"{e}.device == {ns.bind(device, 'device')}"
             parts = [
                 f"type({e}) is {ns.bind(m['type'], 'type')}",
                 f"{e}.dtype is {ns.bind(m['dtype'], 'dtype')}",
