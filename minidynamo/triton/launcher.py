@@ -153,14 +153,14 @@ def _direct_call(run):
     a = fdef.args
     params = [x.arg for x in a.args][1:]
     vararg = a.vararg.arg if a.vararg else None
-    last = fdef.body[-1] if fdef.body else None
-    call = getattr(last, "value", None)
-    if (a.kwonlyargs or a.kwarg or not isinstance(last, ast.Expr) or not isinstance(call, ast.Call)
-            or call.keywords or ast.unparse(call.func) != "self.launch"):
-        return None, "the launcher's __call__ does not end in self.launch(...)"
-    # Everything before the launch may only prepare what the launch call takes.
-    for stmt in fdef.body[:-1]:
-        if isinstance(stmt, ast.FunctionDef):
+    launches = [st for st in fdef.body if isinstance(st, ast.Expr) and isinstance(st.value, ast.Call)
+                and ast.unparse(st.value.func) == "self.launch"]
+    if a.kwonlyargs or a.kwarg or len(launches) != 1 or launches[0].value.keywords:
+        return None, "the launcher's __call__ does not call self.launch(...) once"
+    call = launches[0].value
+    # Everything else may only prepare what the launch call takes (or is for gsan, off).
+    for stmt in fdef.body:
+        if stmt is launches[0] or isinstance(stmt, ast.FunctionDef):
             continue
         if isinstance(stmt, ast.Assign) and all(
                 isinstance(t, ast.Name) and t.id in (*_SCRATCH_LOCALS, "kernel_args", "active_driver")
