@@ -282,7 +282,8 @@ class Launcher:
         g = "callable" if callable(self.grid) else tuple(self.grid)
         if self._variants:
             ns = self._variants[0][1]
-            how = f"fast path ({len(self._variants)} variant(s), grid {ns['GRID_DESC']})"
+            entry = "C entry" if ns["DIRECT"] is None else f"CompiledKernel.run: {ns['DIRECT']}"
+            how = f"fast path ({len(self._variants)} variant(s), grid {ns['GRID_DESC']}, {entry})"
         elif self._enabled:
             how = "ordinary path (not resolved yet" + (f": {self.fallback_reason})" if self.fallback_reason else ")")
         else:
