@@ -120,7 +120,8 @@ class FunctionCache:
             result = entry.run(*args, **kwargs)
             assert result is not MISS, f"guards of a fresh entry for {self.name} fail on its own inputs:\n" \
                                        f"{entry.guard_text()}"
-            entry.after_first_call()
+            if entry.after_first_call():
+                self._changed()  # the entry's functions were rebuilt around its launch program
             return result
 
     def _record_failure(self, args, kwargs) -> GuardFailure | None:

@@ -64,12 +64,18 @@ class CacheEntry:
     _upgrade: object = None
     program_note: str = ""
 
-    def after_first_call(self) -> None:
-        """Once the first call has resolved the graph's Triton launchers: switch the entry
-        to its launch program (triton/program.py), or note why not."""
+    def after_first_call(self) -> bool:
+        """Once the first call has resolved the graph's Triton launchers: rebuild the entry
+        around its launch program (triton/program.py), or note why not. True when `run`
+        and `fast_call` changed (the caller re-installs them)."""
         upgrade, self._upgrade = self._upgrade, None
-        if upgrade is not None:
-            self.program_note = upgrade()
+        if upgrade is None:
+            return False
+        self.program_note, new = upgrade()
+        if new is None:
+            return False
+        self.run, self.source_text, self.fast_call = new
+        return True
 
     @property
     def gm(self) -> fx.GraphModule | None:
@@ -239,20 +245,14 @@ def compile_call(fn, args, kwargs, backend, *, name: str, slow=None) -> CacheEnt
     gm = compiled = None
     has_work = output.op_count > 0 or output.kernels
     inlined = False
-    slot = None
     if has_work:
         output.graph.output(tuple(builder.nodes))
         if lookup_backend(backend) is eager_backend:
             # The eager backend runs the graph's code as is: emit it into the entry
             # itself (no GraphModule to build, no call into forward per call); Triton
             # launch nodes become direct calls of their launchers.
-            if output.kernels:
-                slot = _program_slot(ns, call_args, miss, body)
             with direct_launch_nodes(output.graph):
                 inlined = _inline_graph(fn, output, ns, out_name, result, body)
-            if not inlined and slot is not None:
-                del body[1:]
-                slot = None
         if not inlined:
             gm = fx.GraphModule(torch.nn.Module(), output.graph, class_name=f"{name}_graph")
             gm._minidynamo_kernels = output.kernels  # the graph owns its Triton side table
@@ -265,9 +265,10 @@ def compile_call(fn, args, kwargs, backend, *, name: str, slow=None) -> CacheEnt
     run, text, fast = _entry_functions(fn, name, params, call_args, guard_exprs, body, ns, miss,
                                        slow, f"<minidynamo entry {name}>")
     upgrade = None
-    if slot is not None:
+    if inlined and output.kernels:
         def upgrade():
-            return _install_program(fn, output, ns, result, params, miss, name, run, slot)
+            return _program_entry(fn, output, ns, result, params, call_args, guard_exprs, body,
+                                  miss, slow, name)
     return CacheEntry(run, "graph" if has_work else "constant", output.guards.ordered(),
                       guard_exprs, text, params, ns, gm, compiled, None,
                       (time.perf_counter() - start) * 1e3, hits, fast_call=fast,
@@ -296,43 +297,29 @@ def guard_miss(*args, **kwargs):
     return codegen.MISS
 
 
-def _program_slot(ns, call_args: str, miss: str, body: list) -> str:
-    """Add to `body` the call of the entry's launch program, held in a closure cell that
-    is empty (None) until the program is built; it returns MISS to run the plain graph."""
-    slot = ns.prefix + "program"
-    while slot in ns.values:
-        slot += "_"
-    ns.values[slot] = None  # not bind(): None must get a cell of its own
-    r = ns.prefix + "r"
-    ns.reserve(r)
-    body += [f"    if {slot} is not None:",
-             f"        {r} = {slot}({call_args})",
-             f"        if {r} is not {miss}:",
-             f"            return {r}"]
-    return slot
-
-
-def _install_program(fn, output, ns, result, params, miss, name, run, slot) -> str:
-    """Build the launch program and put it into `run`'s slot; a note saying what it does
-    (or why there is none)."""
+def _program_entry(fn, output, ns, result, params, call_args, guard_exprs, body, miss, slow, name):
+    """(note, (run, text, fast_call) or None): the entry rebuilt around the graph's launch
+    program — guards, then the program while the launch state it was built for holds, else
+    the plain graph (`body`) as before."""
     from .triton.program import program_lines
     try:
         var_name = _var_namer(fn, ns)
         input_exprs = {inp.node: inp.source.expr(ns) for inp in output.inputs}
-        lines, builder = program_lines(output.graph, ns, input_exprs, var_name, miss)
+        lines, builder = program_lines(output.graph, ns, input_exprs, var_name)
         if lines is None:
-            return f"not used: {builder}"
+            return f"not used: {builder}", None
         lines.append(f"return {_OutputBuilder(output, ns, ns.prefix + 'out', var_name).expr(result)}")
-        program, text = codegen.build_function(f"{name}_program", params, ["    " + x for x in lines],
-                                               ns, f"<minidynamo launch program {name}>", fn.__qualname__)
+        new_body = [body[0], f"    if not ({builder.conds}):", *("        " + x for x in lines), *body[1:]]
+        new = _entry_functions(fn, name, params, call_args, guard_exprs, new_body, ns, miss, slow,
+                               f"<minidynamo entry {name}>")
     except Exception as e:  # the plain graph keeps working; say why it stays
-        return f"not used: could not be built ({type(e).__name__}: {e})"
-    run.__closure__[run.__code__.co_freevars.index(slot)].cell_contents = program
-    program_log.debug("launch program of %s:\n%s", name, text)
+        return f"not used: could not be built ({type(e).__name__}: {e})", None
+    program_log.debug("entry of %s with its launch program:\n%s", name, new[1])
     direct = sum(1 for launch in builder.launches.values() if launch.ns["DIRECT"] is None)
-    return (f"{len(builder.launches)} launch(es) straight to the compiled kernels "
+    note = (f"{len(builder.launches)} launch(es) straight to the compiled kernels "
             f"({direct} to the C entry), {len(builder.scratch)} scratch value(s) in "
             f"{builder.scratch_bytes} bytes")
+    return note, new
 
 
 def _var_namer(fn, ns):

@@ -212,7 +212,7 @@ def stand_in_resolution(monkeypatch):
     def after_first_call(entry):
         for record in entry.kernels:
             record.launcher()._variants = [(None, _stand_in(record))]
-        original(entry)
+        return original(entry)
     monkeypatch.setattr(CacheEntry, "after_first_call", after_first_call)
     _cpu_add.calls = 0
 

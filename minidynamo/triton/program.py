@@ -4,8 +4,8 @@ C entry directly, built once every launcher of the graph has resolved (after the
 What a call then costs, beyond the graph's own torch ops:
 
 * one check of the global state the launchers depend on (current device, launch hooks,
-  debug flag, autotuner choices, globals the kernels read); any change returns MISS and the
-  entry runs the plain graph, whose launchers re-check everything themselves;
+  debug flag, autotuner choices, globals the kernels read); on any change the entry runs
+  the plain graph, whose launchers re-check everything themselves;
 * one ``data_ptr()`` per tensor value the launches take, one alignment test for values
   that are not fresh allocations (a view of an input may lose Triton's 16-byte alignment:
   that launch then goes through its launcher, which picks or builds a matching variant);
@@ -148,7 +148,9 @@ class ProgramBuilder:
             return name
         return _NAME.sub(repl, code)
 
-    def head(self, miss: str) -> list[str]:
+    def head(self) -> list[str]:
+        """The lines that start the program (stream, scratch buffer); `self.conds` is the
+        check of global launch state that must hold for the program to run."""
         conds: list[str] = []
         for launch in self.launches.values():
             for c in launch.ns["GLOBAL_CONDS"]:
@@ -157,8 +159,8 @@ class ProgramBuilder:
                     conds.append(c)
         first = next(iter(self.launches.values())).ns
         self.st, self.sbuf, self.sb = self.local("st"), self.local("sbuf"), self.local("sb")
-        lines = [f"if {' or '.join(conds)}:", f"    return {miss}",
-                 f"{self.st} = {self._rename('STREAM(DEV)', first)}"]
+        self.conds = " or ".join(conds)
+        lines = [f"{self.st} = {self._rename('STREAM(DEV)', first)}"]
         intervals = _scratch_candidates(self.nodes, self.launches, self.outputs)
         self.scratch, total = layout(intervals)
         self.scratch_bytes = total
@@ -245,14 +247,14 @@ class ProgramBuilder:
         return self.ns.bind(v, "c")
 
 
-def program_lines(graph, ns, input_exprs: dict, var_name, miss: str):
+def program_lines(graph, ns, input_exprs: dict, var_name):
     """(lines, builder) of the program's body up to (not including) its return, or
-    (None, reason)."""
+    (None, reason). The program may run only when `builder.conds` is false."""
     builder = ProgramBuilder(graph, ns, var_name)
     why = builder.why_not()
     if why:
         return None, why
-    lines = builder.head(miss)
+    lines = builder.head()
     body = codegen.graph_lines(graph, ns, input_exprs, var_name, render=builder.render)
     if body is None:
         return None, "the graph has a node without a plain-Python form"
