@@ -20,6 +20,12 @@ _COST = {"TYPE_MATCH": 0, "ID_MATCH": 0, "EQUALS_MATCH": 0, "LEN_MATCH": 0,
          "DICT_KEYS": 0, "TENSOR_MATCH": 1, "ALIAS_MATCH": 1, "NOT_IN_DICT": 0}
 
 
+def _single_gpu() -> bool:
+    """One visible CUDA device: `is_cuda` then pins the device (the count cannot change
+    once CUDA is initialised, and a CUDA tensor exists, so it is)."""
+    return torch.cuda.device_count() == 1
+
+
 @dataclass(eq=False)
 class Guard:
     kind: str
@@ -66,7 +72,8 @@ class Guard:
             if device.type == "cpu":
                 on_device = f"{e}.is_cpu"
             elif device.type == "cuda" and device.index is not None:
-                on_device = f"{e}.is_cuda and {e}.get_device() == {device.index}"
+                on_device = f"{e}.is_cuda" if _single_gpu() else \
+                    f"{e}.is_cuda and {e}.get_device() == {device.index}"
             else:
                 on_device = f"{e}.device == {ns.bind(device, 'device')}"
             parts = [

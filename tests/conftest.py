@@ -1,5 +1,6 @@
 """Shared fixtures: Triton's CPU interpreter when there is no GPU, a counting backend,
 and a clean minidynamo cache around every test."""
+import glob
 import os
 import sys
 
@@ -7,7 +8,8 @@ import sys
 def _has_cuda() -> bool:
     # Decided without importing torch: TRITON_INTERPRET must be set before anything
     # imports triton, and importing torch first is harmless but slow to get wrong.
-    return os.path.exists("/dev/nvidia0") or bool(os.environ.get("CUDA_VISIBLE_DEVICES", "").strip("-1 "))
+    # A container may expose only its own GPU's node (/dev/nvidia3, say).
+    return bool(glob.glob("/dev/nvidia[0-9]*")) or bool(os.environ.get("CUDA_VISIBLE_DEVICES", "").strip("-1 "))
 
 
 if not _has_cuda():

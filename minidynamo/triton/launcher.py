@@ -227,6 +227,11 @@ def _kernel_name(kernel) -> str:
     return getattr(k, "__name__", type(kernel).__name__)
 
 
+def _device_count() -> int:
+    import torch
+    return torch.cuda.device_count()
+
+
 def _is_tensor(v) -> bool:
     import torch
     return isinstance(v, torch.Tensor)
@@ -489,7 +494,10 @@ class Launcher:
         # What the caller of a variant must check per call. Global state: once per call
         # of a graph with several launches; per tensor: alignment (device and dtype are
         # pinned by the guards of a graph that calls it).
-        conds = ["GETDEV() != DEV", "PRE", "RT.debug is not DBG" if ns["DBG"] is not None else None]
+        # With one visible GPU the current device cannot be another one.
+        multi_gpu = P["GETDEV"] is not None and _device_count() > 1
+        conds = ["GETDEV() != DEV" if multi_gpu else None, "PRE",
+                 "RT.debug is not DBG" if ns["DBG"] is not None else None]
         for h, attr in enumerate(("launch_enter_hook", "launch_exit_hook")):
             conds.append(f"RT.{attr} is not None" if ns[f"H{h}"] is None
                          else f"RT.{attr} is not H{h} or H{h}.calls")
