@@ -117,6 +117,7 @@ def triton_section() -> None:
     print(entry.gm.code.strip())
     for record in entry.gm._minidynamo_kernels:
         print("launch:", record)
+    print("launch program (after the first call):", entry.program_note)
     opt(x, y, 256)  # BLOCK is a constexpr: a new value is a new specialisation
     print("recompiled on a constexpr change:", opt.guard_failures()[-1].reason)
 
