@@ -159,7 +159,7 @@ class ProgramBuilder:
                     conds.append(c)
         first = next(iter(self.launches.values())).ns
         self.st, self.sbuf, self.sb = self.local("st"), self.local("sbuf"), self.local("sb")
-        self.conds = " or ".join(conds)
+        self.conds = " or ".join(conds) or "False"
         lines = [f"{self.st} = {self._rename('STREAM(DEV)', first)}"]
         intervals = _scratch_candidates(self.nodes, self.launches, self.outputs)
         self.scratch, total = layout(intervals)
