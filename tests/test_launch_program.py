@@ -2,6 +2,8 @@
 launches go straight to the compiled kernels, with scratch values in one buffer. Every
 test compares against eager over several calls with changing inputs; the GPU ones also
 check that the program is in use (or, where it must step aside, that results stay right)."""
+import sys
+
 import pytest
 import torch
 from kernels import capture_kernels as K
@@ -253,6 +255,35 @@ def test_program_logic_misaligned_inputs_go_through_the_launcher(stand_in_resolu
     a = base[4:260]  # aligned again
     torch.testing.assert_close(opt(a, b), chain_grid4(a, b))
     assert _cpu_add.calls == calls + 9
+
+
+def test_program_logic_threads_get_their_own_scratch(stand_in_resolution):
+    import threading
+    opt = run_calls(skip_read_cpu, _vectors(dev="cpu"), calls=2)  # program built, single thread
+    errors = []
+
+    def work(seed):
+        g = torch.Generator().manual_seed(seed)
+        try:
+            for _ in range(30):
+                a, b = torch.randn(256, generator=g), torch.randn(256, generator=g)
+                t1 = a + b  # skip_read in torch ops (Triton's interpreter is not thread-safe)
+                t2 = t1 + b
+                torch.testing.assert_close(opt(a, b), (t2 + t1) + t1)
+        except Exception as e:  # noqa: BLE001 - reported below
+            errors.append(e)
+    old = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    try:
+        threads = [threading.Thread(target=work, args=(i,)) for i in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    finally:
+        sys.setswitchinterval(old)
+    assert not errors, errors[0]
+    assert _cpu_add.calls >= 4 + 4 * 30 * 4  # every call after the first ran the program
 
 
 def test_program_note_on_cpu_says_why_not_used():
