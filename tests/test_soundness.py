@@ -590,14 +590,8 @@ def test_kernel_passed_as_argument_and_in_closure():
 
 
 def _autotuned():
-    @triton.autotune(configs=[triton.Config({"BLOCK": 16}), triton.Config({"BLOCK": 32})], key=["n"],
-                     do_bench=K.last_config_wins())
-    @triton.jit
-    def add_tuned(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):
-        offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-        m = offs < n
-        tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=m) + tl.load(y_ptr + offs, mask=m), mask=m)
-    return add_tuned
+    return triton.autotune(configs=[triton.Config({"BLOCK": 16}), triton.Config({"BLOCK": 32})], key=["n"],
+                           do_bench=K.last_config_wins())(K.add_kernel)
 
 
 def test_autotuner_configs_replaced():

@@ -212,12 +212,8 @@ def test_prune_configs_and_reset_to_zero():
 
 
 def test_replacing_autotune_configs_recompiles():
-    @triton.autotune(configs=[triton.Config({"BLOCK": 16})], key=["n"], do_bench=K.last_config_wins())
-    @triton.jit
-    def kern(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):
-        offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-        m = offs < n
-        tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=m) + tl.load(y_ptr + offs, mask=m), mask=m)
+    kern = triton.autotune(configs=[triton.Config({"BLOCK": 16})], key=["n"],
+                           do_bench=K.last_config_wins())(K.add_kernel)  # a tuner of its own to edit
 
     def f(a, b):
         o = torch.zeros_like(a)
