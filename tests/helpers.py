@@ -12,6 +12,7 @@ import sys
 import types
 from dataclasses import dataclass, field
 
+import pytest
 import torch
 
 import minidynamo
@@ -290,7 +291,6 @@ def check_fallback(fn, *arg_sets, reason=None, **kw):
         Args(*arg_sets[0]) if isinstance(arg_sets[0], tuple) else Args(arg_sets[0]))
     strict = minidynamo.optimize(CountingBackend(), fullgraph=True)(fn)
     a, k = _clone(first.args, first.kwargs)
-    import pytest
     with pytest.raises(minidynamo.Unsupported) as e:
         with contextlib.redirect_stdout(io.StringIO()):
             strict(*a, **k)
@@ -330,3 +330,39 @@ def by_version(**table):
         if (major, minor) <= PY:
             best = table[key]
     return best
+
+
+def same(got, expected, where="result"):
+    """Equal values of the same type; tensors also of the same dtype, shape, device and
+    requires_grad; containers item by item."""
+    assert type(got) is type(expected), f"{where}: {type(got).__name__} != {type(expected).__name__}"
+    if isinstance(expected, torch.Tensor):
+        assert (got.dtype, got.shape, got.device, got.requires_grad) == \
+            (expected.dtype, expected.shape, expected.device, expected.requires_grad), where
+        if expected.device.type != "meta":
+            torch.testing.assert_close(got.detach(), expected.detach(), equal_nan=True)
+    elif isinstance(expected, (tuple, list)):
+        assert len(got) == len(expected), where
+        for i, (a, b) in enumerate(zip(got, expected)):
+            same(a, b, f"{where}[{i}]")
+    elif isinstance(expected, dict):
+        assert list(got) == list(expected), where
+        for k in expected:
+            same(got[k], expected[k], f"{where}[{k!r}]")
+    else:
+        assert got == expected, f"{where}: {got!r} != {expected!r}"
+
+
+def same_outcome(fn, opt, *args, **kwargs):
+    """The plain call and the optimized one, now: both raise the same exception type and
+    message (returned), or both return the same result (`same`; the optimized one returned)."""
+    try:
+        expected = fn(*args, **kwargs)
+    except Exception as e:  # noqa: BLE001
+        with pytest.raises(type(e)) as info:
+            opt(*args, **kwargs)
+        assert str(info.value) == str(e)
+        return info.value
+    got = opt(*args, **kwargs)
+    same(got, expected)
+    return got

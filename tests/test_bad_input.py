@@ -25,27 +25,11 @@ from kernels import capture_kernels as K
 from kernels.capture_kernels import DEVICE, tl, triton
 
 import minidynamo
+from helpers import same_outcome
 
 
 def plus_one(x):
     return x + 1
-
-
-def same_outcome(fn, opt, *args, **kwargs):
-    """Both return equal results, or both raise the same exception type and message."""
-    try:
-        expected = fn(*args, **kwargs)
-    except Exception as e:  # noqa: BLE001
-        with pytest.raises(type(e)) as info:
-            opt(*args, **kwargs)
-        assert str(info.value) == str(e)
-        return info.value
-    got = opt(*args, **kwargs)
-    if isinstance(expected, torch.Tensor):
-        torch.testing.assert_close(got, expected)
-    else:
-        assert got == expected
-    return got
 
 
 # --- what optimize is applied to -----------------------------------------------------------

@@ -18,40 +18,7 @@ from kernels import capture_kernels as K
 from kernels.capture_kernels import DEVICE, tl, triton
 
 import minidynamo
-
-
-def same(got, expected, where="result"):
-    assert type(got) is type(expected), f"{where}: {type(got).__name__} != {type(expected).__name__}"
-    if isinstance(expected, torch.Tensor):
-        assert (got.dtype, got.shape, got.device, got.requires_grad) == \
-            (expected.dtype, expected.shape, expected.device, expected.requires_grad), where
-        if expected.device.type != "meta":
-            torch.testing.assert_close(got.detach(), expected.detach(), equal_nan=True)
-    elif isinstance(expected, (tuple, list)):
-        assert len(got) == len(expected), where
-        for i, (a, b) in enumerate(zip(got, expected)):
-            same(a, b, f"{where}[{i}]")
-    elif isinstance(expected, dict):
-        assert list(got) == list(expected), where
-        for k in expected:
-            same(got[k], expected[k], f"{where}[{k!r}]")
-    else:
-        assert got == expected, f"{where}: {got!r} != {expected!r}"
-
-
-def agree(opt, fn, *args, **kwargs):
-    """The optimized call returns what the plain call returns now (both exceptions, or
-    equal results)."""
-    try:
-        expected = fn(*args, **kwargs)
-    except Exception as e:  # noqa: BLE001
-        with pytest.raises(type(e)) as info:
-            opt(*args, **kwargs)
-        assert str(info.value) == str(e)
-        return None
-    got = opt(*args, **kwargs)
-    same(got, expected)
-    return got
+from helpers import same_outcome
 
 
 def ones(*shape, dtype=torch.float32):
@@ -83,7 +50,7 @@ def test_argument_constant_changes(values):
     opt = minidynamo.optimize()(f)
     x = torch.arange(4.0)
     for v in values:
-        agree(opt, f, x, v)
+        same_outcome(f, opt, x, v)
 
 
 def test_bool_and_int_are_different_constants():
@@ -92,7 +59,7 @@ def test_bool_and_int_are_different_constants():
     opt = minidynamo.optimize()(f)
     x = torch.ones(3)
     for k in (True, 1, True, 1.0, 1):
-        agree(opt, f, x, k)
+        same_outcome(f, opt, x, k)
 
 
 def test_argument_tensor_metadata_changes():
@@ -103,7 +70,7 @@ def test_argument_tensor_metadata_changes():
     for x in [base, base.double(), base[:2], base.t(), base.t().contiguous().t(), base.t().contiguous(),
               base.clone().requires_grad_(), base, base.to(torch.float16), base.reshape(12)[::2],
               torch.empty(3, 4, device="meta"), base]:
-        agree(opt, f, x)
+        same_outcome(f, opt, x)
 
 
 def test_requires_grad_flip_keeps_autograd():
@@ -126,7 +93,7 @@ def test_same_shape_different_strides():
     opt = minidynamo.optimize()(f)
     a = torch.arange(6.0).reshape(2, 3)
     for x in [a, a.t().contiguous().t(), a, torch.as_strided(a.clone(), (2, 3), (1, 2)), a.t().contiguous().t()]:
-        agree(opt, f, x)
+        same_outcome(f, opt, x)
 
 
 def test_resized_storage_is_seen():
@@ -134,14 +101,14 @@ def test_resized_storage_is_seen():
         return x * 2
     opt = minidynamo.optimize()(f)
     x = torch.ones(4)
-    agree(opt, f, x)
+    same_outcome(f, opt, x)
     x.resize_(7)
     x.fill_(3)
-    agree(opt, f, x)
+    same_outcome(f, opt, x)
     x.resize_(4)  # back to the first shape; contents are the new ones
-    agree(opt, f, x)
+    same_outcome(f, opt, x)
     x.set_(torch.arange(4.0))  # same shape, another storage
-    agree(opt, f, x)
+    same_outcome(f, opt, x)
     assert opt(x).tolist() == [0.0, 2.0, 4.0, 6.0]
 
 
@@ -151,7 +118,7 @@ def test_views_with_different_offsets_read_their_own_data():
     opt = minidynamo.optimize()(f)
     base = torch.arange(10.0)
     for i in range(5):
-        agree(opt, f, base[i:i + 4])
+        same_outcome(f, opt, base[i:i + 4])
 
 
 def test_dtype_and_device_changes():
@@ -160,7 +127,7 @@ def test_dtype_and_device_changes():
     opt = minidynamo.optimize()(f)
     for x in [torch.ones(4), torch.ones(4, dtype=torch.int32), torch.ones(4, device="meta"),
               torch.ones(4, dtype=torch.bfloat16), torch.ones(4)]:
-        agree(opt, f, x)
+        same_outcome(f, opt, x)
 
 
 def test_argument_replaced_by_non_tensor():
@@ -168,7 +135,7 @@ def test_argument_replaced_by_non_tensor():
         return x * 2
     opt = minidynamo.optimize()(f)
     for x in [torch.ones(2), 3, torch.ones(2), [1], 2.5, "ab"]:
-        agree(opt, f, x)
+        same_outcome(f, opt, x)
 
 
 # --- defaults ------------------------------------------------------------------------------
@@ -178,13 +145,13 @@ def test_defaults_tuple_replaced():
         return x * k + shift
     opt = minidynamo.optimize()(f)
     x = torch.ones(3)
-    agree(opt, f, x)
+    same_outcome(f, opt, x)
     f.__defaults__ = (5,)
-    agree(opt, f, x)
+    same_outcome(f, opt, x)
     f.__kwdefaults__ = {"shift": -4}
-    agree(opt, f, x)
+    same_outcome(f, opt, x)
     f.__defaults__ = (2,)
-    agree(opt, f, x)
+    same_outcome(f, opt, x)
 
 
 def test_mutable_default_contents_changed():
@@ -192,13 +159,13 @@ def test_mutable_default_contents_changed():
         return x * cfg["s"] + ts[0]
     opt = minidynamo.optimize()(f)
     x = torch.ones(3)
-    agree(opt, f, x)
+    same_outcome(f, opt, x)
     f.__defaults__[0]["s"] = 7.0
-    agree(opt, f, x)
+    same_outcome(f, opt, x)
     f.__defaults__[1][0] = torch.full((3,), 10.0)
-    agree(opt, f, x)
+    same_outcome(f, opt, x)
     f.__defaults__[1][0].mul_(2)  # in-place on the default tensor
-    agree(opt, f, x)
+    same_outcome(f, opt, x)
 
 
 def test_default_tensor_replaced():
@@ -208,11 +175,11 @@ def test_default_tensor_replaced():
         return x + w
     opt = minidynamo.optimize()(f)
     x = torch.zeros(3)
-    agree(opt, f, x)
+    same_outcome(f, opt, x)
     f.__defaults__ = (torch.full((3,), 4.0),)
-    agree(opt, f, x)
+    same_outcome(f, opt, x)
     f.__defaults__ = (torch.full((5,), 4.0),)  # a shape mismatch now: both raise
-    agree(opt, f, x)
+    same_outcome(f, opt, x)
 
 
 # --- globals -------------------------------------------------------------------------------
@@ -233,23 +200,23 @@ def test_global_constant_tensor_function_changes():
     x = torch.tensor([-3.0, 0.5, 2.0])
     saved = G_SCALE, G_W, G_FN
     try:
-        agree(opt, read_globals, x)
+        same_outcome(read_globals, opt, x)
         G_SCALE = 3
-        agree(opt, read_globals, x)
+        same_outcome(read_globals, opt, x)
         G_W = torch.full((3,), -1.0)
-        agree(opt, read_globals, x)
+        same_outcome(read_globals, opt, x)
         G_W.add_(5)  # in-place: new contents must be seen
-        agree(opt, read_globals, x)
+        same_outcome(read_globals, opt, x)
         G_FN = torch.sigmoid
-        agree(opt, read_globals, x)
+        same_outcome(read_globals, opt, x)
         G_FN = lambda t: t * 100  # noqa: E731
-        agree(opt, read_globals, x)
+        same_outcome(read_globals, opt, x)
         G_SCALE = 2.5
-        agree(opt, read_globals, x)
+        same_outcome(read_globals, opt, x)
         G_W = torch.ones(2)  # shape mismatch: both raise
-        agree(opt, read_globals, x)
+        same_outcome(read_globals, opt, x)
         del G_W  # NameError: both raise
-        agree(opt, read_globals, x)
+        same_outcome(read_globals, opt, x)
     finally:
         G_SCALE, G_W, G_FN = saved
 
@@ -263,9 +230,9 @@ def test_inplace_mutation_of_global_tensor_between_calls():
     try:
         for i in range(4):
             G_W.copy_(torch.arange(3.0) * i)
-            agree(opt, f, x)
+            same_outcome(f, opt, x)
         G_W.resize_(3)
-        agree(opt, f, x)
+        same_outcome(f, opt, x)
     finally:
         G_W.copy_(saved)
     assert len(opt.cache_entries()) == 1
@@ -285,13 +252,13 @@ def test_global_module_swapped():
     try:
         for m in (m1, m2, m1):
             G_MOD = m
-            agree(opt, f, x)
+            same_outcome(f, opt, x)
         m1.K = 9  # module attribute changed in place
-        agree(opt, f, x)
+        same_outcome(f, opt, x)
         m1.K = torch.full((2,), 3.0)
-        agree(opt, f, x)
+        same_outcome(f, opt, x)
         del m1.K
-        agree(opt, f, x)
+        same_outcome(f, opt, x)
     finally:
         G_MOD = None
 
@@ -306,7 +273,7 @@ def test_global_of_another_module_read_by_inlined_helper():
     x = torch.ones(3)
     for v in (2, 3, 3, 2.5, torch.tensor(4.0), 2):
         helpers.FACTOR = v
-        agree(opt, f, x)
+        same_outcome(f, opt, x)
 
 
 def test_global_dict_keys_and_values():
@@ -319,14 +286,14 @@ def test_global_dict_keys_and_values():
         return out
     opt = minidynamo.optimize()(f)
     x = torch.ones(2)
-    agree(opt, f, x, cfgs)
+    same_outcome(f, opt, x, cfgs)
     cfgs["a"] = 3.0
-    agree(opt, f, x, cfgs)
+    same_outcome(f, opt, x, cfgs)
     cfgs["c"] = 1.0
-    agree(opt, f, x, cfgs)
+    same_outcome(f, opt, x, cfgs)
     del cfgs["a"]
     cfgs["a"] = 3.0  # same keys, another order
-    agree(opt, f, x, cfgs)
+    same_outcome(f, opt, x, cfgs)
 
 
 # --- closures ------------------------------------------------------------------------------
@@ -349,11 +316,11 @@ def test_closure_cell_changes():
     f, set_ = make()
     opt = minidynamo.optimize()(f)
     x = torch.tensor([-1.0, 1.0])
-    agree(opt, f, x)
+    same_outcome(f, opt, x)
     for change in ({"k": 3}, {"w": torch.full((2,), -5.0)}, {"fn": torch.tanh}, {"k": 3.5},
                    {"w": torch.ones(2, 2)}, {"fn": lambda t: -t}, {"k": 2}):
         set_(**change)
-        agree(opt, f, x)
+        same_outcome(f, opt, x)
 
 
 def test_closure_cell_emptied():
@@ -364,11 +331,11 @@ def test_closure_cell_emptied():
         return f
     f = make()
     opt = minidynamo.optimize()(f)
-    agree(opt, f, torch.ones(2))
+    same_outcome(f, opt, torch.ones(2))
     f.__closure__[0].cell_contents = 4
-    agree(opt, f, torch.ones(2))
+    same_outcome(f, opt, torch.ones(2))
     del f.__closure__[0].cell_contents  # NameError in both
-    agree(opt, f, torch.ones(2))
+    same_outcome(f, opt, torch.ones(2))
 
 
 # --- attributes and items -------------------------------------------------------------------
@@ -393,17 +360,17 @@ def test_object_attribute_changes():
     opt = minidynamo.optimize()(f)
     x = torch.arange(3.0)
     obj = Holder()
-    agree(opt, f, x, obj)
+    same_outcome(f, opt, x, obj)
     obj.s = 5.0
-    agree(opt, f, x, obj)
+    same_outcome(f, opt, x, obj)
     obj.w = torch.full((3,), 7.0)
-    agree(opt, f, x, obj)
+    same_outcome(f, opt, x, obj)
     obj.w.mul_(2)
-    agree(opt, f, x, obj)
+    same_outcome(f, opt, x, obj)
     obj.__class__ = OtherHolder  # the method now comes from another class
-    agree(opt, f, x, obj)
+    same_outcome(f, opt, x, obj)
     del obj.s
-    agree(opt, f, x, obj)
+    same_outcome(f, opt, x, obj)
 
 
 def test_global_object_attribute():
@@ -414,7 +381,7 @@ def test_global_object_attribute():
     opt = minidynamo.optimize()(f)
     for s in (3.0, 4.0, torch.tensor(2.0), 4.0):
         obj.s = s
-        agree(opt, f, torch.ones(2))
+        same_outcome(f, opt, torch.ones(2))
 
 
 def test_container_items_change():
@@ -423,17 +390,17 @@ def test_container_items_change():
     opt = minidynamo.optimize()(f)
     x = torch.ones(2)
     xs, d = [torch.ones(2), 3.0], {"k": 1.0}
-    agree(opt, f, x, xs, (0, 2.0), d)
+    same_outcome(f, opt, x, xs, (0, 2.0), d)
     xs[0] = torch.full((2,), 5.0)
-    agree(opt, f, x, xs, (0, 2.0), d)
-    agree(opt, f, x, xs, (0, 4.0), d)
+    same_outcome(f, opt, x, xs, (0, 2.0), d)
+    same_outcome(f, opt, x, xs, (0, 4.0), d)
     d["k"] = torch.full((2,), -1.0)
-    agree(opt, f, x, xs, (0, 4.0), d)
+    same_outcome(f, opt, x, xs, (0, 4.0), d)
     xs.append(1)
-    agree(opt, f, x, xs, (0, 4.0), d)
-    agree(opt, f, x, xs, (0, 4.0, 5), d)
+    same_outcome(f, opt, x, xs, (0, 4.0), d)
+    same_outcome(f, opt, x, xs, (0, 4.0, 5), d)
     del d["k"]
-    agree(opt, f, x, xs, (0, 4.0), d)
+    same_outcome(f, opt, x, xs, (0, 4.0), d)
 
 
 def test_nested_containers():
@@ -442,13 +409,13 @@ def test_nested_containers():
     opt = minidynamo.optimize()(f)
     cfg = {"layers": [{"bias": 1.0, "scale": 2.0}, {"scale": 3.0}]}
     x = torch.ones(2)
-    agree(opt, f, x, cfg)
+    same_outcome(f, opt, x, cfg)
     cfg["layers"][1]["scale"] = -1.0
-    agree(opt, f, x, cfg)
+    same_outcome(f, opt, x, cfg)
     cfg["layers"][0] = {"bias": torch.ones(2) * 9}
-    agree(opt, f, x, cfg)
+    same_outcome(f, opt, x, cfg)
     cfg["layers"].reverse()
-    agree(opt, f, x, cfg)
+    same_outcome(f, opt, x, cfg)
 
 
 def test_module_parameters_buffers_and_training_flag():
@@ -468,19 +435,19 @@ def test_module_parameters_buffers_and_training_flag():
     opt = minidynamo.optimize()(f)
     x = torch.randn(4, 3)
     with torch.no_grad():
-        agree(opt, f, m, x)
+        same_outcome(f, opt, m, x)
         m.eval()
-        agree(opt, f, m, x)
+        same_outcome(f, opt, m, x)
         m.lin.weight.mul_(3)
-        agree(opt, f, m, x)
+        same_outcome(f, opt, m, x)
         m.offset = torch.full((2,), 4.0)
-        agree(opt, f, m, x)
+        same_outcome(f, opt, m, x)
         m.lin = torch.nn.Linear(3, 2)
-        agree(opt, f, m, x)
+        same_outcome(f, opt, m, x)
         m.lin.weight = torch.nn.Parameter(torch.ones(2, 3))
-        agree(opt, f, m, x)
+        same_outcome(f, opt, m, x)
         m.train()
-        agree(opt, f, m, x)
+        same_outcome(f, opt, m, x)
 
 
 # --- freed objects, reused ids ---------------------------------------------------------------
@@ -498,7 +465,7 @@ def test_freed_object_id_reused_by_new_object():
         o = Thing()
         o.s, o.k = float(i % 3), i % 2
         ids.add(id(o))
-        agree(opt, f, x, o)
+        same_outcome(f, opt, x, o)
         del o  # freed here (refcount): its id is free for the next object
     assert len(ids) < 30  # ids really were reused
 
@@ -515,7 +482,7 @@ def test_freed_global_tensor_and_function_ids_reused():
         for i in range(20):
             holder["w"] = torch.full((2,), float(i))
             holder["fn"] = (lambda k: lambda t: t * k)(i)
-            agree(opt, f, x)
+            same_outcome(f, opt, x)
             holder.clear()
 
 
@@ -528,7 +495,7 @@ def test_freed_kernel_like_objects_in_a_loop():
         warnings.simplefilter("ignore")
         for i in range(20):
             fn = functools.partial(torch.add, other=float(i))
-            agree(opt, f, x, fn)
+            same_outcome(f, opt, x, fn)
             del fn
 
 
@@ -557,7 +524,7 @@ def test_global_kernel_swapped():
     try:
         for k in (K.add_kernel, sub_kernel, K.add_kernel, sub_kernel):
             KERNEL = k
-            agree(opt, launch_global_kernel, a, b)
+            same_outcome(launch_global_kernel, opt, a, b)
     finally:
         KERNEL = K.add_kernel
 
@@ -578,7 +545,7 @@ def test_kernel_passed_as_argument_and_in_closure():
     a, b = torch.arange(20.0, device=DEVICE), torch.ones(20, device=DEVICE)
     for k in (K.add_kernel, sub_kernel, K.add_kernel):
         set_(k)
-        agree(opt, f, a, b)
+        same_outcome(f, opt, a, b)
 
     def g(kern, a, b):
         out = torch.empty_like(a)
@@ -586,7 +553,7 @@ def test_kernel_passed_as_argument_and_in_closure():
         return out
     opt = minidynamo.optimize()(g)
     for k in (K.add_kernel, sub_kernel, K.add_dns, sub_kernel):
-        agree(opt, g, k, a, b)
+        same_outcome(g, opt, k, a, b)
 
 
 def _autotuned():
@@ -603,13 +570,13 @@ def test_autotuner_configs_replaced():
         return out
     opt = minidynamo.optimize()(f)
     a, b = torch.arange(100.0, device=DEVICE), torch.ones(100, device=DEVICE)
-    agree(opt, f, a, b)
+    same_outcome(f, opt, a, b)
     kern.configs = [triton.Config({"BLOCK": 8}), triton.Config({"BLOCK": 4})]
     kern.cache.clear()
-    agree(opt, f, a, b)
+    same_outcome(f, opt, a, b)
     kern.configs.append(triton.Config({"BLOCK": 2}))  # same list, longer
     kern.cache.clear()
-    agree(opt, f, a, b)
+    same_outcome(f, opt, a, b)
 
 
 def test_grid_reads_globals_and_object_attributes():
@@ -623,7 +590,7 @@ def test_grid_reads_globals_and_object_attributes():
     a, b = torch.arange(64.0, device=DEVICE), torch.ones(64, device=DEVICE)
     for v in (16, 32, 64, 16):
         block["B"] = v
-        agree(opt, f, a, b)
+        same_outcome(f, opt, a, b)
     grid = K.GridObject(16)
 
     def g(a, b):
@@ -633,7 +600,7 @@ def test_grid_reads_globals_and_object_attributes():
     opt = minidynamo.optimize()(g)
     for v in (16, 32, 64, 16):
         grid.block = v
-        agree(opt, g, a, b)
+        same_outcome(g, opt, a, b)
 
 
 def test_kernel_constant_argument_from_outside_changes():
@@ -644,4 +611,4 @@ def test_kernel_constant_argument_from_outside_changes():
     opt = minidynamo.optimize()(f)
     x = torch.arange(40.0, device=DEVICE)
     for alpha, block in ((2.0, 16), (3.0, 16), (3.0, 32), (1, 32), (0.5, 16)):
-        agree(opt, f, x, alpha, {"B": block})
+        same_outcome(f, opt, x, alpha, {"B": block})
