@@ -14,7 +14,9 @@ values)))`` (and returns None), but costs less host time on a GPU:
   key, the autotuner's chosen config still being cached, launch hooks, globals
   the kernel read) and then calls the compiled kernel's launch entry
   ``CompiledKernel.run(gx, gy, gz, stream, function, packed_metadata,
-  launch_metadata, enter_hook, exit_hook, *all_params)`` with raw data pointers.
+  launch_metadata, enter_hook, exit_hook, *all_params)`` with raw data pointers —
+  or, where ``_direct_call`` recognises how that object calls its C entry, the
+  C entry itself with the same arguments.
 * Any mismatch falls through to older variants, then to the ordinary path,
   which may resolve one more variant (at most ``_MAX_VARIANTS`` live).  The
   newest variant is installed as ``__call__`` of a per-launcher subclass, so a
@@ -32,6 +34,7 @@ kernel object, Triton compile knobs read from the environment
 """
 from __future__ import annotations
 
+import functools
 import logging
 import operator
 import re
@@ -136,9 +139,6 @@ def _direct_call(run):
     differ), so a call can go to the C entry directly, skipping a Python frame that only
     allocates scratch memory this kernel does not need. ``render(call_args, bind)`` turns
     the argument expressions of a ``run(...)`` call into the equivalent C-entry call."""
-    import ast
-    import inspect
-    import textwrap
     if getattr(run, "global_scratch_size", 1) or getattr(run, "profile_scratch_size", 1):
         return None, "the kernel uses scratch memory"
     if getattr(run, "gsan_enabled", False):
@@ -146,18 +146,48 @@ def _direct_call(run):
     launch = getattr(run, "launch", None)
     if not callable(launch):
         return None, "no launch entry on the launcher object"
+    convention = _launch_convention(type(run))
+    if isinstance(convention, str):
+        return None, convention
+    n_params, items = convention
+
+    def render(call_args: list, bind) -> str:
+        fixed, rest = call_args[:n_params], call_args[n_params:]
+        out = []
+        for kind, x in items:
+            if kind == "param":
+                out.append(fixed[x])
+            elif kind == "star":
+                out.extend(rest)
+            elif kind == "tuple":
+                out.append("(" + "".join(r + ", " for r in rest) + ")")
+            elif kind == "attr":
+                out.append(bind(getattr(run, x)))
+            else:
+                out.append("None")
+        return f"{bind(launch)}({', '.join(out)})"
+    return render, None
+
+
+@functools.lru_cache(maxsize=None)
+def _launch_convention(cls):
+    """(number of fixed parameters, [(kind, detail)] per argument of its ``self.launch``
+    call) for a launcher class's ``__call__``, or why it is not recognised. Read once per
+    class: parsing the source costs milliseconds, and every kernel shares the class."""
+    import ast
+    import inspect
+    import textwrap
     try:
-        fdef = ast.parse(textwrap.dedent(inspect.getsource(type(run).__call__))).body[0]
+        fdef = ast.parse(textwrap.dedent(inspect.getsource(cls.__call__))).body[0]
     except (OSError, TypeError, SyntaxError, IndexError) as e:
-        return None, f"cannot read the launcher's source: {e!r}"
+        return f"cannot read the launcher's source: {e!r}"
     a = fdef.args
     params = [x.arg for x in a.args][1:]
     vararg = a.vararg.arg if a.vararg else None
     launches = [st for st in fdef.body if isinstance(st, ast.Expr) and isinstance(st.value, ast.Call)
                 and ast.unparse(st.value.func) == "self.launch"]
     if a.kwonlyargs or a.kwarg or len(launches) != 1 or launches[0].value.keywords:
-        return None, "the launcher's __call__ does not call self.launch(...) once"
-    call = launches[0].value
+        return "the launcher's __call__ does not call self.launch(...) once"
     # Everything else may only prepare what the launch call takes (or is for gsan, off).
     for stmt in fdef.body:
         if stmt is launches[0] or isinstance(stmt, ast.FunctionDef):
@@ -169,9 +199,9 @@ def _direct_call(run):
         if isinstance(stmt, ast.If) and any(k in ast.unparse(stmt.test)
                                             for k in ("gsan_enabled", "has_profile_allocator")):
             continue
-        return None, f"unrecognised statement in the launcher: {ast.unparse(stmt)[:60]!r}"
+        return f"unrecognised statement in the launcher: {ast.unparse(stmt)[:60]!r}"
     items = []
-    for arg in call.args:
+    for arg in launches[0].value.args:
         name = arg.id if isinstance(arg, ast.Name) else None
         if isinstance(arg, ast.Starred) and getattr(arg.value, "id", None) == vararg:
             items.append(("star", None))
@@ -180,26 +210,12 @@ def _direct_call(run):
         elif name is not None and name in (vararg, "kernel_args"):
             items.append(("tuple", None))  # kernel_args is args unless gsan (declined above)
         elif name in _SCRATCH_LOCALS:
-            items.append(("const", None))  # no scratch memory: None
+            items.append(("none", None))  # no scratch memory: None
         elif isinstance(arg, ast.Attribute) and getattr(arg.value, "id", None) == "self":
-            items.append(("const", getattr(run, arg.attr)))
+            items.append(("attr", arg.attr))
         else:
-            return None, f"unrecognised launch argument {ast.unparse(arg)!r}"
-
-    def render(call_args: list, bind) -> str:
-        fixed, rest = call_args[:len(params)], call_args[len(params):]
-        out = []
-        for kind, x in items:
-            if kind == "param":
-                out.append(fixed[x])
-            elif kind == "star":
-                out.extend(rest)
-            elif kind == "tuple":
-                out.append("(" + "".join(r + ", " for r in rest) + ")")
-            else:
-                out.append("None" if x is None else bind(x))
-        return f"{bind(launch)}({', '.join(out)})"
-    return render, None
+            return f"unrecognised launch argument {ast.unparse(arg)!r}"
+    return len(params), tuple(items)
 
 
 def _scalar_key(v):
@@ -480,7 +496,7 @@ class Launcher:
             ns["DIRECT"] = why
 
             def render(call_args, bind):
-                return f"{bind(run)}({', '.join(call_args)})"
+                return f"RUN({', '.join(call_args)})"
         else:
             ns["DIRECT"] = None
 
