@@ -189,6 +189,13 @@ def check_grid_value(grid, what: str) -> tuple:
     return tuple(grid) + (1,) * (3 - len(grid))
 
 
+def launch_record(node):
+    """The LaunchRecord a launch node (`triton_kernel_wrapper_mutation`) runs, else None."""
+    if node.op == "call_function" and isinstance(node.target, TritonKernelWrapperMutation):
+        return node.target.table.records[node.kwargs["kernel_idx"]]
+    return None
+
+
 @contextlib.contextmanager
 def direct_launch_nodes(graph):
     """Within the block, each launch node of `graph` calls its kernel's launcher with the
@@ -196,8 +203,8 @@ def direct_launch_nodes(graph):
     `triton_kernel_wrapper_mutation` form (what is shown)."""
     saved = []
     for node in graph.nodes:
-        if node.op == "call_function" and isinstance(node.target, TritonKernelWrapperMutation):
-            record = node.target.table.records[node.kwargs["kernel_idx"]]
+        record = launch_record(node)
+        if record is not None:
             kwargs = node.kwargs["kwargs"]
             saved.append((node, node.target, node.args, node.kwargs))
             node.target = record.launcher()
@@ -220,8 +227,8 @@ def direct_launches(gm):
     graph.output(out)
     changed = False
     for node in graph.nodes:
-        if node.op == "call_function" and isinstance(node.target, TritonKernelWrapperMutation):
-            record = node.target.table.records[node.kwargs["kernel_idx"]]
+        record = launch_record(node)
+        if record is not None:
             kwargs = node.kwargs["kwargs"]
             node.target = record.launcher()
             node.args = tuple(kwargs[n] for n in record.dynamic_names)

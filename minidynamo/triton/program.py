@@ -25,7 +25,7 @@ import re
 import torch
 
 from .. import codegen
-from .capture import TritonKernelWrapperMutation
+from .capture import launch_record
 
 SCRATCH_ALIGN = 256  # bytes: more than any alignment Triton specialises on
 DEVICE_TYPES = ("cuda",)  # where values are allocated from metadata (tests add "cpu")
@@ -41,8 +41,8 @@ def scratch_view(buf, offset: int, nbytes: int, dtype, shape):
 
 
 class _Launch:
-    def __init__(self, node):
-        self.record = node.target.table.records[node.kwargs["kernel_idx"]]
+    def __init__(self, node, record):
+        self.record = record
         self.launcher = self.record.launcher()
         self.args = [node.kwargs["kwargs"][n] for n in self.record.dynamic_names]
         variants = self.launcher._variants
@@ -54,10 +54,6 @@ class _Launch:
         if self.ns["SCALARS"] or self.ns["GRID"] is None:
             return f"{self.record.name}: scalar arguments change per call"
         return None
-
-
-def _is_launch(node) -> bool:
-    return node.op == "call_function" and isinstance(node.target, TritonKernelWrapperMutation)
 
 
 def _empty_like(n):
@@ -119,7 +115,7 @@ class ProgramBuilder:
         self.nodes = list(graph.nodes)
         out = next(n for n in self.nodes if n.op == "output")
         self.outputs = set(out.all_input_nodes)
-        self.launches = {n: _Launch(n) for n in self.nodes if _is_launch(n)}
+        self.launches = {n: _Launch(n, r) for n in self.nodes if (r := launch_record(n)) is not None}
         self.p = ns.prefix
         self.pointers: dict = {}  # value -> local holding its data_ptr()
         self._locals = 0
