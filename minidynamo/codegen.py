@@ -275,6 +275,14 @@ def _slice(s, names, ns) -> str:
     return f"{start}:{stop}" + ("" if s.step is None else f":{_arg(s.step, names, ns)}")
 
 
+def literal(value, ns: Namespace) -> str:
+    """An expression for a constant: written out where it can be, else bound in `ns`."""
+    try:
+        return _arg(value, {}, ns)
+    except _CannotInline:  # e.g. a namedtuple: the object itself
+        return ns.bind(value, "c")
+
+
 def _arg(a, names, ns) -> str:
     import torch.fx as fx
     if isinstance(a, fx.Node):

@@ -218,7 +218,7 @@ class ProgramBuilder:
             if p.startswith("p"):
                 args.append(ptrs[int(p[1:])])
             else:  # a value fixed at resolution (constants, constexprs, config values)
-                args.append(self._const(vns[p]))
+                args.append(codegen.literal(vns[p], self.ns))
         template = vns["CALL"](vns["GRID"], "_ST_", [f"_A{k}_" for k in range(len(args))])
         call = self._rename(template, vns).replace("_ST_", self.st)
         for k, a in enumerate(args):
@@ -236,11 +236,6 @@ class ProgramBuilder:
                 tensors.append(names[value])
         slow = f"{self.ns.bind(launch.launcher, 'launch_' + launch.record.name)}({', '.join(tensors)})"
         return lines + [f"if {' or '.join(checks)}:", f"    {slow}", "else:", f"    {call}"]
-
-    def _const(self, v) -> str:
-        if v is None or type(v) in (bool, int, str):
-            return repr(v)
-        return self.ns.bind(v, "c")
 
 
 def program_lines(graph, ns, input_exprs: dict, var_name):
