@@ -382,3 +382,45 @@ def test_kernel_on_a_meta_tensor_fails_like_eager():
         return out.shape
     opt = minidynamo.optimize()(g)
     same_outcome(g, opt, torch.ones(4, device="meta"))
+
+
+_CPU_TENSORS_TO_COMPILED_KERNEL = r"""
+import os, sys, traceback
+os.environ["TRITON_INTERPRET"] = "0"
+sys.path.insert(0, sys.argv[1])
+import torch, minidynamo
+from kernels import capture_kernels as K
+
+def user_launch(a, b):
+    o = torch.empty_like(a)
+    K.add_kernel[(4,)](a, b, o, a.numel(), BLOCK=16)
+    return o
+
+outcomes = []
+for fn in (user_launch, minidynamo.optimize(user_launch)):
+    try:
+        fn(torch.ones(64), torch.ones(64))
+        outcomes.append(None)
+    except Exception as e:
+        mine = [(f.name, f.lineno) for f in traceback.extract_tb(e.__traceback__) if f.filename == "<string>"]
+        outcomes.append((type(e).__name__, str(e), mine[-1]))
+print(outcomes)
+assert outcomes[0] is not None and outcomes[0] == outcomes[1], outcomes
+print(minidynamo.explain(user_launch)(torch.ones(64), torch.ones(64)))
+"""
+
+
+def test_cpu_tensors_to_a_compiled_kernel_fail_like_eager_at_the_users_line():
+    """Compiled (not interpreted) Triton rejects host tensors: the call runs eagerly and
+    raises eager's error from the user's line, and explain says why."""
+    import os
+    import subprocess
+    import sys
+    tests = os.path.dirname(os.path.abspath(__file__))
+    path = [os.path.dirname(tests), os.environ.get("PYTHONPATH")]
+    env = dict(os.environ, TRITON_INTERPRET="0", PYTHONPATH=os.pathsep.join(p for p in path if p))
+    proc = subprocess.run([sys.executable, "-c", _CPU_TENSORS_TO_COMPILED_KERNEL, tests],
+                          capture_output=True, text=True, env=env, timeout=300)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert ("ValueError: kernel 'add_kernel' argument 'x_ptr' is a cpu tensor; a compiled Triton "
+            "kernel needs GPU tensors") in proc.stdout, proc.stdout

@@ -104,7 +104,8 @@ GUARD_CASES = [
      "module 'math'", "SimpleNamespace namespace(pi=3)",
      "m is a different object: expected module 'math', actual SimpleNamespace namespace(pi=3)"),
     ("id_kernel_arg", lambda k, a, b: (k[(4,)](a, b, a, a.numel(), BLOCK=16), a)[1],
-     (K.add_kernel, torch.ones(64), torch.ones(64)), (K.add_dns, torch.ones(64), torch.ones(64)),
+     (K.add_kernel, torch.ones(64, device=K.DEVICE), torch.ones(64, device=K.DEVICE)),
+     (K.add_dns, torch.ones(64, device=K.DEVICE), torch.ones(64, device=K.DEVICE)),
      "ID_MATCH", "k", "kernel 'add_kernel'", "kernel 'add_dns'",
      "kernel 'add_kernel' is a different object (k was replaced)"),
 ]
@@ -167,7 +168,7 @@ def test_global_kernel_replaced():
         o = torch.empty_like(a)
         KERNEL[(4,)](a, b, o, a.numel(), BLOCK=16)
         return o
-    fail = _global_failure(f, "KERNEL", K.add_dns, torch.ones(64), torch.ones(64))
+    fail = _global_failure(f, "KERNEL", K.add_dns, torch.ones(64, device=K.DEVICE), torch.ones(64, device=K.DEVICE))
     assert fail.reason == "kernel 'add_kernel' is a different object (global 'KERNEL' was replaced)"
     assert (fail.expected, fail.actual) == ("kernel 'add_kernel'", "kernel 'add_dns'")
 

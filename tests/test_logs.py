@@ -189,7 +189,8 @@ def test_env_variable(tmp_path):
                       "    return x + 1\n"
                       "f(torch.ones(2)); f(torch.ones(3))\n")
     env = dict(os.environ, MINIDYNAMO_LOGS="recompiles,+bytecode",
-               PYTHONPATH=os.path.dirname(os.path.dirname(minidynamo.__file__)))
+               PYTHONPATH=os.pathsep.join(p for p in (os.path.dirname(os.path.dirname(minidynamo.__file__)),
+                                                      os.environ.get("PYTHONPATH")) if p))
     err = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True,
                          check=True).stderr
     assert (f"[minidynamo.recompiles] recompiling f ({script}:2): tensor 'x' size mismatch at dim 0: "

@@ -156,6 +156,10 @@ def emit_launch(tx, kv: TritonKernelVariable, grid_var, args: list, kwargs: dict
             continue
         v = bound[pname]
         if isinstance(v, TensorVariable):
+            if v.fake.device.type == "cpu" and not _interpreted(chain[-1]):
+                # Compiled Triton rejects host pointers: the eager run raises it, with the user's line.
+                unsupported("exceptions", f"ValueError: kernel {name!r} argument {pname!r} is a cpu tensor; "
+                                          "a compiled Triton kernel needs GPU tensors")
             dynamic_names.append(pname)
             fx_kwargs[pname] = v
         else:
@@ -203,6 +207,15 @@ def emit_launch(tx, kv: TritonKernelVariable, grid_var, args: list, kwargs: dict
                              name=f"{name}_launch")
     output.op_count += 1
     return ConstantVariable(None)
+
+
+def _interpreted(jit_fn) -> bool:
+    """Under TRITON_INTERPRET=1, @triton.jit gives an InterpretedFunction, which runs on CPU."""
+    try:
+        from triton.runtime.interpreter import InterpretedFunction
+    except ImportError:
+        return False
+    return isinstance(jit_fn, InterpretedFunction)
 
 
 def _unwrap_constexpr(v):
