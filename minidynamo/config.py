@@ -14,6 +14,9 @@ class Config:
         self.dump_dir: str | None = os.environ.get("MINIDYNAMO_DUMP") or None
         # Reuse the compiled launcher path for Triton nodes when a GPU is present.
         self.fast_triton_launch: bool = True
+        # Check tensor arguments with torch's C tensor check (False: the Python expressions).
+        # Read when a function is traced.
+        self.c_tensor_guards: bool = True
 
     def __repr__(self):
         return "Config(" + ", ".join(f"{k}={v!r}" for k, v in vars(self).items()) + ")"

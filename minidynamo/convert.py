@@ -99,7 +99,10 @@ class CacheEntry:
         """(guard, explanation, expected, actual) for the first guard these arguments
         fail, or None."""
         if self._finder is None:
-            self._finder = codegen.failure_finder("_md_why", self.params, self.guard_exprs, self.ns)
+            # A guard fails if its Python expression or the entry's own (C) check does.
+            exprs = [e if g.check_code(self.ns) == e else f"({e}) and {g.check_code(self.ns)}"
+                     for g, e in zip(self.guards, self.guard_exprs)]
+            self._finder = codegen.failure_finder("_md_why", self.params, exprs, self.ns)
         i = self._finder(*args, **kwargs)
         if i < 0:
             return None
@@ -113,7 +116,8 @@ class CacheEntry:
         return (guard, *guard.mismatch(actual))
 
     def guard_text(self) -> str:
-        """The guard expressions, one a line, as the entry function checks them."""
+        """The guards' Python expressions, one a line (the entry checks tensors with torch's
+        C tensor check where available: the same conditions, plus dispatch keys)."""
         return "\n".join(self.guard_exprs) if self.guard_exprs else "(no guards)"
 
     @property
@@ -262,12 +266,13 @@ def compile_call(fn, args, kwargs, backend, *, name: str, slow=None) -> CacheEnt
             body.append(f"    {out_name} = {ns.bind(compiled, 'compiled')}({inputs})")
     if not inlined:
         body.append(f"    return {rebuild}")
-    run, text, fast = _entry_functions(fn, name, params, call_args, guard_exprs, body, ns, miss,
+    checks = output.guards.check_expressions(ns)
+    run, text, fast = _entry_functions(fn, name, params, call_args, checks, body, ns, miss,
                                        slow, f"<minidynamo entry {name}>")
     upgrade = None
     if inlined and output.kernels:
         def upgrade():
-            return _program_entry(fn, output, ns, result, params, call_args, guard_exprs, body,
+            return _program_entry(fn, output, ns, result, params, call_args, checks, body,
                                   miss, slow, name)
     return CacheEntry(run, "graph" if has_work else "constant", output.guards.ordered(),
                       guard_exprs, text, params, ns, gm, compiled, None,
@@ -276,7 +281,7 @@ def compile_call(fn, args, kwargs, backend, *, name: str, slow=None) -> CacheEnt
                       kernels=output.kernels, _upgrade=upgrade)
 
 
-def _entry_functions(fn, name, params, call_args, guard_exprs, body, ns, miss, slow, filename):
+def _entry_functions(fn, name, params, call_args, checks, body, ns, miss, slow, filename):
     """(run, its text, fast_call or None): guards, then `body`.
 
     One function is compiled; where a guard fails it calls `<prefix>guard_miss` with the
@@ -284,7 +289,7 @@ def _entry_functions(fn, name, params, call_args, guard_exprs, body, ns, miss, s
     second function object over the same code) to `slow`, the cache's miss path."""
     miss_name = ns.bind(guard_miss, "miss")
     miss_call = f"{miss_name}({call_args})"
-    run, text = codegen.build_function(name, params, codegen.guard_block(guard_exprs, miss_call) + body,
+    run, text = codegen.build_function(name, params, codegen.guard_block(checks, miss_call) + body,
                                        ns, filename, fn.__qualname__)
     fast = None
     if slow is not None and fn.__defaults__ is None and fn.__kwdefaults__ is None:
@@ -297,7 +302,7 @@ def guard_miss(*args, **kwargs):
     return codegen.MISS
 
 
-def _program_entry(fn, output, ns, result, params, call_args, guard_exprs, body, miss, slow, name):
+def _program_entry(fn, output, ns, result, params, call_args, checks, body, miss, slow, name):
     """(note, (run, text, fast_call) or None): the entry rebuilt around the graph's launch
     program — guards, then the program while the launch state it was built for holds, else
     the plain graph (`body`) as before."""
@@ -310,7 +315,7 @@ def _program_entry(fn, output, ns, result, params, call_args, guard_exprs, body,
             return f"not used: {builder}", None
         lines.append(f"return {_OutputBuilder(output, ns, ns.prefix + 'out', var_name).expr(result)}")
         new_body = [body[0], f"    if not ({builder.conds}):", *("        " + x for x in lines), *body[1:]]
-        new = _entry_functions(fn, name, params, call_args, guard_exprs, new_body, ns, miss, slow,
+        new = _entry_functions(fn, name, params, call_args, checks, new_body, ns, miss, slow,
                                f"<minidynamo entry {name}>")
     except Exception as e:  # the plain graph keeps working; say why it stays
         return f"not used: could not be built ({type(e).__name__}: {e})", None
@@ -363,8 +368,8 @@ def _eager_entry(fn, output, ns, params, call_args, miss, reason, name, start, s
     hits = [0]
     body = [f"    {ns.bind(hits, 'hits')}[0] += 1",
             f"    return {ns.bind(fn, 'fn')}({call_args})"]
-    run, text, fast = _entry_functions(fn, name, params, call_args, guard_exprs, body, ns, miss,
-                                       slow, f"<minidynamo eager entry {name}>")
+    run, text, fast = _entry_functions(fn, name, params, call_args, output.guards.check_expressions(ns),
+                                       body, ns, miss, slow, f"<minidynamo eager entry {name}>")
     return CacheEntry(run, "eager", output.guards.ordered(), guard_exprs, text, params, ns,
                       reason=reason, compile_time_ms=(time.perf_counter() - start) * 1e3, hits=hits,
                       fast_call=fast, graph_name=f"{name}_graph")

@@ -93,6 +93,17 @@ def _object_code(name: str, value) -> str:
     return f"{name} = _Unavailable({getattr(value, '__name__', None) or what!r})"
 
 
+def _c_check_code(name: str, m: dict) -> str:
+    """torch's C tensor check, rebuilt from the metadata it was made for."""
+    example = f"_tensor({m['shape']!r}, {m['stride']!r}, {m['dtype']}, {str(m['device'])!r}, {m['requires_grad']!r})"
+    if m["type"] is torch.nn.Parameter:
+        example = f"torch.nn.Parameter({example}, requires_grad={m['requires_grad']!r})"
+    elif m["type"] is not torch.Tensor:
+        return f"{name} = _Unavailable('the tensor check of a {m['type'].__name__}')"
+    return (f"from torch._C._dynamo.guards import TensorGuards\n{name} = TensorGuards({example}, "
+            f"dynamic_dims_sizes=[{list(m['shape'])!r}], dynamic_dims_strides=[{list(m['stride'])!r}]).check")
+
+
 def _library(module_name: str) -> bool:
     """Only torch, Triton, numpy and the standard library are imported by a dump: importing
     a module of the user's own would run its code."""
@@ -224,10 +235,12 @@ def render(entry, index: int, name: str, where: str, args=None, kwargs=None) -> 
     parts = [_HEADER.format(index=index, name=name, where=where, kind=entry.kind,
                             ms=entry.compile_time_ms, reason=reason)]
     parts.append("# --- objects the generated code refers to ---")
+    c_checks = {id(g.meta["c_check"]): g.meta for g in entry.guards if g.meta.get("c_check") is not None}
     for n, v in entry.ns.values.items():
         if entry.compiled is not None and v is entry.compiled:
             continue  # defined after the graph below
-        parts.append(_object_code(n, v))
+        meta = c_checks.get(id(getattr(v, "__self__", None)))
+        parts.append(_object_code(n, v) if meta is None else _c_check_code(n, meta))
     parts.extend(_wiring(entry))
     if entry.gm is not None:
         code = entry.gm.code

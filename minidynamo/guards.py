@@ -8,6 +8,7 @@ it is what `explain()` shows and what a failure is explained against.
 from __future__ import annotations
 
 import math
+import re
 import types
 from dataclasses import dataclass, field
 
@@ -87,6 +88,15 @@ class Guard:
             return " and ".join(parts)
         raise AssertionError(kind)
 
+    def check_code(self, ns: Namespace) -> str:
+        """The expression the entry function runs: `code()`, or for a tensor torch's C check
+        (stricter only in the dispatch keys; `mismatch` names those too)."""
+        c_check = self.meta.get("c_check") if self.kind == "TENSOR_MATCH" else None
+        if c_check is None:
+            return self.code(ns)
+        e = self.source.expr(ns)
+        return f"{ns.bind(c_check.check, 'check_' + e if e.isidentifier() else 'tensor_check')}({e})"
+
     def explain(self, actual) -> str:
         """Plain words for why `actual` fails this guard."""
         return self.mismatch(actual)[0]
@@ -112,7 +122,10 @@ class Guard:
             for d, (exp, act) in enumerate(zip(m["stride"], actual.stride())):
                 if exp != act:
                     return _says(f"tensor {tname} stride mismatch at dim {d}", exp, act)
-            return _says(f"tensor {tname} requires_grad mismatch", m["requires_grad"], actual.requires_grad)
+            if actual.requires_grad != m["requires_grad"]:
+                return _says(f"tensor {tname} requires_grad mismatch", m["requires_grad"], actual.requires_grad)
+            return _says(f"tensor {tname} dispatch keys differ from the traced call's (inference_mode, "
+                         "a conj/neg view or a functorch transform)", *_dispatch_keys(m["c_check"], actual))
         if kind == "NOT_IN_DICT":
             attr = self.meta["attr"]
             return (f"{name} now has an instance attribute {attr!r} (shadowing its class's)",
@@ -194,6 +207,13 @@ def _strides_check(e: str, shape: tuple, stride: tuple) -> str:
     return f"{e}.stride() == {stride!r}"
 
 
+def _dispatch_keys(c_check, actual) -> tuple[str, str]:
+    """(expected, actual) key sets, from the C check's own verbose answer."""
+    said = c_check.check_verbose(actual, tensor_check_names=["x"]) if c_check is not None else ""
+    found = re.search(r"expected (.*), actual (.*)$", said if isinstance(said, str) else "")
+    return found.groups() if found else ("the traced call's", "others")
+
+
 def _kernel_name(obj) -> str | None:
     if not (type(obj).__module__ or "").startswith("triton"):
         return None
@@ -238,8 +258,46 @@ def _short(v) -> str:
 
 def tensor_guard(source: Source, t: torch.Tensor) -> Guard:
     meta = dict(type=type(t), dtype=t.dtype, device=t.device, shape=tuple(t.shape),
-                stride=tuple(t.stride()), requires_grad=t.requires_grad)
+                stride=tuple(t.stride()), requires_grad=t.requires_grad, c_check=c_tensor_check(t))
     return Guard("TENSOR_MATCH", source, None, meta)
+
+
+def c_tensor_check(t: torch.Tensor):
+    """torch's C check of one tensor (`TensorGuards`, what torch.compile's guards were built
+    on): type, dtype, device, sizes, strides, requires_grad — and the dispatch keys as the
+    calling thread sees them, so an inference_mode call or a conj/neg view fails it too.
+    A third of the Python expression's cost. None where unavailable or switched off
+    (`config.c_tensor_guards`): the Python expression checks instead."""
+    from .config import config
+    if not config.c_tensor_guards or not _c_checks_work():
+        return None
+    try:
+        return _TensorGuards(t, dynamic_dims_sizes=[list(t.shape)], dynamic_dims_strides=[list(t.stride())])
+    except Exception:  # a layout without strides, or a tensor the check does not take
+        return None
+
+
+_TensorGuards = None
+_c_checks_ok: bool | None = None
+
+
+def _c_checks_work() -> bool:
+    """The internal API exists and answers as the Python expression does (checked once)."""
+    global _c_checks_ok, _TensorGuards
+    if _c_checks_ok is None:
+        _c_checks_ok = False
+        try:
+            from torch._C._dynamo.guards import TensorGuards
+            x = torch.zeros(2, 3)
+            g = TensorGuards(x, dynamic_dims_sizes=[[2, 3]], dynamic_dims_strides=[[3, 1]])
+            others = [torch.zeros(3, 2), torch.zeros(2, 3, dtype=torch.float64), torch.zeros(3, 2).t(),
+                      torch.zeros(2, 3, requires_grad=True), torch.nn.Parameter(torch.zeros(2, 3)), 2, None]
+            if g.check(x) is True and g.check(torch.ones(2, 3)) is True and \
+                    not any(g.check(o) for o in others):
+                _TensorGuards, _c_checks_ok = TensorGuards, True
+        except Exception:
+            pass
+    return _c_checks_ok
 
 
 class GuardSet:
@@ -264,4 +322,9 @@ class GuardSet:
         return sorted(self._guards.values(), key=lambda g: (_COST[g.kind], g.source.depth))
 
     def expressions(self, ns: Namespace) -> list[str]:
+        """Python expressions, one per guard: shown to users, and what a failure is explained by."""
         return [g.code(ns) for g in self.ordered()]
+
+    def check_expressions(self, ns: Namespace) -> list[str]:
+        """What the entry function runs, one per guard (C checks for tensors where available)."""
+        return [g.check_code(ns) for g in self.ordered()]

@@ -55,6 +55,8 @@ def _readable(obj, hint: str) -> str:
         text = "tuple"
     elif isinstance(obj, dict) and hint == "G":
         text = "G_" + str(obj.get("__name__", "globals"))
+    elif isinstance(obj, types.BuiltinMethodType) and not isinstance(obj.__self__, (types.ModuleType, type(None))):
+        text = hint  # a C object's bound method (a tensor check): its own name says little
     elif isinstance(obj, type) or callable(obj) and hasattr(obj, "__name__"):
         text = getattr(obj, "__name__", hint)
     else:

@@ -323,3 +323,63 @@ def test_unused_list_contents_are_not_guarded():
     out = opt(t(2), lst)
     assert out[1] is lst
     assert be.calls == 1
+
+
+# --- torch's C tensor check in the entry --------------------------------------------------
+
+def _double_plus(x):
+    return x * 2 + 1
+
+
+@pytest.mark.skipif(not minidynamo.guards._c_checks_work(), reason="this torch has no usable C tensor check")
+def test_entry_checks_tensors_in_c_and_explains_like_python():
+    opt, backend = opt_of(_double_plus)
+    x = t()
+    torch.testing.assert_close(opt(x), _double_plus(x))
+    entry = opt.cache_entries()[0]
+    assert "_md_check_x(x)" in entry.source_text and "x.shape" not in entry.source_text
+    assert "x.shape == (4, 3)" in entry.guard_text()  # users read the Python form
+    reasons = []
+    for other in (t(5, 3), t().double(), t(3, 4).t(), t().requires_grad_()):
+        opt, _ = opt_of(_double_plus)
+        opt(x)
+        torch.testing.assert_close(opt(other), _double_plus(other))
+        reasons += [f.reason for f in opt.guard_failures()]
+    assert reasons == ["tensor 'x' size mismatch at dim 0: expected 4, actual 5",
+                       "tensor 'x' dtype mismatch: expected torch.float32, actual torch.float64",
+                       "tensor 'x' stride mismatch at dim 0: expected 3, actual 1",
+                       "tensor 'x' requires_grad mismatch: expected False, actual True"], reasons
+
+
+@pytest.mark.skipif(not minidynamo.guards._c_checks_work(), reason="this torch has no usable C tensor check")
+@pytest.mark.parametrize("case", ["inference_mode", "conj"])
+def test_dispatch_key_changes_retrace_and_say_so(case):
+    """What the Python expression cannot see: a call under inference_mode (autograd keys
+    excluded) or a conjugate view. Each gets its own entry, results as eager."""
+    fn = _double_plus if case == "inference_mode" else (lambda x: x * (2 + 1j))
+    opt, backend = opt_of(fn)
+    x = t() if case == "inference_mode" else torch.randn(4, 3, dtype=torch.complex64)
+    torch.testing.assert_close(opt(x), fn(x))
+    if case == "inference_mode":
+        with torch.inference_mode():
+            got, want = opt(x), fn(x)
+    else:
+        got, want = opt(x.conj()), fn(x.conj())
+    torch.testing.assert_close(got, want)
+    (failure,) = opt.guard_failures()
+    assert failure.reason.startswith("tensor 'x' dispatch keys differ from the traced call's"), failure.reason
+    assert failure.expected != failure.actual and "DispatchKeySet" in failure.actual, failure
+    assert len(opt.cache_entries()) == 2
+    torch.testing.assert_close(opt(x), fn(x))  # the first entry still serves the first form
+    assert opt.cache_entries()[0].hit_count == 2
+
+
+def test_c_tensor_guards_can_be_switched_off():
+    minidynamo.config.c_tensor_guards = False
+    try:
+        opt, _ = opt_of(_double_plus)
+        x = t()
+        torch.testing.assert_close(opt(x), _double_plus(x))
+        assert "x.shape == (4, 3)" in opt.cache_entries()[0].source_text
+    finally:
+        minidynamo.config.c_tensor_guards = True

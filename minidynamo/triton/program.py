@@ -173,6 +173,11 @@ class ProgramBuilder:
         val = _empty_like(node)
         if val is not None:
             name = names.get(node) or self.var_name(node)
+            like = node.args[0]
+            if like not in self.scratch and not node.kwargs:
+                # Same metadata as the fake result (the guards pin the real argument's, or it
+                # is a value made here), and parsing one argument costs less than the rest.
+                return [f"{name} = {self.ns.bind(torch.empty_like, 'empty_like')}({names[like]})"], name
             return [f"{name} = {self.ns.bind(torch.empty_strided, 'empty_strided')}("
                     f"{tuple(val.shape)!r}, {val.stride()!r}, dtype={self.ns.bind(val.dtype, 'dtype')}, "
                     f"device={self.ns.bind(val.device, 'dev')})"], name
