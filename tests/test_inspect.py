@@ -341,7 +341,7 @@ def test_explain_triton_launch():
         o = torch.empty_like(a)
         K.add_kernel[(4,)](a, b, o, a.numel(), BLOCK=16)
         return o
-    out = minidynamo.explain(f)(torch.ones(64), torch.ones(64))
+    out = minidynamo.explain(f)(torch.ones(64, device=K.DEVICE), torch.ones(64, device=K.DEVICE))
     (launch,) = out.launches
     assert (launch.kernel, launch.grid, launch.writes, launch.unknown_reason) == \
         ("add_kernel", (4, 1, 1), ["out_ptr"], None)
@@ -357,7 +357,7 @@ def test_explain_triton_unknown_mutation():
         o = torch.empty_like(x)
         MC.impure_asm_kernel[(1,)](x, o, x.numel(), BLOCK=16)
         return o
-    out = minidynamo.explain(f)(torch.ones(16, dtype=torch.int32))
+    out = minidynamo.explain(f)(torch.ones(16, dtype=torch.int32, device=K.DEVICE))
     (launch,) = out.launches
     assert launch.writes is None and "inline_asm_elementwise" in launch.unknown_reason
     assert launch.mutation.startswith("unknown (")
@@ -445,7 +445,7 @@ FALLBACKS = [
     ("generator", c_generator, (X,), f"calling function {GEN_NAME}, a generator or coroutine function"),
     ("torch_op", c_torch_op, (X,), "tensor @ raised RuntimeError: a and b must have same reduction dim, "
                                    "but got [4, 3] X [4, 3]."),
-    ("triton", c_triton, (torch.ones(64),), "triton.jit() inside the traced function: a kernel defined inside "
+    ("triton", c_triton, (torch.ones(64, device=K.DEVICE),), "triton.jit() inside the traced function: a kernel defined inside "
                                             "the traced function is not captured (define it at module level)"),
     ("construct", c_construct, (X,), "defining a class inside the traced function"),
     ("opcode", c_opcode, (X, [1, 2]),
