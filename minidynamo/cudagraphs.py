@@ -26,21 +26,18 @@ from __future__ import annotations
 
 import logging
 import operator
-import sys
 import threading
 
 import torch
 import torch.fx as fx
 
+from . import held
+from .held import HeldCheck
+
 log = logging.getLogger("minidynamo.cudagraphs")
 MAX_RECORDINGS = 4
 MAX_SLOTS = 2  # captures per input set: `o = f(a, b)` keeps the last output alive during a call
 WARMUP_RUNS = 2  # the first run resolves Triton launchers (autotuning, compilation)
-
-# Strong references to a StorageImpl (tensors, views, autograd saved tensors...); takes the
-# integer `untyped_storage()._cdata`. Private torch API, so feature-detected.
-_use_count = getattr(torch._C, "_storage_Use_Count", None)
-_py_refs = sys.getrefcount
 
 # Ops whose result is a new tensor (never a view of an argument).
 _FRESH_FUNCTIONS = {
@@ -113,34 +110,22 @@ def analyse(gm: fx.GraphModule):
 
 
 class _Slot:
-    """One capture of the graph over an input set: the CUDA graph and our static outputs.
-    `checks` holds, per distinct output storage, [cdata, storage object, use count, Python
-    references] with the counts measured by `calibrate` when only our own tensors exist."""
+    """One capture of the graph over an input set: the CUDA graph, our static outputs and
+    the check of whether a caller still holds them (calibrated right after capture)."""
 
-    __slots__ = ("graph", "outputs", "checks")
+    __slots__ = ("graph", "outputs", "held")
 
     def __init__(self, graph, outputs: tuple):
         self.graph = graph
         self.outputs = outputs
-        checks: list = []
-        for o in (outputs if _use_count is not None else ()):  # no count: nothing to check
-            s = o.untyped_storage()  # kept: a caller holding this object shows in its refcount
-            if all(s is not c[1] for c in checks):  # outputs may share a storage
-                checks.append([s._cdata, s, 0, 0])
-        self.checks = checks
+        self.held = HeldCheck(outputs)
 
     def calibrate(self) -> None:
-        # Same expressions as `is_free`, so the counts include exactly the same references.
-        for c in self.checks:
-            c[2] = _use_count(c[0])
-            c[3] = _py_refs(c[1])
+        self.held.calibrate()
 
     def is_free(self) -> bool:
         """True when nobody but us refers to any output's memory (safe to replay over it)."""
-        for c in self.checks:
-            if _use_count(c[0]) != c[2] or _py_refs(c[1]) != c[3]:
-                return False
-        return True
+        return self.held.is_free()
 
 
 class _InputSet:
@@ -175,7 +160,7 @@ class CudaGraphRunner:
         self._lock = threading.Lock()
         if self.fallback_reason:
             log.info("cudagraphs: running the plain graph: %s", self.fallback_reason)
-        elif _use_count is None:
+        elif held.use_count is None:
             # Without the count we cannot tell whether an output is still held: one slot
             # per input set, and every output cloned out of it.
             self.max_slots = 1

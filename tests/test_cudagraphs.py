@@ -269,7 +269,7 @@ def test_without_storage_use_count_outputs_are_cloned(monkeypatch):
     monkeypatch.setattr(CudaGraphRunner, "_capture", lambda self, rec: (
         lambda outs: (_ReplayIntoStatic(self.compiled, rec.inputs, outs), outs))(
             tuple(self.compiled(*rec.inputs))))
-    monkeypatch.setattr(minidynamo.cudagraphs, "_use_count", None)
+    monkeypatch.setattr(minidynamo.held, "use_count", None)
     opt = minidynamo.optimize(mode="cudagraphs")(chain)
     a, b = torch.randn(200, device=K.DEVICE), torch.randn(200, device=K.DEVICE)
     kept = []
