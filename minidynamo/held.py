@@ -17,7 +17,7 @@ import torch
 # Strong references to a StorageImpl; takes the integer `untyped_storage()._cdata`.
 # Private torch API, so feature-detected: without it nothing is reused.
 use_count = getattr(torch._C, "_storage_Use_Count", None)
-_py_refs = sys.getrefcount
+py_refs = sys.getrefcount
 
 
 class HeldCheck:
@@ -38,11 +38,11 @@ class HeldCheck:
         # Same expressions as `is_free`, so the counts include exactly the same references.
         for c in self.checks:
             c[2] = use_count(c[0])
-            c[3] = _py_refs(c[1])
+            c[3] = py_refs(c[1])
 
     def is_free(self) -> bool:
         """True when nobody but us refers to any of the tensors' memory."""
         for c in self.checks:
-            if use_count(c[0]) != c[2] or _py_refs(c[1]) != c[3]:
+            if use_count(c[0]) != c[2] or py_refs(c[1]) != c[3]:
                 return False
         return True

@@ -122,5 +122,5 @@ def test_other_streams_and_graph_capture_get_their_own_memory():
 
 def test_pool_is_not_used_while_capturing():
     calls = []
-    pool = OutputPool(lambda: (calls.append(1) or (torch.zeros(4),), None), capturing=lambda: True)
+    pool = OutputPool(lambda: calls.append(1) or (torch.zeros(4),), capturing=lambda: True)
     assert pool.take(0) is None and not calls

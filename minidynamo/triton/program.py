@@ -161,7 +161,7 @@ class ProgramBuilder:
         def make():
             outputs = tuple(torch.empty_strided(shape, stride, dtype=dtype, device=dev)
                             for shape, stride, dtype in shapes)
-            return outputs, (torch.empty((total,), dtype=torch.uint8, device=dev) if total else None)
+            return outputs + ((torch.empty((total,), dtype=torch.uint8, device=dev),) if total else ())
         return pooled, OutputPool(make, capturing_check(dev))
 
     def head(self) -> list[str]:
