@@ -47,8 +47,9 @@ class _Slot:
         The aliases are made first and count in the check: two threads claiming one slot
         both see the other's alias and both give up; no lock is needed."""
         aliases = [t.detach() for t in self.tensors]
+        count, refs = held.use_count, held.py_refs
         for c in self.checks:  # indexed, as when measured: a local would add a reference
-            if held.use_count(c[0]) != c[2] or held.py_refs(c[1]) != c[3]:
+            if count(c[0]) != c[2] or refs(c[1]) != c[3]:
                 return None
         return aliases
 
@@ -72,6 +73,8 @@ class OutputPool:
                 if got is not None:
                     self.reused += 1
                     return got
+        if len(self._slots) >= MAX_SLOTS:
+            return None
         with self._lock:
             if len(self._slots) >= MAX_SLOTS:
                 return None
