@@ -324,9 +324,6 @@ def _program_entry(fn, output, ns, result, params, call_args, checks, body, miss
     note = (f"{len(builder.launches)} launch(es) straight to the compiled kernels "
             f"({direct} to the C entry), {len(builder.scratch)} scratch value(s) in "
             f"{builder.scratch_bytes} bytes")
-    if builder.pool is not None:
-        note += (f"; {len(builder.pooled)} output(s){' and the scratch buffer' if builder.scratch else ''} "
-                 "reused across calls once dropped")
     return note, new
 
 

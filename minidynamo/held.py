@@ -1,5 +1,5 @@
 """Whether anyone but us still refers to a tensor's memory: the check that lets
-CUDA-graph replays and launch programs reuse outputs a caller has dropped.
+CUDA-graph replays reuse outputs a caller has dropped.
 
 We keep our own tensors and hand out `detach()` aliases (new TensorImpls on the same
 storage). Every strong reference to the storage — an alias, a view of it, a tensor autograd

@@ -24,9 +24,8 @@ import re
 
 import torch
 
-from .. import codegen, held
+from .. import codegen
 from .capture import launch_record
-from .pool import MAX_BYTES, OutputPool, capturing_check
 
 SCRATCH_ALIGN = 256  # bytes: more than any alignment Triton specialises on
 DEVICE_TYPES = ("cuda",)  # where values are allocated from metadata (tests add "cpu")
@@ -145,25 +144,6 @@ class ProgramBuilder:
             return name
         return _NAME.sub(repl, code)
 
-    def _pool(self, total: int):
-        """An OutputPool for the returned `empty_like` values only launches write (and the
-        scratch buffer), or None: nothing to pool, too large, or no way to tell if held."""
-        pooled = [n for n in self.nodes if n in self.outputs and n not in self.scratch
-                  and _empty_like(n) is not None
-                  and all(u in self.launches or u.op == "output" for u in n.users)]
-        vals = [n.meta["val"] for n in pooled]
-        size = total + sum(v.untyped_storage().nbytes() for v in vals)
-        if held.use_count is None or (not pooled and not total) or size > MAX_BYTES:
-            return [], None
-        dev = (vals[0] if vals else next(iter(self.scratch)).meta["val"]).device
-        shapes = [(tuple(v.shape), v.stride(), v.dtype) for v in vals]
-
-        def make():
-            outputs = tuple(torch.empty_strided(shape, stride, dtype=dtype, device=dev)
-                            for shape, stride, dtype in shapes)
-            return outputs + ((torch.empty((total,), dtype=torch.uint8, device=dev),) if total else ())
-        return pooled, OutputPool(make, capturing_check(dev))
-
     def head(self) -> list[str]:
         """The lines that start the program (stream, scratch buffer); `self.conds` is the
         check of global launch state that must hold for the program to run."""
@@ -180,24 +160,12 @@ class ProgramBuilder:
         intervals = _scratch_candidates(self.nodes, self.launches, self.outputs)
         self.scratch, total = layout(intervals)
         self.scratch_bytes = total
-        pooled, self.pool = self._pool(total)
-        self.slot = self.local("slot")
-        self.pooled = {n: f"{self.slot}[{k}]" for k, n in enumerate(pooled)}
-        if self.pool is not None:
-            lines.append(f"{self.slot} = {self.ns.bind(self.pool, 'pool')}.take({self.st})")
         if self.scratch:
             dev = next(iter(self.scratch)).meta["val"].device
-            alloc = (f"{self.ns.bind(torch.empty, 'empty')}(({total},), "
-                     f"dtype={self.ns.bind(torch.uint8, 'uint8')}, device={self.ns.bind(dev, 'dev')})")
-            lines.append(f"{self.sbuf} = {self._from_slot(f'{self.slot}[{len(pooled)}]', alloc)}")
+            lines.append(f"{self.sbuf} = {self.ns.bind(torch.empty, 'empty')}(({total},), "
+                         f"dtype={self.ns.bind(torch.uint8, 'uint8')}, device={self.ns.bind(dev, 'dev')})")
             lines.append(f"{self.sb} = {self.sbuf}.data_ptr()")
         return lines
-
-    def _from_slot(self, taken: str, alloc: str) -> str:
-        """The value from the pool's slot when the call got one, else a new allocation."""
-        if self.pool is None:
-            return alloc
-        return f"{alloc} if {self.slot} is None else {taken}"
 
     def render(self, node, names):
         if node in self.scratch:
@@ -209,14 +177,10 @@ class ProgramBuilder:
             if like not in self.scratch and not node.kwargs:
                 # Same metadata as the fake result (the guards pin the real argument's, or it
                 # is a value made here), and parsing one argument costs less than the rest.
-                alloc = f"{self.ns.bind(torch.empty_like, 'empty_like')}({names[like]})"
-            else:
-                alloc = (f"{self.ns.bind(torch.empty_strided, 'empty_strided')}({tuple(val.shape)!r}, "
-                         f"{val.stride()!r}, dtype={self.ns.bind(val.dtype, 'dtype')}, "
-                         f"device={self.ns.bind(val.device, 'dev')})")
-            if node in self.pooled:
-                alloc = self._from_slot(self.pooled[node], alloc)
-            return [f"{name} = {alloc}"], name
+                return [f"{name} = {self.ns.bind(torch.empty_like, 'empty_like')}({names[like]})"], name
+            return [f"{name} = {self.ns.bind(torch.empty_strided, 'empty_strided')}("
+                    f"{tuple(val.shape)!r}, {val.stride()!r}, dtype={self.ns.bind(val.dtype, 'dtype')}, "
+                    f"device={self.ns.bind(val.device, 'dev')})"], name
         launch = self.launches.get(node)
         if launch is None:
             if node.op == "call_method" and node.target.endswith("_"):
