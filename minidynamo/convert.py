@@ -100,8 +100,10 @@ class CacheEntry:
         fail, or None."""
         if self._finder is None:
             # A guard fails if its Python expression or the entry's own (C) check does.
-            exprs = [e if g.check_code(self.ns) == e else f"({e}) and {g.check_code(self.ns)}"
-                     for g, e in zip(self.guards, self.guard_exprs)]
+            exprs = []
+            for g, e in zip(self.guards, self.guard_exprs):
+                c = g.check_code(self.ns)
+                exprs.append(e if c == e else f"({e}) and {c}")
             self._finder = codegen.failure_finder("_md_why", self.params, exprs, self.ns)
         i = self._finder(*args, **kwargs)
         if i < 0:

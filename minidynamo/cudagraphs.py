@@ -118,14 +118,7 @@ class _Slot:
     def __init__(self, graph, outputs: tuple):
         self.graph = graph
         self.outputs = outputs
-        self.held = HeldCheck(outputs)
-
-    def calibrate(self) -> None:
-        self.held.calibrate()
-
-    def is_free(self) -> bool:
-        """True when nobody but us refers to any output's memory (safe to replay over it)."""
-        return self.held.is_free()
+        self.held = HeldCheck(outputs)  # free: safe to replay over the outputs
 
 
 class _InputSet:
@@ -211,7 +204,7 @@ class CudaGraphRunner:
     def _replay_free_slot(self, rec: _InputSet, args):
         slot = None
         for s in rec.slots:
-            if s.is_free():
+            if s.held.is_free():
                 slot = s
                 break
         if slot is None:
@@ -245,7 +238,7 @@ class CudaGraphRunner:
         if self.clone_reason is None and any(o.requires_grad for o in slot.outputs):
             # detach() would cut the output off its autograd history; a clone keeps it.
             self._clone_outputs("an output requires grad (an alias would detach it from autograd)")
-        slot.calibrate()  # now: no caller has seen these outputs yet
+        slot.held.calibrate()  # now: no caller has seen these outputs yet
         rec.slots.append(slot)
         return slot
 

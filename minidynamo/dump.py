@@ -239,7 +239,7 @@ def render(entry, index: int, name: str, where: str, args=None, kwargs=None) -> 
     for n, v in entry.ns.values.items():
         if entry.compiled is not None and v is entry.compiled:
             continue  # defined after the graph below
-        meta = c_checks.get(id(getattr(v, "__self__", None)))
+        meta = c_checks.get(id(v))
         parts.append(_object_code(n, v) if meta is None else _c_check_code(n, meta))
     parts.extend(_wiring(entry))
     if entry.gm is not None:

@@ -95,7 +95,7 @@ class Guard:
         if c_check is None:
             return self.code(ns)
         e = self.source.expr(ns)
-        return f"{ns.bind(c_check.check, 'check_' + e if e.isidentifier() else 'tensor_check')}({e})"
+        return f"{ns.bind(c_check, 'check_' + e if e.isidentifier() else 'tensor_check')}({e})"
 
     def explain(self, actual) -> str:
         """Plain words for why `actual` fails this guard."""
@@ -209,7 +209,7 @@ def _strides_check(e: str, shape: tuple, stride: tuple) -> str:
 
 def _dispatch_keys(c_check, actual) -> tuple[str, str]:
     """(expected, actual) key sets, from the C check's own verbose answer."""
-    said = c_check.check_verbose(actual, tensor_check_names=["x"]) if c_check is not None else ""
+    said = c_check.__self__.check_verbose(actual, tensor_check_names=["x"]) if c_check is not None else ""
     found = re.search(r"expected (.*), actual (.*)$", said if isinstance(said, str) else "")
     return found.groups() if found else ("the traced call's", "others")
 
@@ -263,8 +263,9 @@ def tensor_guard(source: Source, t: torch.Tensor) -> Guard:
 
 
 def c_tensor_check(t: torch.Tensor):
-    """torch's C check of one tensor (`TensorGuards`, what torch.compile's guards were built
-    on): type, dtype, device, sizes, strides, requires_grad — and the dispatch keys as the
+    """torch's C check of one tensor (`TensorGuards(t).check`, what torch.compile's guards
+    were built on; kept as one bound method so every `check_code` binds the same name):
+    type, dtype, device, sizes, strides, requires_grad — and the dispatch keys as the
     calling thread sees them, so an inference_mode call or a conj/neg view fails it too.
     A third of the Python expression's cost. None where unavailable or switched off
     (`config.c_tensor_guards`): the Python expression checks instead."""
@@ -272,7 +273,7 @@ def c_tensor_check(t: torch.Tensor):
     if not config.c_tensor_guards or not _c_checks_work():
         return None
     try:
-        return _TensorGuards(t, dynamic_dims_sizes=[list(t.shape)], dynamic_dims_strides=[list(t.stride())])
+        return _TensorGuards(t, dynamic_dims_sizes=[list(t.shape)], dynamic_dims_strides=[list(t.stride())]).check
     except Exception:  # a layout without strides, or a tensor the check does not take
         return None
 

@@ -210,9 +210,9 @@ def test_a_kept_alias_of_an_output_is_not_overwritten(device, holder):
         a.mul_(-2)
         torch.testing.assert_close(opt(a, b), chain(a, b))  # from the other slot
     torch.testing.assert_close(read(), want)
-    assert not slot.is_free() and runner_of(opt).replays == 6
+    assert not slot.held.is_free() and runner_of(opt).replays == 6
     del read
-    assert slot.is_free()  # released: its memory may be replayed over again
+    assert slot.held.is_free()  # released: its memory may be replayed over again
 
 
 def test_output_saved_for_backward_is_not_overwritten(device):
@@ -229,10 +229,10 @@ def test_output_saved_for_backward_is_not_overwritten(device):
     for _ in range(3):
         a.mul_(-2)
         torch.testing.assert_close(opt(a, b), chain(a, b))
-    assert not slot.is_free()
+    assert not slot.held.is_free()
     loss.backward()
     torch.testing.assert_close(w.grad, want)
-    assert slot.is_free()  # backward released the saved output
+    assert slot.held.is_free()  # backward released the saved output
 
 
 def test_copy_recording_uses_slots_too(device, monkeypatch):
