@@ -227,7 +227,7 @@ def check(fn, *arg_sets, kind, graphs=None, backend=None, reason=None, fullgraph
     """
     assert kind in ("graph", "eager", "constant"), kind
     backend = backend or CountingBackend()
-    opt = minidynamo.optimize(backend)(fn)
+    opt = minidynamo.optimize(backend=backend)(fn)
     for n, arg_set in enumerate(arg_sets):
         if not isinstance(arg_set, Args):
             arg_set = Args(*arg_set) if isinstance(arg_set, tuple) else Args(arg_set)
@@ -270,7 +270,7 @@ def check(fn, *arg_sets, kind, graphs=None, backend=None, reason=None, fullgraph
             assert entries[0].reason.category == reason, entries[0].reason
     elif fullgraph_check:
         # What traced without a fallback must also trace under fullgraph=True.
-        strict = minidynamo.optimize(CountingBackend(), fullgraph=True)(fn)
+        strict = minidynamo.optimize(backend=CountingBackend(), fullgraph=True)(fn)
         first = arg_sets[0] if isinstance(arg_sets[0], Args) else (
             Args(*arg_sets[0]) if isinstance(arg_sets[0], tuple) else Args(arg_sets[0]))
         a, k = _clone(first.args, first.kwargs)
@@ -289,7 +289,7 @@ def check_fallback(fn, *arg_sets, reason=None, **kw):
     info = check(fn, *arg_sets, kind="eager", reason=reason, **kw)
     first = arg_sets[0] if isinstance(arg_sets[0], Args) else (
         Args(*arg_sets[0]) if isinstance(arg_sets[0], tuple) else Args(arg_sets[0]))
-    strict = minidynamo.optimize(CountingBackend(), fullgraph=True)(fn)
+    strict = minidynamo.optimize(backend=CountingBackend(), fullgraph=True)(fn)
     a, k = _clone(first.args, first.kwargs)
     with pytest.raises(minidynamo.Unsupported) as e:
         with contextlib.redirect_stdout(io.StringIO()):

@@ -256,14 +256,14 @@ def test_backend_that_raises_is_a_backend_error_naming_it():
     # `ran.append` would make the trace decline; use a function with tensor work only
     def g(x):
         return x * 2
-    opt = minidynamo.optimize(exploding_backend)(g)
+    opt = minidynamo.optimize(backend=exploding_backend)(g)
     for _ in range(2):
         with pytest.raises(minidynamo.BackendError, match="exploding_backend.*ValueError: cannot compile this") as info:
             opt(torch.ones(2))
         assert isinstance(info.value.__cause__, ValueError)
     assert not ran
     # a function that cannot be traced never reaches the backend: it just runs, once per call
-    opt_f = minidynamo.optimize(exploding_backend)(f)
+    opt_f = minidynamo.optimize(backend=exploding_backend)(f)
     torch.testing.assert_close(opt_f(torch.ones(2)), torch.full((2,), 2.0))
     assert ran == [1]
 
@@ -272,7 +272,7 @@ def test_backend_that_raises_is_a_backend_error_naming_it():
 def test_backend_returning_a_non_callable(result):
     def returns_junk(gm, example_inputs):
         return result
-    opt = minidynamo.optimize(returns_junk)(plus_one)
+    opt = minidynamo.optimize(backend=returns_junk)(plus_one)
     with pytest.raises(minidynamo.BackendError, match="returns_junk.*not a callable"):
         opt(torch.ones(2))
 
@@ -281,7 +281,7 @@ def test_backend_with_the_wrong_signature_is_a_backend_error():
     class NotABackend:
         def __call__(self, gm):  # forgets example_inputs
             return gm
-    opt = minidynamo.optimize(NotABackend())(plus_one)
+    opt = minidynamo.optimize(backend=NotABackend())(plus_one)
     with pytest.raises(minidynamo.BackendError, match="TypeError"):
         opt(torch.ones(2))
 
@@ -289,7 +289,7 @@ def test_backend_with_the_wrong_signature_is_a_backend_error():
 def test_backend_computing_wrong_values_is_what_the_user_gets():
     def zeros_backend(gm, example_inputs):
         return lambda *args: tuple(torch.zeros_like(a) for a in args)
-    opt = minidynamo.optimize(zeros_backend)(plus_one)
+    opt = minidynamo.optimize(backend=zeros_backend)(plus_one)
     x = torch.ones(3)
     torch.testing.assert_close(opt(x), torch.zeros(3))  # the backend's answer, not eager's
 
@@ -302,7 +302,7 @@ def test_exception_while_the_compiled_graph_runs_is_unchanged():
         def run(*args):
             raise Boom("at run time")
         return run
-    opt = minidynamo.optimize(failing_at_run_time)(plus_one)
+    opt = minidynamo.optimize(backend=failing_at_run_time)(plus_one)
     for _ in range(2):
         with pytest.raises(Boom, match="at run time"):
             opt(torch.ones(2))

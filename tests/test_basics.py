@@ -62,7 +62,7 @@ def test_original_function_stays_eager(counting_backend):
         return x + 1
 
     code = f.__code__
-    opt = minidynamo.optimize(counting_backend)(f)
+    opt = minidynamo.optimize(backend=counting_backend)(f)
     x = torch.randn(2)
     opt(x)
     assert f.__code__ is code
@@ -72,7 +72,7 @@ def test_original_function_stays_eager(counting_backend):
 
 
 def test_backend_called_once_per_compile(counting_backend):
-    opt = minidynamo.optimize(counting_backend)(add_relu)
+    opt = minidynamo.optimize(backend=counting_backend)(add_relu)
     x, y = torch.randn(4), torch.randn(4)
     for _ in range(5):
         opt(x, y)
@@ -83,7 +83,7 @@ def test_backend_called_once_per_compile(counting_backend):
 
 
 def test_example_inputs_are_the_real_tensors(counting_backend):
-    opt = minidynamo.optimize(counting_backend)(add_relu)
+    opt = minidynamo.optimize(backend=counting_backend)(add_relu)
     x, y = torch.randn(4), torch.randn(4)
     opt(x, y)
     assert counting_backend.example_inputs[0][0] is x
@@ -97,14 +97,14 @@ def test_unknown_backend_name_errors_at_decoration():
 
 def test_backend_of_wrong_type_errors():
     with pytest.raises(TypeError, match="backend must be"):
-        minidynamo.optimize(42)(add_relu)
+        minidynamo.optimize(backend=42)(add_relu)
 
 
 def test_backend_that_raises_names_it():
     def broken_backend(gm, example_inputs):
         raise RuntimeError("cannot compile")
 
-    opt = minidynamo.optimize(broken_backend)(add_relu)
+    opt = minidynamo.optimize(backend=broken_backend)(add_relu)
     with pytest.raises(minidynamo.BackendError, match="broken_backend.*RuntimeError: cannot compile"):
         opt(torch.randn(2), torch.randn(2))
 
@@ -113,7 +113,7 @@ def test_backend_returning_non_callable():
     def lazy_backend(gm, example_inputs):
         return None
 
-    opt = minidynamo.optimize(lazy_backend)(add_relu)
+    opt = minidynamo.optimize(backend=lazy_backend)(add_relu)
     with pytest.raises(minidynamo.BackendError, match="returned NoneType"):
         opt(torch.randn(2), torch.randn(2))
 
@@ -145,7 +145,7 @@ def test_fullgraph_error_names_category_and_user_line():
             return x
         return -x
 
-    opt = minidynamo.optimize(CountingBackend(), fullgraph=True)(f)
+    opt = minidynamo.optimize(backend=CountingBackend(), fullgraph=True)(f)
     with pytest.raises(minidynamo.Unsupported) as e:
         opt(torch.randn(3))
     assert e.value.category == "data_dependent"
@@ -155,7 +155,7 @@ def test_fullgraph_error_names_category_and_user_line():
 
 
 def test_reset_drops_entries(counting_backend):
-    opt = minidynamo.optimize(counting_backend)(add_relu)
+    opt = minidynamo.optimize(backend=counting_backend)(add_relu)
     opt(torch.randn(2), torch.randn(2))
     minidynamo.reset()
     assert opt.cache_entries() == []

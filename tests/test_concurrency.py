@@ -81,7 +81,7 @@ def test_threads_racing_on_the_first_call_trace_once(fast_switching):
     def counting(gm, example_inputs):
         backend_calls.append(gm)
         return gm.forward
-    opt = minidynamo.optimize(counting)(body)
+    opt = minidynamo.optimize(backend=counting)(body)
     x, y = torch.randn(3, 4), torch.randn(5, 4)
     expected = body(x, y)
 

@@ -66,7 +66,7 @@ def test_user_backend_entry_runs_its_graph_module(dump_dir):
 
     def g(x, xs):
         return x * xs[0] + xs[1]
-    minidynamo.optimize(backend)(g)(torch.ones(3), [2, 5])
+    minidynamo.optimize(backend=backend)(g)(torch.ones(3), [2, 5])
     text = (dump_dir / "g_entry0.py").read_text()
     assert "= Graph().forward" in text
     assert _run(dump_dir / "g_entry0.py") == "guards: pass\nthen: ran the entry, result: tensor (3,) torch.float32\n"

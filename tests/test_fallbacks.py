@@ -68,7 +68,7 @@ def test_global_write_happens_once():
 
     assert_uses(f, "STORE_GLOBAL")
     before = COUNTER
-    opt = minidynamo.optimize(CountingBackend())(f)
+    opt = minidynamo.optimize(backend=CountingBackend())(f)
     x = t()
     for i in range(1, 4):
         torch.testing.assert_close(opt(x), x + before + i)
@@ -76,7 +76,7 @@ def test_global_write_happens_once():
     kinds = [e.kind for e in opt.cache_entries()]
     assert kinds and set(kinds) == {"eager"}
     with pytest.raises(minidynamo.Unsupported, match="side_effect"):
-        minidynamo.optimize(CountingBackend(), fullgraph=True)(f)(x)
+        minidynamo.optimize(backend=CountingBackend(), fullgraph=True)(f)(x)
     assert COUNTER == before + 3  # the refused trace ran nothing
 
 
@@ -86,7 +86,7 @@ def test_outside_list_append_happens_once():
         return x * 2
 
     LOG.clear()
-    opt = minidynamo.optimize(CountingBackend())(f)
+    opt = minidynamo.optimize(backend=CountingBackend())(f)
     for _ in range(3):
         opt(t())
     assert LOG == [4, 4, 4]
@@ -178,7 +178,7 @@ def test_raise_reaches_caller_unchanged():
 
     assert_uses(f, "RAISE_VARARGS")
     check_fallback(f, t(), reason="exceptions")  # compares type and message
-    opt = minidynamo.optimize(CountingBackend())(f)
+    opt = minidynamo.optimize(backend=CountingBackend())(f)
     with pytest.raises(Boom, match="bad size 4"):
         opt(t())
     with pytest.raises(Boom, match="bad size 4"):
@@ -212,7 +212,7 @@ def test_fallback_is_cached_under_guards():
         traced.append(1)  # an outside list: runs only in eager calls
         return x + 1
 
-    opt = minidynamo.optimize(CountingBackend())(f)
+    opt = minidynamo.optimize(backend=CountingBackend())(f)
     for _ in range(4):
         opt(t())
     assert len(opt.cache_entries()) == 1
@@ -226,7 +226,7 @@ def test_fullgraph_message_has_file_and_line():
     def f(x):
         return x.item()
 
-    opt = minidynamo.optimize(CountingBackend(), fullgraph=True)(f)
+    opt = minidynamo.optimize(backend=CountingBackend(), fullgraph=True)(f)
     with pytest.raises(minidynamo.Unsupported) as e:
         opt(t(1))
     assert e.value.category == "data_dependent"

@@ -166,7 +166,7 @@ def check_program(program, backend="eager"):
     ns_e, file_e = load(program, "")
     ns_o, filename = load(program, "_opt")
     fn = ns_e["fuzz_fn"]
-    opt = minidynamo.optimize(backend)(ns_o["fuzz_fn"])
+    opt = minidynamo.optimize(backend=backend)(ns_o["fuzz_fn"])
     has_unsupported = any(f.startswith("U:") for f in program.features)
     prev = None
     try:

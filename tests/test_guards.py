@@ -27,7 +27,7 @@ def t(*shape):
 
 def opt_of(fn):
     backend = CountingBackend()
-    return minidynamo.optimize(backend)(fn), backend
+    return minidynamo.optimize(backend=backend)(fn), backend
 
 
 def _reasons(opt):

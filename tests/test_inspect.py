@@ -43,7 +43,7 @@ class OtherHolder:
 
 def _failure(fn, first, second):
     """Call an optimized `fn` with `first`, then `second`; the one guard failure."""
-    opt = minidynamo.optimize(CountingBackend())(fn)
+    opt = minidynamo.optimize(backend=CountingBackend())(fn)
     opt(*first)
     opt(*second)
     (failure,) = opt.guard_failures()
@@ -123,7 +123,7 @@ def test_guard_failure_message(case):
 
 
 def _global_failure(fn, name, new, *args):
-    opt = minidynamo.optimize(CountingBackend())(fn)
+    opt = minidynamo.optimize(backend=CountingBackend())(fn)
     opt(*args)
     old = globals()[name]
     globals()[name] = new
@@ -306,7 +306,7 @@ def test_explain_graph_report():
 def test_explain_leaves_the_real_cache_and_backend_alone():
     be = CountingBackend()
 
-    @minidynamo.optimize(be)
+    @minidynamo.optimize(backend=be)
     def f(x):
         return x * 2
     f(X)

@@ -89,7 +89,7 @@ def test_returned_view_aliases_input():
         return x[0], x.view(-1), x.t(), x.reshape(12)
 
     check(f, t(), kind="graph")
-    opt = minidynamo.optimize(CountingBackend())(f)
+    opt = minidynamo.optimize(backend=CountingBackend())(f)
     x = t()
     v = opt(x)[0]
     v.fill_(42)
@@ -142,7 +142,7 @@ def test_inplace_on_global_tensor_is_graph():
         return G_ACC * 1
 
     before = G_ACC.clone()
-    opt = minidynamo.optimize(CountingBackend())(f)
+    opt = minidynamo.optimize(backend=CountingBackend())(f)
     x = torch.ones(3)
     opt(x)
     opt(x)

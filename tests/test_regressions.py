@@ -33,7 +33,7 @@ def test_backend_returning_none_names_the_backend():
     def bad_backend(gm, example_inputs):
         return lambda *args: None
 
-    f = minidynamo.optimize(bad_backend)(lambda_free_add)
+    f = minidynamo.optimize(backend=bad_backend)(lambda_free_add)
     with pytest.raises(minidynamo.BackendError, match="bad_backend"):
         f(torch.ones(2))
 
@@ -42,7 +42,7 @@ def test_backend_returning_too_few_outputs_names_the_backend():
     def short_backend(gm, example_inputs):
         return lambda *args: []
 
-    f = minidynamo.optimize(short_backend)(lambda_free_add)
+    f = minidynamo.optimize(backend=short_backend)(lambda_free_add)
     with pytest.raises(minidynamo.BackendError, match="short_backend"):
         f(torch.ones(2))
 

@@ -128,7 +128,7 @@ def test_global_tensor_contents_changing_between_calls(counting_backend):
     def f(x):
         return x + G_WEIGHT
 
-    opt = minidynamo.optimize(counting_backend)(f)
+    opt = minidynamo.optimize(backend=counting_backend)(f)
     x = t(3, 3)
     torch.testing.assert_close(opt(x), x + G_WEIGHT)
     G_WEIGHT.add_(10)  # same object, new contents: read at call time, no recompile

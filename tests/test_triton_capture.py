@@ -22,7 +22,7 @@ def launches(opt, entry=-1):
 def run_both(fn, *args, backend="eager", expect_graph=True, **kw):
     """Run eagerly and optimized (twice) on cloned inputs; compare results, input
     mutations and printed output."""
-    opt = minidynamo.optimize(backend)(fn)
+    opt = minidynamo.optimize(backend=backend)(fn)
 
     def clone(v):
         return v.clone() if isinstance(v, torch.Tensor) else v
