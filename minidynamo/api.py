@@ -5,9 +5,12 @@ import functools
 import inspect
 import keyword
 import types
+import warnings
 import weakref
 
-from .backends import lookup_backend
+import torch
+
+from .backends import backend_name, lookup_backend
 from .cache import FunctionCache
 from .codegen import MISS, dispatcher
 
@@ -30,8 +33,7 @@ class OptimizedFunction:
     def __init__(self, fn, backend="eager", fullgraph: bool = False, mode=None):
         _check_optimizable(fn)
         lookup_backend(backend)  # bad backend names fail here, not at the first call
-        if mode not in _MODES:
-            raise ValueError(f"unknown minidynamo mode {mode!r}; choose from {sorted(m for m in _MODES if m)}")
+        _check_mode(mode)
         if mode == "cudagraphs":
             from .cudagraphs import wrap_backend
             backend = wrap_backend(lookup_backend(backend))
@@ -88,63 +90,127 @@ class OptimizedFunction:
 
 
 def _check_optimizable(fn):
+    why = _not_optimizable(fn)
+    if why is not None:
+        raise TypeError(why)
+
+
+def _not_optimizable(fn) -> str | None:
+    """Why `fn` cannot be optimized, or None when it can."""
     if isinstance(fn, OptimizedFunction):
-        return
+        return None
     if isinstance(fn, (staticmethod, classmethod)):
-        raise TypeError(f"minidynamo.optimize got a {type(fn).__name__} object: apply "
-                        f"@minidynamo.optimize below @{type(fn).__name__} (closest to the def)")
+        return (f"minidynamo.optimize got a {type(fn).__name__} object: apply "
+                f"@minidynamo.optimize below @{type(fn).__name__} (closest to the def)")
     if isinstance(fn, types.MethodType):
-        raise TypeError("minidynamo.optimize got a bound method: optimize the function "
-                        "(decorate the def in the class body), or wrap a lambda calling it")
+        return ("minidynamo.optimize got a bound method: optimize the function "
+                "(decorate the def in the class body), or wrap a lambda calling it")
     if isinstance(fn, type):
-        raise TypeError(f"minidynamo.optimize got the class {fn.__qualname__}: optimize a "
-                        "function (for a module, its forward method)")
+        return (f"minidynamo.optimize got the class {fn.__qualname__}: optimize a "
+                "function (for a module, its forward method)")
+    if isinstance(fn, torch.nn.Module):
+        return (f"minidynamo.optimize got the nn.Module instance {type(fn).__name__}: modules are "
+                "not optimized directly yet; decorate `def forward` in its class with "
+                "@minidynamo.optimize, or optimize a function that takes the module as an argument "
+                "(minidynamo.optimize(lambda model, x: model(x)))")
     if isinstance(fn, (types.BuiltinFunctionType, types.BuiltinMethodType)) or (
             callable(fn) and not isinstance(fn, types.FunctionType) and not hasattr(fn, "__code__")):
-        raise TypeError(f"minidynamo.optimize needs a Python function; "
-                        f"{getattr(fn, '__qualname__', type(fn).__name__)!r} has no Python bytecode")
-    if not callable(fn):
-        raise TypeError(f"minidynamo.optimize needs a Python function, got {type(fn).__name__}")
+        return (f"minidynamo.optimize needs a Python function; "
+                f"{getattr(fn, '__qualname__', type(fn).__name__)!r} has no Python bytecode")
     if not isinstance(fn, types.FunctionType):
-        raise TypeError(f"minidynamo.optimize needs a Python function, got {type(fn).__name__}")
+        return f"minidynamo.optimize needs a Python function, got {type(fn).__name__}"
     from ._compat import CO_ASYNC_GENERATOR, CO_COROUTINE, CO_GENERATOR
     if fn.__code__.co_flags & (CO_GENERATOR | CO_COROUTINE | CO_ASYNC_GENERATOR):
-        raise TypeError(f"minidynamo.optimize cannot optimize {fn.__qualname__}: generator and "
-                        "async functions are not supported")
+        return (f"minidynamo.optimize cannot optimize {fn.__qualname__}: generator and "
+                "async functions are not supported")
+    return None
 
 
 _MODES = (None, "default", "cudagraphs")
+# torch.compile's modes that need Inductor: named in the error, with the closest of ours.
+_TORCH_MODES = {"reduce-overhead": " (for CUDA-graph replay use mode='cudagraphs')",
+                "max-autotune": "", "max-autotune-no-cudagraphs": ""}
 
 
-def optimize(backend="eager", *, fullgraph: bool = False, mode=None):
-    """Trace a function's tensor work into a guarded torch.fx graph.
+def _check_mode(mode):
+    if mode in _MODES:
+        return
+    hint = _TORCH_MODES.get(mode) if isinstance(mode, str) else None
+    what = f"unknown minidynamo mode {mode!r}" if hint is None else \
+        f"minidynamo does not support torch.compile's mode {mode!r} (it needs Inductor)"
+    raise ValueError(f"{what}; choose from None, 'default', 'cudagraphs'{hint or ''}")
 
-    Usable bare (`@optimize`), called (`@optimize()`, `@optimize("eager")`,
-    `@optimize(backend=fn, fullgraph=True)`), or as `optimize(backend)(fn)`.
-    `mode="cudagraphs"` records the captured graph as a CUDA graph and replays it.
+
+class _DefaultBackend(str):
+    """The default backend name: tells `optimize("debug")` from `optimize("debug", backend=...)`."""
+
+
+_EAGER = _DefaultBackend("eager")
+_warned_dynamic = False
+
+
+def optimize(fn=None, *, backend=_EAGER, fullgraph: bool = False, dynamic: bool | None = None, mode=None):
+    """Trace a function's tensor work into a guarded torch.fx graph: torch.compile's call form.
+
+    `@optimize`, `optimize(fn)`, `optimize(fn, backend=..., fullgraph=True)`, or the
+    decorator factory `@optimize(backend=..., ...)`. A first argument is always the
+    function to optimize, except a string, which names a backend (`@optimize("eager")`).
+    `backend`: a registered name or a callable `backend(gm, example_inputs) -> callable`.
+    `dynamic`: None, False or True; shapes are always static here (a new size is traced
+    again), so True only warns. `mode="cudagraphs"` replays the graph as a CUDA graph.
     """
-    if isinstance(backend, types.FunctionType) and _looks_like_user_function(backend):
-        return OptimizedFunction(backend)
-    if isinstance(backend, type) or isinstance(backend, (types.BuiltinFunctionType, types.MethodType,
-                                                          staticmethod, classmethod)):
-        # Neither a backend nor something optimize can trace: say which, as for fn itself.
-        _check_optimizable(backend)
+    if isinstance(fn, str):
+        if backend is not _EAGER:
+            raise TypeError(f"minidynamo.optimize got two backends: {fn!r} and backend={backend!r}; "
+                            "give one, as backend=...")
+        fn, backend = None, fn
+    _check_backend(backend)
+    if type(fullgraph) is not bool:
+        raise TypeError(f"minidynamo.optimize: fullgraph must be True or False, not {fullgraph!r}")
+    _check_dynamic(dynamic)
+    _check_mode(mode)
+    backend = str(backend) if isinstance(backend, str) else backend
 
     def decorator(fn):
         if isinstance(fn, OptimizedFunction):
             fn = fn._fn
         return OptimizedFunction(fn, backend, fullgraph, mode)
-    lookup_backend(backend)
-    return decorator
+    if fn is None:
+        return decorator
+    why = _not_optimizable(fn)
+    if why is not None:
+        # The old form optimize(backend)(fn) lands here: say where a backend goes.
+        raise TypeError(f"{why}. The first argument of minidynamo.optimize is the function to "
+                        "optimize; pass backends as backend=...: minidynamo.optimize(backend=b)(fn)")
+    return decorator(fn)
 
 
-def _looks_like_user_function(fn) -> bool:
-    """Bare @optimize passes the user's function where the backend goes. A backend takes
-    exactly (gm, example_inputs); anything else is the function to optimize."""
-    params = list(inspect.signature(fn).parameters.values())
-    return not (len(params) == 2 and all(p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
-                                         and p.default is p.empty for p in params)
-                and params[0].name in ("gm", "graph_module", "graph", "model", "fx_graph", "module"))
+def _check_backend(backend):
+    """A name must be registered; a callable must take (gm, example_inputs)."""
+    fn = lookup_backend(backend)
+    if isinstance(backend, str):
+        return
+    try:  # a module's __call__ takes (*args, **kwargs): its forward says what it takes
+        sig = inspect.signature(fn.forward if isinstance(fn, torch.nn.Module) else fn)
+    except (TypeError, ValueError):  # some builtins and C callables: nothing to read
+        return
+    try:
+        sig.bind(None, None)
+    except TypeError:
+        raise TypeError(f"minidynamo backend {backend_name(backend)!r} takes {sig}: a backend is "
+                        "called as backend(gm, example_inputs) and returns a callable that runs "
+                        "the graph") from None
+
+
+def _check_dynamic(dynamic):
+    global _warned_dynamic
+    if dynamic is not None and type(dynamic) is not bool:
+        raise TypeError(f"minidynamo.optimize: dynamic must be None, False or True, not {dynamic!r}")
+    if dynamic and not _warned_dynamic:
+        _warned_dynamic = True
+        warnings.warn("minidynamo.optimize(dynamic=True): dynamic shapes are not supported yet; "
+                      "every new size is traced again (up to config.cache_size_limit entries)",
+                      UserWarning, stacklevel=3)
 
 
 def reset():

@@ -99,6 +99,9 @@ def test_bad_backend_names_and_types_fail_at_optimize_time():
         minidynamo.optimize(backend="nope")(plus_one)
     for bad in (3, None, 2.5, ["eager"]):
         with pytest.raises(TypeError, match="minidynamo backend must be"):
+            minidynamo.optimize(backend=bad)
+    for bad in (3, 2.5, ["eager"]):  # first argument: the function to optimize
+        with pytest.raises(TypeError, match="needs a Python function.*backend=..."):
             minidynamo.optimize(bad)
     with pytest.raises(ValueError, match="unknown minidynamo mode"):
         minidynamo.optimize(mode="fastest")(plus_one)
@@ -277,12 +280,19 @@ def test_backend_returning_a_non_callable(result):
         opt(torch.ones(2))
 
 
-def test_backend_with_the_wrong_signature_is_a_backend_error():
+def test_backend_with_the_wrong_signature_fails_at_optimize_time():
     class NotABackend:
         def __call__(self, gm):  # forgets example_inputs
             return gm
-    opt = minidynamo.optimize(backend=NotABackend())(plus_one)
-    with pytest.raises(minidynamo.BackendError, match="TypeError"):
+    with pytest.raises(TypeError, match=r"backend .*NotABackend.* takes \(gm\).*backend\(gm, example_inputs\)"):
+        minidynamo.optimize(backend=NotABackend())
+
+
+def test_backend_failing_with_a_type_error_is_a_backend_error():
+    def needs_options(gm, example_inputs, options=None):
+        return options["compile"](gm)  # TypeError: None is not subscriptable
+    opt = minidynamo.optimize(backend=needs_options)(plus_one)
+    with pytest.raises(minidynamo.BackendError, match="needs_options.*TypeError"):
         opt(torch.ones(2))
 
 
