@@ -12,9 +12,14 @@ channel, `all` (or `+all`) every channel:
 | trace | each traced or inlined call, and what it returned | every instruction and the stack top |
 | fallbacks | each call that runs eagerly: category, detail, file:line, hint | |
 
-The cache-size-limit warning goes to `minidynamo.recompiles` at warning level whatever
-is switched on. Records propagate to the root logger as usual (pytest's caplog sees them);
-set_logs() also adds one stderr handler to `minidynamo`.
+Off, a channel emits nothing, whatever the root logger's level: like torch.compile, a
+program with `logging.basicConfig(level=logging.DEBUG)` gets no minidynamo records until
+it names channels. Warnings a user needs (the cache-size limit) are `warnings.warn`; with
+a channel on, the `minidynamo` logger also passes its other modules' warnings (a CUDA graph
+that could not be captured), and the cache-size-limit warning goes to the `recompiles`
+channel when that one is on. Records of the channels switched on propagate to the root
+logger as usual (pytest's caplog sees them); set_logs() also adds one stderr handler to
+`minidynamo`.
 """
 from __future__ import annotations
 
@@ -22,6 +27,7 @@ import logging
 import os
 
 CHANNELS = ("recompiles", "guards", "graph", "bytecode", "trace", "fallbacks")
+OFF = logging.CRITICAL + 1  # the level of a channel switched off: no record passes
 _handler: logging.Handler | None = None
 
 
@@ -31,8 +37,8 @@ def get_logger(channel: str) -> logging.Logger:
 
 def set_logs(*names: str, **flags) -> None:
     """Turn channels on: set_logs("recompiles", "+graph"), set_logs(recompiles=True,
-    trace="debug"), set_logs("all"). Channels not named go back to warnings only, so
-    set_logs() turns everything off."""
+    trace="debug"), set_logs("all"). Channels not named are switched off, so set_logs()
+    turns everything off."""
     global _handler
     wanted = list(names)
     for k, v in flags.items():
@@ -43,7 +49,7 @@ def set_logs(*names: str, **flags) -> None:
         _handler = logging.StreamHandler()
         _handler.setFormatter(logging.Formatter("[%(name)s] %(message)s"))
         root.addHandler(_handler)
-    levels = {ch: logging.WARNING for ch in CHANNELS}
+    levels = {ch: OFF for ch in CHANNELS}
     for raw in wanted:
         name = raw.strip()
         if not name:
@@ -61,9 +67,13 @@ def set_logs(*names: str, **flags) -> None:
             levels[ch] = min(levels[ch], logging.DEBUG if debug else logging.INFO)
     for ch, level in levels.items():
         get_logger(ch).setLevel(level)
+    # Loggers of other minidynamo modules inherit this: their warnings only with logs on.
+    root.setLevel(logging.WARNING if any(level < OFF for level in levels.values()) else OFF)
 
 
 def init_from_env() -> None:
     env = os.environ.get("MINIDYNAMO_LOGS")
     if env:
         set_logs(*env.split(","))
+    else:
+        set_logs()  # every channel off
