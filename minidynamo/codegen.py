@@ -61,15 +61,21 @@ def pick_prefix(fn) -> str:
     return prefix
 
 
-def guard_block(guard_exprs: list[str], miss: str, indent: str = "    ") -> list[str]:
+def guard_block(guard_exprs: list[str], miss: str, ok: str, indent: str = "    ") -> list[str]:
+    """Lines checking the guards; where one fails (or raises), `return {miss}`.
+
+    NOTE: the miss call stays outside the `try`: it may run the user's function (a new
+    trace, an eager entry), and an exception it raises is the user's own, to propagate
+    once, never to be caught here and answered by a second miss call."""
     if not guard_exprs:
         return []
     cond = (" and\n" + indent + "        ").join(f"({e})" for e in guard_exprs)
     return [
         f"{indent}try:",
-        f"{indent}    if not ({cond}):",
-        f"{indent}        return {miss}",
+        f"{indent}    {ok} = ({cond})",
         f"{indent}except Exception:",
+        f"{indent}    {ok} = False",
+        f"{indent}if not {ok}:",
         f"{indent}    return {miss}",
     ]
 

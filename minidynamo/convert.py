@@ -18,6 +18,7 @@ from . import codegen
 from .backends import backend_name, compile_with, lookup_backend
 from .backends import eager as eager_backend
 from .exc import Unsupported, unsupported
+from .globalstate import GlobalState
 from .graph import OutputGraph
 from .triton.capture import direct_launch_nodes
 from .guards import Guard
@@ -237,12 +238,14 @@ def compile_call(fn, args, kwargs, backend, *, name: str, slow=None) -> CacheEnt
         output.guards.add(g)
     out_name = ns.prefix + "out"
     miss = ns.bind(codegen.MISS, "MISS")
+    state = GlobalState()  # what the trace assumes of grad mode, default dtype, autocast...
     try:
         result = trace(output, fn, args, kwargs)
         builder = _OutputBuilder(output, ns, out_name)
         rebuild = builder.expr(result)
     except Unsupported as reason:
         return _eager_entry(fn, output, ns, params, call_args, miss, reason, name, start, slow)
+    output.guards.add(state.guard())
 
     _prune_unused_inputs(output)
     guard_exprs = output.guards.expressions(ns)
@@ -291,7 +294,7 @@ def _entry_functions(fn, name, params, call_args, checks, body, ns, miss, slow, 
     second function object over the same code) to `slow`, the cache's miss path."""
     miss_name = ns.bind(guard_miss, "miss")
     miss_call = f"{miss_name}({call_args})"
-    run, text = codegen.build_function(name, params, codegen.guard_block(checks, miss_call) + body,
+    run, text = codegen.build_function(name, params, codegen.guard_block(checks, miss_call, ns.prefix + "ok") + body,
                                        ns, filename, fn.__qualname__)
     fast = None
     if slow is not None and fn.__defaults__ is None and fn.__kwdefaults__ is None:

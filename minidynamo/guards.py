@@ -17,7 +17,7 @@ import torch
 from .sources import Namespace, Source
 
 # Cost classes: structural checks run before the tensor checks they protect.
-_COST = {"TYPE_MATCH": 0, "ID_MATCH": 0, "EQUALS_MATCH": 0, "LEN_MATCH": 0,
+_COST = {"GLOBAL_STATE": -1, "TYPE_MATCH": 0, "ID_MATCH": 0, "EQUALS_MATCH": 0, "LEN_MATCH": 0,
          "DICT_KEYS": 0, "TENSOR_MATCH": 1, "ALIAS_MATCH": 1, "NOT_IN_DICT": 0}
 
 
@@ -36,8 +36,10 @@ class Guard:
     meta: dict = field(default_factory=dict)
 
     def code(self, ns: Namespace) -> str:
-        e = self.source.expr(ns)
         kind = self.kind
+        if kind == "GLOBAL_STATE":  # expected: the globalstate.GlobalState traced under
+            return self.expected.code(ns)
+        e = self.source.expr(ns)
         if kind == "ID_MATCH":
             return f"{e} is {ns.bind(self.expected, 'id')}"
         if kind == "TYPE_MATCH":
@@ -91,6 +93,8 @@ class Guard:
     def check_code(self, ns: Namespace) -> str:
         """The expression the entry function runs: `code()`, or for a tensor torch's C check
         (stricter only in the dispatch keys; `mismatch` names those too)."""
+        if self.kind == "GLOBAL_STATE":
+            return self.expected.check_code(ns)
         c_check = self.meta.get("c_check") if self.kind == "TENSOR_MATCH" else None
         if c_check is None:
             return self.code(ns)
@@ -105,6 +109,8 @@ class Guard:
         """(plain words, expected, actual) for why `actual` fails this guard."""
         name = self.source.name()
         kind = self.kind
+        if kind == "GLOBAL_STATE":
+            return self.expected.mismatch(actual)
         if kind == "TENSOR_MATCH":
             m = self.meta
             tname = _quoted(name)
@@ -162,6 +168,8 @@ class Guard:
     def describe(self) -> str:
         """What the guard requires, in words (`Tensor float32 cpu (8, 4)`, `== 2`)."""
         kind = self.kind
+        if kind == "GLOBAL_STATE":
+            return self.expected.describe()
         if kind == "TENSOR_MATCH":
             m = self.meta
             t = "tensor " if m["type"] is torch.Tensor else m["type"].__name__ + " "

@@ -187,3 +187,23 @@ class ItemSource(Source):
     @property
     def depth(self):
         return self.base.depth + 1
+
+
+@dataclass(frozen=True, eq=False)
+class CallSource(Source):
+    """The result of calling a pure query with no arguments (`torch.jit.is_tracing()`)."""
+
+    fn: object
+    label: str
+
+    def expr(self, ns):
+        return f"{ns.bind(self.fn, 'query')}()"
+
+    def name(self):
+        return f"{self.label}()"
+
+    def __eq__(self, other):
+        return isinstance(other, CallSource) and other.fn is self.fn
+
+    def __hash__(self):
+        return hash(id(self.fn))

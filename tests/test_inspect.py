@@ -250,15 +250,17 @@ def test_cache_entry_describe():
     assert entry.hit_count == 2 and entry.compile_time_ms > 0
     text = entry.describe()
     lines = text.splitlines()
-    assert re.fullmatch(r"graph entry: 2 hits, compiled in \d+\.\d ms, 3 guards", lines[0])
-    assert lines[1:4] == ["  k: == 2 (int)", "  global 'torch': is module 'torch'",
+    assert re.fullmatch(r"graph entry: 2 hits, compiled in \d+\.\d ms, 4 guards", lines[0])
+    assert lines[1:5] == ["  global torch state: grad mode=True, default dtype=float32, default device=cpu, "
+                          "autocast off",
+                          "  k: == 2 (int)", "  global 'torch': is module 'torch'",
                           "  x: tensor float32 cpu (4, 3) contiguous"]
-    assert lines[4] == "def forward(self, x):"
+    assert lines[5] == "def forward(self, x):"
     assert "relu = torch.relu(x)" in text and str(entry) == text
     assert entry.graph_code.startswith("def forward(self, x):")
     assert "k == 2" in entry.describe(guards="code")
     assert entry.guard_text().splitlines() == entry.guard_exprs
-    assert repr(entry) == "<CacheEntry graph f: 3 guards, 2 hits>"
+    assert repr(entry) == "<CacheEntry graph f: 4 guards, 2 hits>"
 
 
 def test_eager_entry_describe():
@@ -288,17 +290,18 @@ def test_explain_graph_report():
     assert by_source["x"].description == "tensor float32 cpu (4, 3) contiguous"
     assert "x.shape == (4, 3)" in by_source["x"].code
     text = str(out).splitlines()
-    assert re.fullmatch(r"f \(.*test_inspect\.py:\d+\): 1 graph, 5 ops, 6 guards, traced in \d+\.\d ms",
+    assert re.fullmatch(r"f \(.*test_inspect\.py:\d+\): 1 graph, 5 ops, 7 guards, traced in \d+\.\d ms",
                         text[0])
     assert text[1] == "graph 0 (5 ops):" and text[2] == "    def forward(self, x, y):"
     guards_at = text.index("guards:")
     assert text[guards_at + 1:] == [
-        "    k                 == 2 (int)",
-        "    global 'torch'    is module 'torch'",
-        "    global 'SCALE'    == 2 (int)",
-        "    f.__kwdefaults__  is dict {'k': 3}",
-        "    x                 tensor float32 cpu (4, 3) contiguous",
-        "    y                 tensor float32 cpu (4, 3) contiguous",
+        "    global torch state  grad mode=True, default dtype=float32, default device=cpu, autocast off",
+        "    k                   == 2 (int)",
+        "    global 'torch'      is module 'torch'",
+        "    global 'SCALE'      == 2 (int)",
+        "    f.__kwdefaults__    is dict {'k': 3}",
+        "    x                   tensor float32 cpu (4, 3) contiguous",
+        "    y                   tensor float32 cpu (4, 3) contiguous",
     ]
     assert len(text) < 20  # compact
 

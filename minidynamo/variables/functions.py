@@ -10,6 +10,7 @@ from .base import VariableTracker
 from .constant import ConstantVariable
 from .dicts import DictVariable
 from .lists import TupleVariable
+from .purity import is_compiler_disabled
 
 
 class CellVariable(VariableTracker):
@@ -109,6 +110,11 @@ class UserFunctionVariable(BaseFunctionVariable):
 
     def describe(self):
         return f"function {self.fn.__qualname__!r}"
+
+    def call_function(self, tx, args, kwargs):
+        if is_compiler_disabled(self.fn):  # its wrapper switches the eval-frame hook off
+            unsupported("call", f"{self.fn.__qualname__} is wrapped by torch.compiler.disable: it runs eagerly")
+        return tx.inline_call(self, args, kwargs)
 
     def var_getattr(self, tx, name):
         if name in ("__name__", "__qualname__", "__module__", "__doc__"):

@@ -6,21 +6,28 @@ import types
 import torch
 
 from ..exc import unsupported
+from ..guards import Guard
+from ..sources import AttrSource, CallSource
 from .base import ObjectConstantVariable
 from .constant import ConstantVariable, fold, is_constant_value
+from .purity import is_compiler_disabled, is_operator, qualified_name, query_kind
 from .tensor import TensorVariable
 
 # Pure functions of metadata that may be folded even with no tensor argument.
 _PURE_NO_TENSOR = {
     torch.promote_types, torch.result_type, torch.can_cast, torch.finfo, torch.iinfo,
-    torch.get_default_dtype, torch.is_tensor, torch.is_floating_point, torch.is_complex,
-    torch.Size,
+    torch.is_tensor, torch.is_floating_point, torch.is_complex, torch.Size,
 }
-# Calls that change global state or talk to the outside world.
-_SIDE_EFFECTS = {torch.manual_seed, torch.set_default_dtype, torch.set_grad_enabled,
-                 torch.set_printoptions, torch.save, torch.load}
-
-
+# Calls that change global state or talk to the outside world: named in the refusal.
+_SIDE_EFFECTS = {torch.manual_seed, torch.seed, torch.set_rng_state, torch.set_default_dtype,
+                 torch.set_grad_enabled, torch.set_printoptions, torch.save, torch.load,
+                 torch.use_deterministic_algorithms, torch.set_num_threads,
+                 torch.set_float32_matmul_precision,
+                 *filter(None, [getattr(torch, "set_default_device", None)])}
+# Python functions of torch that are thin wrappers over operators: called on the fake
+# tensors as they are (everything they do reaches the dispatcher).
+_OPERATOR_WRAPPER_MODULES = {"torch.nn.functional", "torch.functional", "torch.nn.init",
+                             "torch._tensor"}
 def is_torch_object(value) -> bool:
     mod = getattr(value, "__module__", None) or ""
     if isinstance(value, types.ModuleType):
@@ -54,28 +61,61 @@ class TorchVariable(ObjectConstantVariable):
             attr = getattr(self.value, name)
         except AttributeError as e:
             unsupported("exceptions", f"AttributeError: {e}")
+        source = AttrSource(self.source, name) if self.source is not None else None
         if is_constant_value(attr):
             return ConstantVariable(attr)
         if callable(attr) or isinstance(attr, types.ModuleType):
-            return TorchVariable(attr)
+            return TorchVariable(attr, source)
         from .builder import wrap
         return wrap(tx, attr, None)
 
     def call_function(self, tx, args, kwargs):
         fn = self.value
-        name = getattr(fn, "__name__", repr(fn))
+        what = qualified_name(fn)
         if fn in _SIDE_EFFECTS:
-            unsupported("side_effect", f"torch.{name}() changes global state")
+            unsupported("side_effect", f"{what}() changes global state")
+        constant_args = all(a.is_python_constant() for a in args) and all(
+            v.is_python_constant() for v in kwargs.values())
+        kind = query_kind(fn)
+        if kind is not None and constant_args:
+            return self._fold_query(tx, kind, args, kwargs)
         if fn is torch.Size or (not _has_tensor(args) and not _has_tensor(kwargs.values())
                                 and fn in _PURE_NO_TENSOR):
-            if all(a.is_python_constant() for a in args) and all(
-                    v.is_python_constant() for v in kwargs.values()):
+            if constant_args:
                 return fold(tx, fn, [a.as_python_constant() for a in args],
-                            {k: v.as_python_constant() for k, v in kwargs.items()}, f"torch.{name}")
+                            {k: v.as_python_constant() for k, v in kwargs.items()}, what)
         if isinstance(fn, type) and not issubclass(fn, torch.Tensor):
-            unsupported("call", f"creating a {fn.__qualname__} object while tracing")
-        if name.startswith("_") and not name.startswith("__"):
-            pass  # private torch functions are allowed but shown with their own name
+            unsupported("call", f"creating a {what} object while tracing")
+        if is_compiler_disabled(fn):
+            unsupported("call", f"{what} is wrapped by torch.compiler.disable: it runs eagerly")
+        if isinstance(fn, types.FunctionType) and fn.__module__ not in _OPERATOR_WRAPPER_MODULES:
+            # Python code of torch's: interpreted like the user's, so whatever it calls
+            # passes the same checks.
+            from .functions import UserFunctionVariable
+            return UserFunctionVariable(fn).call_function(tx, args, kwargs)
+        if not (is_operator(fn) or isinstance(fn, types.FunctionType)
+                or (isinstance(fn, type) and issubclass(fn, torch.Tensor))):
+            # NOTE: declined before the call: a C function outside the dispatcher may
+            # change state (set_eval_frame, CUDA streams, RNG) even on fake arguments.
+            unsupported("call", f"{what} is not a torch operator or a known pure query; "
+                                "calling it while tracing could change state")
         tensor_in = _has_tensor(args) or _has_tensor(kwargs.values())
         return tx.output.call("call_function", fn, list(args), dict(kwargs),
-                              what=f"torch.{name}", fold_metadata=tensor_in)
+                              what=what, fold_metadata=tensor_in)
+
+    def _fold_query(self, tx, kind, args, kwargs):
+        """A pure query's answer now, as a constant, with what keeps it true: the global
+        state check (every entry has it), the function's identity (an answer fixed for the
+        process), or the answer itself, asked again by the entry."""
+        fn = self.value
+        pargs = [a.as_python_constant() for a in args]
+        pkwargs = {k: v.as_python_constant() for k, v in kwargs.items()}
+        result = fold(tx, fn, pargs, pkwargs, qualified_name(fn))
+        if kind == "process" and self.source is not None:
+            tx.output.guards.add(Guard("ID_MATCH", self.source, fn))
+        elif kind == "guarded" or kind == "process":
+            if pargs or pkwargs or not result.is_python_constant():
+                unsupported("call", f"{qualified_name(fn)} with arguments is not folded")
+            tx.output.guards.add(Guard("EQUALS_MATCH", CallSource(fn, qualified_name(fn)),
+                                       result.as_python_constant()))
+        return result

@@ -1,0 +1,115 @@
+"""Which torch callables a trace may call for real.
+
+A trace never runs anything with an effect. Torch functions fall into four groups,
+decided *before* the call:
+
+* operators — the functions torch generates from its operator schemas
+  (`torch._C._VariableFunctions`, `torch._C._nn`, `_fft`, `_linalg`, `_special`, ...) and
+  `torch.ops` overloads: they run on fake tensors, through the dispatcher;
+* state queries — `torch.is_grad_enabled()`, `torch.get_default_dtype()`, ...: folded
+  to constants; every entry checks the global state they read (globalstate.py);
+* pure queries — `torch.cuda.is_available()`, `torch.jit.is_tracing()`, ...: folded to
+  constants, each guarded (`PROCESS_CONSTANT` ones only by the identity of the function,
+  since their value cannot change within a process; the others by calling them again);
+* everything else that is not Python bytecode: declined, naming the function.
+"""
+from __future__ import annotations
+
+import functools
+import importlib
+import types
+
+import torch
+
+_OPERATOR_NAMESPACES = ("_VariableFunctions", "_nn", "_fft", "_linalg", "_special", "_nested",
+                        "_sparse")
+
+
+@functools.lru_cache(maxsize=None)
+def _operator_functions() -> frozenset:
+    found = set()
+    for ns_name in _OPERATOR_NAMESPACES:
+        ns = getattr(torch._C, ns_name, None)
+        for name in dir(ns) if ns is not None else ():
+            value = getattr(ns, name, None)
+            if isinstance(value, types.BuiltinFunctionType):
+                found.add(value)
+    return frozenset(found)
+
+
+def is_operator(fn) -> bool:
+    """A torch operator: runs on fake tensors through the dispatcher, touching nothing else."""
+    if isinstance(fn, (torch._ops.OpOverload, torch._ops.OpOverloadPacket)):
+        return True
+    try:
+        return fn in _operator_functions()
+    except TypeError:  # unhashable
+        return False
+
+
+def _resolve(dotted: str):
+    module, _, attr = dotted.rpartition(".")
+    try:
+        obj = importlib.import_module(module)
+    except ImportError:
+        return None
+    return getattr(obj, attr, None)
+
+
+# Reads of process-wide state that globalstate.snapshot() covers.
+_STATE_QUERIES = (
+    "torch.is_grad_enabled", "torch.is_inference_mode_enabled", "torch.get_default_dtype",
+    "torch.get_default_device", "torch.is_autocast_enabled", "torch.get_autocast_dtype",
+    "torch.is_autocast_cpu_enabled", "torch.get_autocast_cpu_dtype", "torch.get_autocast_gpu_dtype",
+    "torch.is_autocast_cache_enabled", "torch.are_deterministic_algorithms_enabled",
+    "torch.is_deterministic_algorithms_warn_only_enabled", "torch.get_num_threads",
+    "torch._C._is_torch_function_enabled",
+)
+# Answers fixed for the life of the process (device presence, build features).
+_PROCESS_CONSTANTS = (
+    "torch.cuda.is_available", "torch.cuda.device_count", "torch.backends.mps.is_available",
+    "torch.backends.cudnn.is_available", "torch.distributed.is_available",
+    "torch.jit.is_scripting", "torch._jit_internal.is_scripting",
+)
+# Answers that can change between calls (tracing by another tool, a process group made).
+_GUARDED_QUERIES = (
+    "torch.jit.is_tracing", "torch._C._is_tracing", "torch.onnx.is_in_onnx_export",
+    "torch.fx._symbolic_trace.is_fx_tracing", "torch.compiler.is_compiling",
+    "torch.compiler.is_dynamo_compiling", "torch._dynamo.is_compiling", "torch._utils.is_compiling",
+    "torch.distributed.is_initialized", "torch._C._are_functorch_transforms_active",
+    "torch.cuda.is_initialized", "torch._utils.is_checkpoint_valid",
+)
+
+
+@functools.lru_cache(maxsize=None)
+def _query_kinds() -> dict:
+    kinds = {}
+    for kind, names in (("state", _STATE_QUERIES), ("process", _PROCESS_CONSTANTS),
+                        ("guarded", _GUARDED_QUERIES)):
+        for dotted in names:
+            fn = _resolve(dotted)
+            if fn is not None:
+                kinds.setdefault(fn, kind)
+    return kinds
+
+
+def query_kind(fn) -> str | None:
+    """'state', 'process' or 'guarded' for a known pure query, else None."""
+    try:
+        return _query_kinds().get(fn)
+    except TypeError:
+        return None
+
+
+def qualified_name(fn) -> str:
+    """`torch.cuda.is_available`, `torch.nn.functional.relu`: where the function lives."""
+    name = getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None) or repr(fn)
+    module = getattr(fn, "__module__", None)
+    if module is None and isinstance(fn, types.BuiltinFunctionType):
+        module = getattr(getattr(fn, "__self__", None), "__name__", None)
+    return f"{module}.{name}" if module else name
+
+
+def is_compiler_disabled(fn) -> bool:
+    """A `torch.compiler.disable` / `torch._dynamo.disable` wrapper: always runs eagerly."""
+    return getattr(fn, "_torchdynamo_disable", False) is True

@@ -1,0 +1,238 @@
+"""Process-wide torch state is an input of every entry, and a trace never changes it.
+
+Each test calls the function eagerly and optimized under the same state, changes the
+state, and compares again: a stale entry would give the old answer."""
+import contextlib
+
+import pytest
+import torch
+from helpers import CountingBackend, same_outcome
+
+import minidynamo
+
+
+def opt_of(fn):
+    backend = CountingBackend()
+    return minidynamo.optimize(backend=backend)(fn), backend
+
+
+def _twice(fn, opt, *args):
+    """Called twice (trace, then cache hit): the same outcome as eager both times."""
+    same_outcome(fn, opt, *args)
+    same_outcome(fn, opt, *args)
+
+
+# --- the state is guarded ----------------------------------------------------------------
+def test_grad_mode_decides_a_branch_on_requires_grad():
+    def f(x):
+        y = x * 2
+        if y.requires_grad:
+            return y + 1
+        return y - 1
+    opt, _ = opt_of(f)
+    x = torch.ones(3, requires_grad=True)
+    with torch.no_grad():
+        _twice(f, opt, x)
+    _twice(f, opt, x)
+    failure = opt.guard_failures()[-1]
+    assert failure.reason == "global torch state changed: grad mode: traced with False, now True", failure
+    with torch.no_grad():
+        _twice(f, opt, x)  # the first entry still serves no_grad
+    assert len(opt.cache_entries()) == 2
+
+
+def test_default_dtype_is_not_folded_stale():
+    def f(x):
+        return torch.zeros(2).dtype == torch.float32, x + torch.ones(2)
+    opt, _ = opt_of(f)
+    x = torch.ones(2, dtype=torch.float64)
+    _twice(f, opt, x)
+    old = torch.get_default_dtype()
+    try:
+        torch.set_default_dtype(torch.float64)
+        _twice(f, opt, x)
+    finally:
+        torch.set_default_dtype(old)
+    assert "default dtype: traced with float32, now float64" in opt.guard_failures()[-1].reason
+
+
+def test_autocast_changes_what_dtype_an_op_gives():
+    def f(x, y):
+        z = x @ y
+        return z.dtype, z.float() + 1
+    opt, _ = opt_of(f)
+    x, y = torch.randn(4, 4), torch.randn(4, 4)
+    _twice(f, opt, x, y)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        got = opt(x, y)
+        assert got[0] == f(x, y)[0] == torch.bfloat16
+    assert "autocast(cpu): traced with enabled=False" in opt.guard_failures()[-1].reason
+
+
+def test_default_device_is_part_of_the_state():
+    def f(x):
+        return torch.zeros(2).device.type, x + 1
+    opt, _ = opt_of(f)
+    x = torch.ones(2)
+    _twice(f, opt, x)
+    with torch.device("meta"):
+        got = opt(x)
+        want = f(x)
+    assert got[0] == want[0] == "meta"
+
+
+def test_state_queries_are_constants_under_the_state_check():
+    def f(x):
+        return (torch.is_grad_enabled(), torch.get_default_dtype(),
+                torch.are_deterministic_algorithms_enabled(), torch.is_inference_mode_enabled())
+    opt, backend = opt_of(f)
+    x = torch.ones(1)
+    _twice(f, opt, x)
+    assert opt.cache_entries()[0].kind == "constant" and backend.calls == 0
+    with torch.no_grad():
+        _twice(f, opt, x)
+    with torch.inference_mode():
+        _twice(f, opt, x)
+    torch.use_deterministic_algorithms(True)
+    try:
+        _twice(f, opt, x)
+    finally:
+        torch.use_deterministic_algorithms(False)
+    assert len(opt.cache_entries()) == 4
+    _twice(f, opt, x)
+    assert len(opt.cache_entries()) == 4
+
+
+def test_guarded_queries_are_asked_again():
+    import torch.fx._symbolic_trace as symbolic_trace
+
+    def f(x):
+        if symbolic_trace.is_fx_tracing():
+            return x - 1
+        return x + 1
+    opt, _ = opt_of(f)
+    x = torch.ones(2)
+    _twice(f, opt, x)
+    entry = opt.cache_entries()[0]
+    assert any("is_fx_tracing()" in e for e in entry.guard_exprs), entry.guard_exprs
+    old = symbolic_trace._is_fx_tracing_flag
+    symbolic_trace._is_fx_tracing_flag = True
+    try:
+        _twice(f, opt, x)
+    finally:
+        symbolic_trace._is_fx_tracing_flag = old
+    assert len(opt.cache_entries()) == 2
+
+
+def test_process_constant_query_is_pinned_by_identity(monkeypatch):
+    def f(x):
+        return x + 1 if torch.cuda.is_available() else x - 1
+    opt, _ = opt_of(f)
+    x = torch.ones(2)
+    _twice(f, opt, x)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: not torch.cuda.device_count() > 0)
+    _twice(f, opt, x)  # a patched function is another object: traced again
+    assert len(opt.cache_entries()) == 2
+
+
+# --- a trace changes nothing ---------------------------------------------------------------
+@contextlib.contextmanager
+def _unchanged(what):
+    """The process-wide state the trace could touch is the same afterwards."""
+    from torch._C._dynamo import eval_frame
+
+    def state():
+        prior = eval_frame.set_eval_frame(False)  # False (run cached code only) is benign
+        return (torch.is_grad_enabled(), torch.get_default_dtype(), torch.get_num_threads(),
+                torch.is_autocast_enabled("cpu"), torch.get_rng_state().clone(), prior)
+    eval_frame.set_eval_frame(False)  # so that a trace setting None would show
+    before = state()
+    try:
+        yield
+        after = state()
+    finally:
+        eval_frame.set_eval_frame(None)
+    for name, b, a in zip(("grad mode", "default dtype", "threads", "autocast", "RNG state",
+                           "eval-frame callback"), before, after):
+        same = torch.equal(a, b) if isinstance(a, torch.Tensor) else a == b
+        assert same, f"{what} changed {name}: {b!r} -> {a!r}"
+
+
+def _uses_compiler_disable(x):
+    return _disabled_helper(x) + 1
+
+
+@torch.compiler.disable
+def _disabled_helper(x):
+    return x * 3
+
+
+def _sets_grad_mode(x):
+    torch._C._set_grad_enabled(False)
+    y = x * 2
+    torch._C._set_grad_enabled(True)
+    return y
+
+
+def _sets_threads(x):
+    torch.set_num_threads(1)
+    return x + 1
+
+
+def _random(x):
+    return torch.rand(3) + torch.nn.functional.dropout(x, 0.5) + torch.randn_like(x)
+
+
+@pytest.mark.parametrize("fn", [_uses_compiler_disable, _sets_grad_mode, _sets_threads, _random],
+                         ids=lambda f: f.__name__)
+def test_explain_and_declined_traces_change_nothing(fn):
+    x = torch.ones(4, 3)
+    with _unchanged("explain()"):
+        minidynamo.explain(fn)(x)
+    if fn is _random:
+        return
+    opt, _ = opt_of(fn)
+    threads = torch.get_num_threads()
+    try:
+        same_outcome(fn, opt, x)  # runs eagerly, like the plain call
+    finally:
+        torch.set_num_threads(threads)
+    assert opt.cache_entries()[0].kind == "eager"
+
+
+def test_compiler_disable_is_named():
+    opt, _ = opt_of(_uses_compiler_disable)
+    opt(torch.ones(2))
+    reason = opt.cache_entries()[0].reason
+    assert reason.category == "call" and "_disabled_helper is wrapped by torch.compiler.disable" in str(reason)
+
+
+def test_stateful_c_function_is_declined_before_it_runs_and_named():
+    opt, _ = opt_of(_sets_grad_mode)
+    with _unchanged("a declined trace"):
+        minidynamo.explain(_sets_grad_mode)(torch.ones(2))
+    opt(torch.ones(2))
+    assert "torch._C._set_grad_enabled is not a torch operator" in str(opt.cache_entries()[0].reason)
+
+
+def test_reasons_name_the_real_qualified_function():
+    def f(x):
+        return x + torch._C._get_cudnn_enabled()
+    out = minidynamo.explain(f)(torch.ones(2))
+    assert "torch._C._get_cudnn_enabled is not a torch operator" in str(out.break_reasons[0]), \
+        out.break_reasons
+
+
+@pytest.mark.parametrize("seed", [0, 7])
+def test_seeded_random_ops_match_eager(seed):
+    opt, _ = opt_of(_random)
+    x = torch.ones(4, 3)
+    for _ in range(2):  # trace, then cache hit
+        torch.manual_seed(seed)
+        want = _random(x)
+        after_eager = torch.get_rng_state()
+        torch.manual_seed(seed)
+        got = opt(x)
+        torch.testing.assert_close(got, want, rtol=0, atol=0)
+        assert torch.equal(torch.get_rng_state(), after_eager)
+    assert opt.cache_entries()[0].kind == "graph"
