@@ -18,7 +18,7 @@ from .sources import Namespace, Source
 
 # Cost classes: structural checks run before the tensor checks they protect.
 _COST = {"GLOBAL_STATE": -1, "TYPE_MATCH": 0, "ID_MATCH": 0, "EQUALS_MATCH": 0, "LEN_MATCH": 0,
-         "DICT_KEYS": 0, "TENSOR_MATCH": 1, "ALIAS_MATCH": 1, "NOT_IN_DICT": 0}
+         "DICT_KEYS": 0, "NO_HOOKS": 0, "TENSOR_MATCH": 1, "ALIAS_MATCH": 1, "NOT_IN_DICT": 0}
 
 
 def _single_gpu() -> bool:
@@ -65,6 +65,8 @@ class Guard:
             return f"type({e}) is {t} and tuple({e}) == {tuple(self.expected)!r}"
         if kind == "NOT_IN_DICT":  # no instance attribute shadows a class-level method
             return f"{self.meta['attr']!r} not in {e}.__dict__"
+        if kind == "NO_HOOKS":  # every hook dict named is empty
+            return "not (" + " or ".join(f"{e}.{a}" for a in self.meta["attrs"]) + ")"
         if kind == "ALIAS_MATCH":  # two sources are (or are not) the same object
             return f"{e} {'is' if self.expected else 'is not'} {self.meta['other'].expr(ns)}"
         if kind == "TENSOR_MATCH":
@@ -132,6 +134,11 @@ class Guard:
                 return _says(f"tensor {tname} requires_grad mismatch", m["requires_grad"], actual.requires_grad)
             return _says(f"tensor {tname} dispatch keys differ from the traced call's (inference_mode, "
                          "a conj/neg view or a functorch transform)", *_dispatch_keys(m["c_check"], actual))
+        if kind == "NO_HOOKS":
+            added = [f"{a.strip('_').replace('_', ' ')} ({len(getattr(actual, a))})"
+                     for a in self.meta["attrs"] if getattr(actual, a, None)]
+            return (f"{name} now has hooks: {', '.join(added)}; hooks are not traced",
+                    "no hooks", ", ".join(added))
         if kind == "NOT_IN_DICT":
             attr = self.meta["attr"]
             return (f"{name} now has an instance attribute {attr!r} (shadowing its class's)",
@@ -189,6 +196,8 @@ class Guard:
             return f"{self.meta['type'].__name__} with keys {list(self.expected)}"
         if kind == "NOT_IN_DICT":
             return f"no instance attribute {self.meta['attr']!r}"
+        if kind == "NO_HOOKS":
+            return "no hooks"
         if kind == "ALIAS_MATCH":
             return f"{'is' if self.expected else 'is not'} {self.meta['other'].name()}"
         return kind
@@ -316,7 +325,8 @@ class GuardSet:
         self._guards: dict = {}
 
     def add(self, guard: Guard) -> None:
-        key = (guard.kind, guard.source, guard.meta.get("other"), guard.meta.get("attr"))
+        key = (guard.kind, guard.source, guard.meta.get("other"), guard.meta.get("attr"),
+               guard.meta.get("attrs"))
         if key not in self._guards:
             self._guards[key] = guard
 

@@ -138,11 +138,34 @@ class UserObjectVariable(VariableTracker):
     def call_function(self, tx, args, kwargs):
         obj = self.value
         if isinstance(obj, torch.nn.Module):
-            if (obj._forward_hooks or obj._forward_pre_hooks or getattr(obj, "_backward_hooks", None)
-                    or torch.nn.modules.module._global_forward_hooks
-                    or torch.nn.modules.module._global_forward_pre_hooks):
-                unsupported("call", f"{type(obj).__qualname__} has hooks, which are not traced")
+            _guard_no_hooks(tx, obj, self.source)
             return self.call_method(tx, "forward", args, kwargs)
         if inspect.getattr_static(type(obj), "__call__", None) is not None:
             return self.call_method(tx, "__call__", args, kwargs)
         unsupported("exceptions", f"TypeError: {type(obj).__qualname__!r} object is not callable")
+
+
+# What Module.__call__ consults before it calls forward: the module's own hooks and the
+# process-wide ones (torch.nn.modules.module.register_module_forward_hook, ...).
+_MODULE_HOOKS = ("_forward_hooks", "_forward_pre_hooks", "_backward_hooks", "_backward_pre_hooks")
+_GLOBAL_HOOKS = ("_global_forward_hooks", "_global_forward_pre_hooks", "_global_backward_hooks",
+                 "_global_backward_pre_hooks")
+
+
+def _guard_no_hooks(tx, module, source):
+    """Calling a module is calling its forward only while it has no hooks: decline if it
+    has some, else guard that none is added (hooks are not traced)."""
+    from ..guards import Guard
+    from ..sources import ObjectSource
+    module_py = torch.nn.modules.module
+    own = [a for a in _MODULE_HOOKS if hasattr(module, a)]
+    shared = [a for a in _GLOBAL_HOOKS if hasattr(module_py, a)]
+    present = [a for a in own if getattr(module, a)] + [a for a in shared if getattr(module_py, a)]
+    if present:
+        unsupported("call", f"{type(module).__qualname__} has hooks ({', '.join(present)}), which are not traced")
+    if source is None:
+        unsupported("call", f"calling a {type(module).__qualname__} that is not reachable from the "
+                            "function's inputs (its hooks could not be checked on later calls)")
+    tx.output.guards.add(Guard("NO_HOOKS", source, None, {"attrs": tuple(own)}))
+    tx.output.guards.add(Guard("NO_HOOKS", ObjectSource(module_py, "torch.nn.modules.module"), None,
+                               {"attrs": tuple(shared)}))
