@@ -1,4 +1,4 @@
-"""LOAD_*/STORE_*/DELETE_* of locals, cells, globals and attributes.
+"""LOAD_*/STORE_*/DELETE_* of locals, cells, globals and attributes; IMPORT_NAME/IMPORT_FROM.
 
 Call-protocol NULLs (https://docs.python.org/3.13/library/dis.html#opcode-LOAD_ATTR):
   <=3.12  LOAD_GLOBAL (True, n) / LOAD_ATTR (True, n):  ... → NULL, value
@@ -8,10 +8,14 @@ unbound [meth, self] pair): CALL then treats both forms alike.
 """
 from __future__ import annotations
 
+import builtins
 import sys
+import types
 
 from ..._compat import PY313
 from ...exc import unsupported
+from ...guards import Guard
+from ...sources import AttrSource, GlobalSource, ItemSource, ObjectSource
 from ...variables.base import NULL
 from ...variables.builder import wrap
 from ...variables.functions import CellVariable, RealCellVariable
@@ -100,16 +104,101 @@ class LoadStoreOps:
         unsupported("construct", "module- or class-level code is not traced")
 
     def IMPORT_NAME(self, inst):
-        self.pop()  # fromlist
+        # __import__(name, globals, locals, fromlist, level) on modules already in
+        # sys.modules (importing one that is not runs its code: declined).
+        fromlist = self.pop().as_python_constant()
         level = self.pop().as_python_constant()
-        name = inst.arg
-        if level != 0 or name not in sys.modules:
-            unsupported("side_effect", f"importing {name!r} (a module not yet imported runs its code)")
-        top = sys.modules[name.partition(".")[0]]
-        self.push(wrap(self, top, None))
+        if self.f_builtins.get("__import__") is not builtins.__import__:
+            unsupported("call", "import statement with a replaced builtins.__import__")
+        name = _absolute_name(self, inst.arg, level)
+        module, var = _loaded(self, name)
+        if fromlist:
+            if _peek(module, "__path__") is not _MISSING:
+                # A package: a name it does not bind is a submodule, imported here.
+                for attr in fromlist:
+                    if _peek(module, attr) is _MISSING:
+                        _loaded(self, f"{_name_of(module)}.{attr}", shadowed_by=var, attr=attr)
+            self.push(var)  # the module `name` itself; IMPORT_FROM reads the names
+        elif "." not in inst.arg:
+            self.push(var)
+        elif level == 0:  # `import a.b` binds the top package `a`
+            self.push(_loaded(self, inst.arg.partition(".")[0])[1])
+        else:
+            cut = len(inst.arg) - inst.arg.index(".")
+            self.push(_loaded(self, name[:len(name) - cut])[1])
 
     def IMPORT_FROM(self, inst):
-        self.push(self.stack[-1].var_getattr(self, inst.arg))
+        # getattr(module, attr), else sys.modules[f"{module.__name__}.{attr}"], as CPython.
+        var = self.stack[-1]
+        module = getattr(var, "value", None)
+        if type(module) is not types.ModuleType or var.source is None:
+            self.push(var.var_getattr(self, inst.arg))
+            return
+        attr = inst.arg
+        value = _peek(module, attr)
+        if value is not _MISSING:
+            self.push(wrap(self, value, AttrSource(var.source, attr)))
+            return
+        full = f"{_name_of(module)}.{attr}"
+        if sys.modules.get(full) is None:
+            unsupported("exceptions", f"ImportError: cannot import name {attr!r} from {_name_of(module)!r}")
+        self.push(_loaded(self, full, shadowed_by=var, attr=attr)[1])
+
+
+_SYS_MODULES = ObjectSource(sys.modules, "sys.modules")
+_MISSING = object()
+
+
+def _loaded(tx, name: str, shadowed_by=None, attr=None):
+    """(module, tracker) for sys.modules[name], guarded by identity: a module removed or
+    replaced there misses the entry, whose next trace sees what the import does then.
+    With `shadowed_by`, the module is used because `shadowed_by` has no attribute `attr`
+    (else that attribute is what Python binds): that absence is guarded too."""
+    module = sys.modules.get(name)
+    if module is None or getattr(getattr(module, "__spec__", None), "_initializing", False):
+        unsupported("side_effect", f"importing {name!r} (a module not yet imported runs its code)")
+    if type(module) is not types.ModuleType:
+        unsupported("construct", f"importing {name!r}: sys.modules holds a {type(module).__qualname__}, "
+                                 "whose attribute lookups may run code")
+    if shadowed_by is not None:
+        tx.output.guards.add(Guard("NOT_IN_DICT", shadowed_by.source, None, {"attr": attr}))
+    return module, wrap(tx, module, ItemSource(_SYS_MODULES, name))
+
+
+def _peek(module, attr: str):
+    """`module.attr` without running code: its __dict__ entry or _MISSING; declines where
+    a module-level __getattr__ (or an attribute of the module type) would answer."""
+    d = vars(module)
+    if attr in d:
+        return d[attr]
+    if "__getattr__" in d or hasattr(types.ModuleType, attr):
+        unsupported("construct", f"reading {attr!r} of module {d.get('__name__')!r} calls its __getattr__")
+    return _MISSING
+
+
+def _name_of(module) -> str:
+    name = _peek(module, "__name__")
+    if not isinstance(name, str):
+        unsupported("construct", "importing from a module without a __name__")
+    return name
+
+
+def _absolute_name(tx, name: str, level: int) -> str:
+    """importlib's resolution of a relative import against the function's module's
+    __package__ (guarded: it names the module that is bound)."""
+    if level == 0:
+        return name
+    g = tx.f_globals
+    package, spec = g.get("__package__"), g.get("__spec__")
+    if not isinstance(package, str) or spec is not None and getattr(spec, "parent", None) != package:
+        unsupported("construct", "relative import in a module whose __package__ is unset or differs "
+                                 "from __spec__.parent (CPython warns and falls back on __name__)")
+    wrap(tx, package, GlobalSource("__package__", g))
+    bits = package.rsplit(".", level - 1)
+    if not package or len(bits) < level:
+        unsupported("exceptions", "ImportError: attempted relative import "
+                    + ("with no known parent package" if not package else "beyond top-level package"))
+    return f"{bits[0]}.{name}" if name else bits[0]
 
 
 class _CodeConst:
