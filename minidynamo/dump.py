@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import re
 import types
+import warnings
 
 import torch
 
@@ -236,11 +237,18 @@ def render(entry, index: int, name: str, where: str, args=None, kwargs=None) -> 
                             ms=entry.compile_time_ms, reason=reason)]
     parts.append("# --- objects the generated code refers to ---")
     c_checks = {id(g.meta["c_check"]): g.meta for g in entry.guards if g.meta.get("c_check") is not None}
-    for n, v in entry.ns.values.items():
+    # torch's C check of the global state stands for the readable condition of the state
+    # traced under (computed first: it may name torch in the namespace).
+    state_checks = {id(g.expected.c_check): g.code(entry.ns) for g in entry.guards
+                    if g.kind == "GLOBAL_STATE" and getattr(g.expected, "c_check", None) is not None}
+    for n, v in list(entry.ns.values.items()):
         if entry.compiled is not None and v is entry.compiled:
             continue  # defined after the graph below
         meta = c_checks.get(id(v))
-        parts.append(_object_code(n, v) if meta is None else _c_check_code(n, meta))
+        if id(v) in state_checks:
+            parts.append(f"def {n}():  # the global torch state traced under\n    return {state_checks[id(v)]}")
+        else:
+            parts.append(_object_code(n, v) if meta is None else _c_check_code(n, meta))
     parts.extend(_wiring(entry))
     if entry.gm is not None:
         code = entry.gm.code
@@ -280,11 +288,26 @@ def render(entry, index: int, name: str, where: str, args=None, kwargs=None) -> 
     return "\n".join(parts) + "\n"
 
 
-def write(entry, index: int, name: str, where: str, directory: str, args=None, kwargs=None) -> str:
+_unwritable: set = set()  # directories already warned about
+
+
+def write(entry, index: int, name: str, where: str, directory: str, args=None, kwargs=None) -> str | None:
     """Write entry `index` of function `name` as `<directory>/<name>_entry<index>.py`;
-    with the arguments of the call that compiled it, the file rebuilds and checks them."""
-    os.makedirs(directory, exist_ok=True)
+    with the arguments of the call that compiled it, the file rebuilds and checks them.
+    A directory that cannot be written to warns once and writes nothing (None): a dump
+    must never make the user's call fail."""
     path = os.path.join(directory, f"{name}_entry{index}.py")
-    with open(path, "w") as f:
-        f.write(render(entry, index, name, where, args, kwargs))
+    text = render(entry, index, name, where, args, kwargs)
+    try:
+        os.makedirs(directory, exist_ok=True)
+        with open(path, "w") as f:
+            f.write(text)
+    except OSError as e:
+        key = os.fspath(directory)
+        if key not in _unwritable:
+            _unwritable.add(key)
+            warnings.warn(f"minidynamo: cannot write cache entry dumps to {key!r} "
+                          f"(MINIDYNAMO_DUMP / config.dump_dir): {type(e).__name__}: {e}; "
+                          "going on without dumps there", RuntimeWarning, stacklevel=2)
+        return None
     return path

@@ -4,12 +4,15 @@ import os
 import runpy
 import subprocess
 import sys
+import warnings
 
 import pytest
 import torch
+from helpers import same_outcome
 
 import minidynamo
 from kernels import capture_kernels as K
+from minidynamo import dump
 
 SCALE = 2
 
@@ -93,6 +96,21 @@ def test_triton_entry_decides_but_cannot_launch(dump_dir):
     assert out.startswith("guards: pass\nthen: ") and "not available outside the traced process" in out
 
 
+def test_global_state_check_is_the_traced_state(dump_dir):
+    def g(x):
+        return x * 2
+    opt = minidynamo.optimize(g)
+    with torch.no_grad():
+        opt(torch.ones(2))
+    ns = runpy.run_path(str(dump_dir / "g_entry0.py"))
+    assert ns["_first_failing"](torch.ones(2)).startswith("global torch state: ")
+    assert ns["g"](torch.ones(2)) is ns["_MISS"]  # the entry itself: torch's C check of the state
+    with torch.no_grad():
+        assert ns["_first_failing"](torch.ones(2)) is None
+        torch.testing.assert_close(ns["g"](torch.ones(2)), torch.full((2,), 2.0))
+    assert _run(dump_dir / "g_entry0.py").startswith("guards: MISS at global torch state: ")
+
+
 def test_env_variable(tmp_path):
     script = tmp_path / "prog.py"
     script.write_text("import torch, minidynamo\n"
@@ -105,3 +123,45 @@ def test_env_variable(tmp_path):
     subprocess.run([sys.executable, str(script)], env=env, check=True, timeout=120)
     assert os.listdir(out_dir) == ["f_entry0.py"]
     assert _run(out_dir / "f_entry0.py") == "guards: pass\nthen: ran the entry, result: tensor (2,) torch.float32\n"
+
+
+@pytest.mark.parametrize("where", ["a file", "below a file"])
+def test_unwritable_dump_dir_warns_once_and_the_calls_go_on(tmp_path, monkeypatch, where):
+    monkeypatch.setattr(dump, "_unwritable", set())
+    blocker = tmp_path / "not_a_dir"
+    blocker.write_text("")
+    target = blocker if where == "a file" else blocker / "dumps"
+    error = "FileExistsError" if where == "a file" else "NotADirectoryError"
+    monkeypatch.setattr(minidynamo.config, "dump_dir", str(target))
+
+    def h(x):
+        print("side effect")
+        return x - 1
+    opt_f, opt_h = minidynamo.optimize(f), minidynamo.optimize(h)
+    x, y = torch.randn(8, 4), torch.randn(8, 4)
+    with pytest.warns(RuntimeWarning) as rec:
+        same_outcome(f, opt_f, x, y, k=2)
+    (w,) = rec
+    assert f"cannot write cache entry dumps to {str(target)!r}" in str(w.message) and error in str(w.message)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # once: later entries of any function say nothing
+        same_outcome(f, opt_f, torch.randn(16, 4), y[:1], k=2)
+        same_outcome(h, opt_h, x)
+    assert [e.kind for e in opt_f.cache_entries()] == ["graph", "graph"]
+    assert [e.kind for e in opt_h.cache_entries()] == ["eager"]
+    assert blocker.read_text() == ""
+
+
+def test_env_variable_naming_a_file(tmp_path):
+    script = tmp_path / "prog.py"
+    script.write_text("import torch, minidynamo\n"
+                      "def f(x, n):\n"
+                      "    return x * n\n"
+                      "opt = minidynamo.optimize(f)\n"
+                      "print(opt(torch.ones(2), 3).tolist(), opt(torch.ones(2), 4).tolist())\n")
+    path = [os.path.dirname(os.path.dirname(minidynamo.__file__)), os.environ.get("PYTHONPATH", "")]
+    env = dict(os.environ, MINIDYNAMO_DUMP=str(script), PYTHONPATH=os.pathsep.join(p for p in path if p))
+    proc = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0 and proc.stdout == "[3.0, 3.0] [4.0, 4.0]\n", proc.stderr
+    assert proc.stderr.count("RuntimeWarning: minidynamo: cannot write cache entry dumps to") == 1, proc.stderr
+    assert str(script) in proc.stderr
