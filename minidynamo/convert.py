@@ -9,6 +9,7 @@ from __future__ import annotations
 import builtins
 import keyword
 import time
+import warnings
 from dataclasses import dataclass, field
 
 import torch
@@ -17,7 +18,8 @@ import torch.fx as fx
 from . import codegen
 from .backends import backend_name, compile_with, lookup_backend
 from .backends import eager as eager_backend
-from .exc import Unsupported, unsupported
+from .config import config
+from .exc import InternalError, Unsupported, unsupported
 from .globalstate import GlobalState
 from .graph import OutputGraph
 from .triton.capture import direct_launch_nodes
@@ -36,6 +38,7 @@ from .variables.torch import TorchVariable
 
 
 program_log = get_logger("graph")
+internal_log = get_logger("fallbacks")
 
 
 @dataclass(eq=False, repr=False)
@@ -245,6 +248,14 @@ def compile_call(fn, args, kwargs, backend, *, name: str, slow=None) -> CacheEnt
         rebuild = builder.expr(result)
     except Unsupported as reason:
         return _eager_entry(fn, output, ns, params, call_args, miss, reason, name, start, slow)
+    except Exception as e:  # not a decline: a bug of minidynamo's
+        error = InternalError.while_tracing(fn, e)
+        if not config.suppress_errors:
+            raise error from e
+        internal_log.warning("%s", error, exc_info=e)
+        warnings.warn(str(error), RuntimeWarning, stacklevel=2)
+        return _eager_entry(fn, output, ns, params, call_args, miss, Unsupported("internal", str(error)),
+                            name, start, slow)
     output.guards.add(state.guard())
 
     _prune_unused_inputs(output)

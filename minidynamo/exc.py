@@ -19,6 +19,7 @@ CATEGORIES = {
     "triton": "a Triton kernel launch that cannot be captured",
     "construct": "a Python construct the interpreter does not model",
     "backend": "the backend failed to compile the graph",
+    "internal": "an internal error of minidynamo's, turned into a fallback by config.suppress_errors",
 }
 
 # What to change, per category: shown by explain() and the fallbacks log.
@@ -34,6 +35,7 @@ HINTS = {
     "triton": "see docs/triton.md for the launch forms that are captured",
     "construct": "see docs/supported.md for the constructs that are traced",
     "backend": "check the backend: it raised, or returned something that cannot run the graph",
+    "internal": "this is a bug in minidynamo: please report it with the message",
 }
 
 # (filename, lineno) of the instruction being traced; set by the translator.
@@ -78,4 +80,16 @@ class BackendError(RuntimeError):
 
 
 class InternalError(RuntimeError):
-    """A bug in minidynamo itself; never swallowed, never turned into a fallback."""
+    """A bug in minidynamo itself: raised to the caller (never a silent fallback) unless
+    `config.suppress_errors` turns it into a logged eager fallback."""
+
+    @classmethod
+    def while_tracing(cls, fn, error: BaseException) -> "InternalError":
+        """Name the user's function, the file:line and instruction being traced, and the error."""
+        at, inst = getattr(error, "_minidynamo_at", None) or (None, None)
+        code = fn.__code__
+        where = at or f"{code.co_filename}:{code.co_firstlineno}"
+        what = f", instruction {inst!r}" if inst is not None else ""
+        return cls(f"minidynamo internal error while tracing {fn.__qualname__} (at {where}{what}): "
+                   f"{type(error).__name__}: {error}. This is a bug in minidynamo; "
+                   "minidynamo.config.suppress_errors = True runs such calls eagerly instead.")

@@ -492,5 +492,5 @@ def test_backend_failure_reason():
 
 
 def test_every_category_has_a_test_and_a_hint():
-    covered = {c[0] for c in FALLBACKS} | {"backend"}
+    covered = {c[0] for c in FALLBACKS} | {"backend", "internal"}  # internal: test_internal_errors.py
     assert covered == set(CATEGORIES) == set(HINTS)

@@ -12,7 +12,7 @@ import inspect
 import sys
 
 from .._compat import CO_ASYNC_GENERATOR, CO_COROUTINE, CO_GENERATOR, CO_ITERABLE_COROUTINE, VERSION
-from ..exc import current_location, unsupported
+from ..exc import Unsupported, current_location, format_location, unsupported
 from ..graph import OutputGraph
 from ..instructions import normalize
 from ..logs import get_logger
@@ -99,6 +99,13 @@ class InstructionTranslator(LoadStoreOps, StackOps, BinaryOps, JumpOps, BuildOps
                 handler(self, inst)
         except _Return as r:
             return r.value
+        except Unsupported:
+            raise
+        except Exception as e:
+            # Not a decline: a bug of the tracer's. Remember the innermost instruction.
+            if getattr(e, "_minidynamo_at", None) is None:
+                e._minidynamo_at = (format_location(current_location.get()), inst)
+            raise
         finally:
             current_location.reset(token)
 
