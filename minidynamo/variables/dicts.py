@@ -1,11 +1,11 @@
 """Dicts and sets with constant keys. Like lists, only those created inside the
-traced function may be written."""
+traced function may be written. A dict's views and iterators read it live, as CPython's."""
 from __future__ import annotations
 
 from ..exc import unsupported
 from .base import VariableTracker
-from .constant import ConstantVariable
-from .lists import BaseListVariable, TupleVariable
+from .constant import ConstantVariable, fold
+from .lists import LiveItems, TupleVariable
 
 
 def _key(tx, k: VariableTracker):
@@ -66,7 +66,15 @@ class DictVariable(VariableTracker):
         return {k: v.as_fake() for k, v in self.items.items()}
 
     def iter_items(self, tx):
-        return [ConstantVariable(k) for k in self.items]
+        return DictIteration(self, "keys")
+
+    def view_item(self, kind: str, key):
+        """What iterating view `kind` yields for `key`, now."""
+        if kind == "keys":
+            return ConstantVariable(key)
+        if kind == "values":
+            return self.items[key]
+        return TupleVariable([ConstantVariable(key), self.items[key]])
 
     def var_getattr(self, tx, name):
         return self.method_getattr(tx, name)
@@ -103,13 +111,8 @@ class DictVariable(VariableTracker):
             return ConstantVariable(len(self.items))
         if name == "__contains__" and n == 1:
             return ConstantVariable(_key(tx, args[0]) in self.items)
-        if name == "keys" and n == 0:
-            return DictViewVariable([ConstantVariable(k) for k in self.items], type({}.keys()))
-        if name == "values" and n == 0:
-            return DictViewVariable(list(self.items.values()), type({}.values()))
-        if name == "items" and n == 0:
-            return DictViewVariable([TupleVariable([ConstantVariable(k), v]) for k, v in self.items.items()],
-                                    type({}.items()))
+        if name in _VIEW_TYPES and n == 0:
+            return DictViewVariable(self, name)
         if name == "get" and n in (1, 2):
             k = _key(tx, args[0])
             return self.items.get(k, args[1] if n == 2 else ConstantVariable(None))
@@ -154,27 +157,99 @@ class DictVariable(VariableTracker):
         return f"DictVariable({self.items!r})"
 
 
-class DictViewVariable(BaseListVariable):
-    """`d.keys()`/`d.values()`/`d.items()`: iterable and sized like a list, but not a list
-    (returning one, or calling a list method on it, declines)."""
+_VIEW_TYPES = {"keys": type({}.keys()), "values": type({}.values()), "items": type({}.items())}
+# Set-like methods of keys and items views, folded on a view of the dict as it is now.
+_SET_METHODS = {"isdisjoint", "__and__", "__or__", "__sub__", "__xor__", "__rand__", "__ror__",
+                "__rsub__", "__rxor__", "__eq__", "__ne__", "__le__", "__lt__", "__ge__", "__gt__"}
 
-    __slots__ = ("view_type",)
 
-    def __init__(self, items, view_type):
-        super().__init__(items)
-        self.view_type = view_type
+class DictViewVariable(VariableTracker):
+    """`d.keys()` / `d.values()` / `d.items()`: live, as CPython's views: every query reads
+    the dict's tracker when it happens, so a key added after the view was taken is in it.
+
+    A keys view (an items view, while its values are constants) is a Python constant: it
+    folds to a view of a dict built at that moment, so comparisons and set operations are
+    the real view's. A values view compares by identity only: it never folds. Returning a
+    view declines (it would have to be a view of the returned dict itself)."""
+
+    __slots__ = ("dict_var", "kind")
+
+    def __init__(self, dict_var: DictVariable, kind: str):
+        super().__init__(None)
+        self.dict_var = dict_var
+        self.kind = kind
 
     def python_type(self):
-        return self.view_type
+        return _VIEW_TYPES[self.kind]
 
     def is_python_constant(self):
-        return False
+        if self.kind == "keys":
+            return True
+        return self.kind == "items" and all(v.is_python_constant() for v in self.dict_var.items.values())
 
-    def getitem(self, tx, key):
-        unsupported("exceptions", f"TypeError: {self.view_type.__name__!r} object is not subscriptable")
+    def as_python_constant(self):
+        if not self.is_python_constant():
+            return super().as_python_constant()
+        if self.kind == "keys":
+            return dict.fromkeys(self.dict_var.items).keys()
+        return {k: v.as_python_constant() for k, v in self.dict_var.items.items()}.items()
 
     def describe(self):
-        return f"{self.view_type.__name__} of {len(self.items)} items"
+        return f"{self.python_type().__name__} of a {self.dict_var.describe()}"
+
+    def truthy(self, tx):
+        return bool(self.dict_var.items)
+
+    def iter_items(self, tx):
+        return DictIteration(self.dict_var, self.kind)
+
+    def getitem(self, tx, key):
+        unsupported("exceptions", f"TypeError: {self.python_type().__name__!r} object is not subscriptable")
+
+    def var_getattr(self, tx, name):
+        return self.method_getattr(tx, name)
+
+    def call_method(self, tx, name, args, kwargs):
+        if name == "__len__" and not args and not kwargs:
+            return ConstantVariable(len(self.dict_var.items))
+        if name == "__contains__" and len(args) == 1 and not kwargs:
+            from ..interpreter.operators import contains
+            return contains(tx, self, args[0])
+        if name in _SET_METHODS and not kwargs and self.is_python_constant() and all(
+                a.is_python_constant() for a in args):
+            return fold(tx, getattr(self.as_python_constant(), name), [a.as_python_constant() for a in args],
+                        {}, f"{self.python_type().__name__}.{name}")
+        return super().call_method(tx, name, args, kwargs)
+
+    def __repr__(self):
+        return f"DictViewVariable({self.kind}, {self.dict_var!r})"
+
+
+class DictIteration(LiveItems):
+    """What iterating a dict (or one of its views) yields: the items now, for callers that
+    use them at once; for an iterator, each item read when it is taken. CPython's dict
+    iterator raises once the dict changed size; other key changes are declined."""
+
+    __slots__ = ("dict_var", "kind", "keys", "done")
+
+    def __init__(self, dict_var: DictVariable, kind: str):
+        self.dict_var, self.kind = dict_var, kind
+        self.keys = tuple(dict_var.items)
+        self.done = False
+        super().__init__(dict_var.view_item(kind, k) for k in self.keys)
+
+    def at(self, index: int):
+        if self.done:  # an exhausted dict iterator has let go of its dict
+            return None
+        now = tuple(self.dict_var.items)
+        if now != self.keys:
+            if len(now) != len(self.keys):
+                unsupported("exceptions", "RuntimeError: dictionary changed size during iteration")
+            unsupported("construct", "the keys of a dict changed while iterating over it")
+        if index >= len(self.keys):
+            self.done = True
+            return None
+        return self.dict_var.view_item(self.kind, self.keys[index])
 
 
 class SetVariable(VariableTracker):

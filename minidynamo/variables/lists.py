@@ -208,6 +208,17 @@ class ListVariable(BaseListVariable):
 _MUTATORS = {"append", "extend", "insert", "pop", "clear", "reverse", "remove", "sort", "__setitem__"}
 
 
+class LiveItems(list):
+    """`iter_items` of a container whose iterator reads it as it goes (a dict): a list of
+    the items now, for callers that use them at once, and `at(i)`, the i-th item as a
+    next() taken now yields it (None when exhausted), which IteratorVariable asks."""
+
+    __slots__ = ()
+
+    def at(self, index: int):
+        raise NotImplementedError
+
+
 class IteratorVariable(VariableTracker):
     """A live iterator: FOR_ITER advances it in place."""
 
@@ -215,23 +226,28 @@ class IteratorVariable(VariableTracker):
 
     def __init__(self, items):
         super().__init__(None)
-        self.items = items  # a Python list of trackers (may be a list tracker's live items)
+        self.items = items  # a Python list of trackers (a list tracker's live items, or LiveItems)
         self.index = 0
 
     def python_type(self):
         return type(iter([]))
 
     def next_item(self):
-        if self.index >= len(self.items):
+        if isinstance(self.items, LiveItems):
+            item = self.items.at(self.index)
+        elif self.index < len(self.items):
+            item = self.items[self.index]
+        else:
             return None
-        item = self.items[self.index]
-        self.index += 1
+        if item is not None:
+            self.index += 1
         return item
 
     def iter_items(self, tx):
-        rest = self.items[self.index:]
-        self.index = len(self.items)
-        return list(rest)
+        rest = []
+        while (item := self.next_item()) is not None:
+            rest.append(item)
+        return rest
 
     def describe(self):
         return "iterator"
