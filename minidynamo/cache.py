@@ -12,7 +12,6 @@ from dataclasses import dataclass
 from .codegen import MISS
 from .config import config
 from .convert import CacheEntry, compile_call
-from .exc import HINTS
 from .logs import get_logger
 
 recompile_log = get_logger("recompiles")
@@ -102,8 +101,7 @@ class FunctionCache:
                     raise entry.reason
                 if fallback_log.isEnabledFor(logging.INFO):
                     r = entry.reason
-                    fallback_log.info("%s (%s) runs eagerly: %s\n  hint: %s", self.name, self.where, r,
-                                      HINTS.get(r.category, ""))
+                    fallback_log.info("%s (%s) runs eagerly: %s\n  hint: %s", self.name, self.where, r, r.hint)
             elif graph_log.isEnabledFor(logging.INFO) and entry.gm is not None:
                 graph_log.info("graph of %s (%s), entry %d:\n%s", self.name, self.where, index,
                                entry.graph_code)

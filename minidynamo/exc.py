@@ -43,13 +43,15 @@ current_location: contextvars.ContextVar = contextvars.ContextVar("minidynamo_lo
 
 
 class Unsupported(Exception):
-    """Raised when the interpreter declines a construct; the call then runs eagerly."""
+    """Raised when the interpreter declines a construct; the call then runs eagerly.
+    `hint` says what the user can do (by default, the category's hint)."""
 
-    def __init__(self, category: str, detail: str, where: str | None = None):
+    def __init__(self, category: str, detail: str, where: str | None = None, hint: str | None = None):
         assert category in CATEGORIES, category
         self.category = category
         self.detail = detail
         self.where = where
+        self.hint = hint or HINTS[category]
         super().__init__(self._message())
 
     def _message(self) -> str:
@@ -57,7 +59,7 @@ class Unsupported(Exception):
         return f"[{self.category}] {self.detail}{at}"
 
     def __reduce__(self):
-        return (Unsupported, (self.category, self.detail, self.where))
+        return (Unsupported, (self.category, self.detail, self.where, self.hint))
 
 
 def format_location(loc) -> str | None:
@@ -70,9 +72,9 @@ def format_location(loc) -> str | None:
     return f"{where}: {text}" if text else where
 
 
-def unsupported(category: str, detail: str):
+def unsupported(category: str, detail: str, hint: str | None = None):
     """Raise Unsupported for the instruction being traced. Never returns."""
-    raise Unsupported(category, detail, format_location(current_location.get()))
+    raise Unsupported(category, detail, format_location(current_location.get()), hint)
 
 
 class BackendError(RuntimeError):

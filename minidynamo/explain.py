@@ -161,7 +161,7 @@ def explain(fn, backend=None):
             return _output(name, where, graphs, [], [], reasons, 0.0, "", _launches(gm), "eager")
         if entry.reason is not None:
             r = entry.reason
-            reasons.append(BreakReason(r.category, r.detail, r.where, HINTS.get(r.category, "")))
+            reasons.append(BreakReason(r.category, r.detail, r.where, r.hint))
         guards = [GuardInfo(g.source.name(), g.kind, e, g.describe())
                   for g, e in zip(entry.guards, entry.guard_exprs)]
         return _output(name, where, graphs, guards, [g.source for g in guards], reasons,

@@ -113,7 +113,13 @@ class UserFunctionVariable(BaseFunctionVariable):
 
     def call_function(self, tx, args, kwargs):
         if is_compiler_disabled(self.fn):  # its wrapper switches the eval-frame hook off
-            unsupported("call", f"{self.fn.__qualname__} is wrapped by torch.compiler.disable: it runs eagerly")
+            unsupported("call", f"{self.fn.__qualname__} is wrapped by torch.compiler.disable: it runs eagerly",
+                        hint="the disabled function always runs eagerly; call it outside the optimized "
+                             "function if the rest should be captured")
+        if getattr(self.fn, "__module__", None) == "logging":
+            unsupported("side_effect", f"logging.{self.fn.__qualname__}() emits a log record",
+                        hint="logging is output: log before or after the optimized call (for example "
+                             "what it returns)")
         return tx.inline_call(self, args, kwargs)
 
     def var_getattr(self, tx, name):

@@ -85,7 +85,12 @@ class TorchVariable(ObjectConstantVariable):
                 return fold(tx, fn, [a.as_python_constant() for a in args],
                             {k: v.as_python_constant() for k, v in kwargs.items()}, what)
         if isinstance(fn, type) and not issubclass(fn, torch.Tensor):
-            unsupported("call", f"creating a {what} object while tracing")
+            if hasattr(fn, "__enter__"):
+                unsupported("call", f"the context manager {what} is not traced",
+                            hint="enter it around the optimized call, or move the block into a helper "
+                                 "called outside the optimized function")
+            unsupported("call", f"creating a {what} object while tracing",
+                        hint="create it outside the optimized function and pass it in")
         if is_compiler_disabled(fn):
             unsupported("call", f"{what} is wrapped by torch.compiler.disable: it runs eagerly")
         if isinstance(fn, types.FunctionType) and fn.__module__ not in _OPERATOR_WRAPPER_MODULES:
