@@ -61,6 +61,9 @@ class BaseListVariable(VariableTracker):
         return list(self.items)
 
     def as_fx_arg(self):
+        # A torch.Size lowers to a plain tuple, as an fx node stores it anyway (its args are
+        # rebuilt as tuples); the fake run gets the same tuple, so it agrees with the graph.
+        # The calls that read a Size differently from a tuple (Tensor.new) pass its items.
         lowered = [i.as_fx_arg() for i in self.items]
         return lowered if isinstance(self, ListVariable) else tuple(lowered)
 

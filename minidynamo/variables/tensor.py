@@ -94,6 +94,8 @@ class TensorVariable(VariableTracker):
                                   what="tensor indexing")
         if name in ("__contains__",):
             unsupported("data_dependent", "`in` on a tensor reads its data")
+        if name == "new":
+            name, args = _legacy_new(args)
         return tx.output.call("call_method", name, [self, *args], kwargs, what=f"Tensor.{name}",
                               fold_metadata=name in _METADATA_METHODS)
 
@@ -105,6 +107,18 @@ class TensorVariable(VariableTracker):
 
     def __repr__(self):
         return f"TensorVariable({self.node.name})"
+
+
+def _legacy_new(args: list) -> tuple[str, list]:
+    """`Tensor.new(torch.Size([3, 4]))` makes a 3x4 tensor, `Tensor.new((3, 4))` one holding
+    3 and 4. An fx node keeps a Size argument as a plain tuple (and lowering does the same,
+    so the fake run agrees with the graph): a Size is passed as the sizes themselves,
+    `new(3, 4)`, and an empty one, a 0-d tensor, as `new_empty(())`."""
+    from .lists import TupleVariable
+    if len(args) == 1 and isinstance(args[0], TupleVariable) and args[0].tuple_type is torch.Size:
+        sizes = args[0].items
+        return ("new", list(sizes)) if sizes else ("new_empty", [TupleVariable([])])
+    return "new", args
 
 
 def size_variable(shape) -> VariableTracker:
