@@ -236,3 +236,22 @@ def test_seeded_random_ops_match_eager(seed):
         torch.testing.assert_close(got, want, rtol=0, atol=0)
         assert torch.equal(torch.get_rng_state(), after_eager)
     assert opt.cache_entries()[0].kind == "graph"
+
+
+def test_torch_settings_read_as_attributes_are_guarded():
+    """A setting users assign between calls (not a function call): read through its
+    source, so a change is noticed."""
+    def f(x):
+        if torch.backends.cudnn.deterministic:
+            return x + 1
+        return x - 1
+    opt, _ = opt_of(f)
+    x = torch.ones(2)
+    old = torch.backends.cudnn.deterministic
+    try:
+        _twice(f, opt, x)
+        torch.backends.cudnn.deterministic = not old
+        _twice(f, opt, x)
+    finally:
+        torch.backends.cudnn.deterministic = old
+    assert len(opt.cache_entries()) == 2

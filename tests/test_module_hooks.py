@@ -79,3 +79,17 @@ def test_module_with_a_hook_at_first_call_runs_eagerly_and_says_so():
         assert entry.kind == "eager" and "has hooks (_forward_hooks)" in str(entry.reason)
     finally:
         handle.remove()
+
+
+class Scaled(Block):
+    """A module whose class overrides __call__: calling it is not calling forward."""
+
+    def __call__(self, x):
+        return Block.forward(self, x) * 10
+
+
+def test_a_module_class_overriding_call_is_not_called_as_forward():
+    model, x = Scaled(), torch.randn(2, 3)
+    opt = minidynamo.optimize(backend=CountingBackend())(run)
+    same(opt(model, x), run(model, x))
+    same(opt(model, x), run(model, x))

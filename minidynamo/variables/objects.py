@@ -138,6 +138,8 @@ class UserObjectVariable(VariableTracker):
     def call_function(self, tx, args, kwargs):
         obj = self.value
         if isinstance(obj, torch.nn.Module):
+            if inspect.getattr_static(type(obj), "__call__") is not torch.nn.Module.__call__:
+                return self.call_method(tx, "__call__", args, kwargs)  # the class's own __call__
             _guard_no_hooks(tx, obj, self.source)
             return self.call_method(tx, "forward", args, kwargs)
         if inspect.getattr_static(type(obj), "__call__", None) is not None:

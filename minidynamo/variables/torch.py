@@ -24,6 +24,8 @@ _SIDE_EFFECTS = {torch.manual_seed, torch.seed, torch.set_rng_state, torch.set_d
                  torch.use_deterministic_algorithms, torch.set_num_threads,
                  torch.set_float32_matmul_precision,
                  *filter(None, [getattr(torch, "set_default_device", None)])}
+# Attribute types of torch modules that are settings rather than fixed objects.
+_FLAG_TYPES = (bool, int, float, str, type(None))
 # Python functions of torch that are thin wrappers over operators: called on the fake
 # tensors as they are (everything they do reaches the dispatcher).
 _OPERATOR_WRAPPER_MODULES = {"torch.nn.functional", "torch.functional", "torch.nn.init",
@@ -62,8 +64,16 @@ class TorchVariable(ObjectConstantVariable):
         except AttributeError as e:
             unsupported("exceptions", f"AttributeError: {e}")
         source = AttrSource(self.source, name) if self.source is not None else None
+        if type(attr) in _FLAG_TYPES:
+            # A setting (torch.backends.cudnn.deterministic, ...) users assign between
+            # calls: read through its source, so it is guarded.
+            if source is None:
+                unsupported("construct", f"{qualified_name(self.value)}.{name}, a setting that "
+                                         "could not be guarded here")
+            from .builder import wrap
+            return wrap(tx, attr, source)
         if is_constant_value(attr):
-            return ConstantVariable(attr)
+            return ConstantVariable(attr)  # dtypes, devices, layouts: never rebound
         if callable(attr) or isinstance(attr, types.ModuleType):
             return TorchVariable(attr, source)
         from .builder import wrap
