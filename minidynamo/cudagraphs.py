@@ -6,7 +6,8 @@ addresses of an earlier recording replays it as is (no copies; we hold those ten
 the addresses cannot be reused by others); new addresses get a new recording, up to
 `MAX_RECORDINGS`. Past that, when the graph writes to no input, one "copy" recording with
 its own input buffers is replayed after copying the inputs in; otherwise calls with new
-addresses run the plain graph.
+addresses run the plain graph (a copy recording would write its own buffers, not the
+caller's). What the graph writes is what the trace recorded (`analyse`).
 
 Outputs. A call returns aliases of the recording's static outputs (no copy): new tensor
 objects sharing the graph's memory, which belongs to the recording's memory pool. An output
@@ -20,18 +21,19 @@ existed. Without `_storage_Use_Count`, or when an output requires grad, outputs 
 instead (`clone_reason` says why).
 
 Falls back to the plain graph, saying why, when capture is impossible: no CUDA, an input or
-an op on the CPU, an output that may alias an input, or a capture that fails.
+an op on the CPU, an output that may alias an input, an input whose shape or strides the
+graph changes in place, or a capture that fails.
 """
 from __future__ import annotations
 
 import logging
-import operator
 import threading
 
 import torch
 import torch.fx as fx
 
 from . import held
+from .graph import aliased_values, written_values
 from .held import HeldCheck
 
 log = logging.getLogger("minidynamo.cudagraphs")
@@ -39,40 +41,11 @@ MAX_RECORDINGS = 4
 MAX_SLOTS = 2  # captures per input set: `o = f(a, b)` keeps the last output alive during a call
 WARMUP_RUNS = 2  # the first run resolves Triton launchers (autotuning, compilation)
 
-# Ops whose result is a new tensor (never a view of an argument).
-_FRESH_FUNCTIONS = {
-    operator.add, operator.sub, operator.mul, operator.truediv, operator.floordiv,
-    operator.mod, operator.pow, operator.matmul, operator.neg, operator.abs,
-    operator.lt, operator.le, operator.gt, operator.ge, operator.eq, operator.ne,
-    torch.empty_like, torch.zeros_like, torch.ones_like, torch.full_like, torch.rand_like,
-    torch.randn_like, torch.empty, torch.zeros, torch.ones, torch.full, torch.clone,
-    torch.relu, torch.sigmoid, torch.tanh, torch.exp, torch.log, torch.add, torch.sub,
-    torch.mul, torch.div, torch.matmul, torch.mm, torch.bmm, torch.cat, torch.stack,
-    torch.where, torch.sum, torch.mean, torch.softmax, torch.nn.functional.relu,
-    torch.nn.functional.gelu, torch.nn.functional.softmax, torch.nn.functional.linear,
-}
-_FRESH_METHODS = {"clone", "sum", "mean", "relu", "sigmoid", "tanh", "exp", "log", "add",
-                  "sub", "mul", "div", "matmul", "softmax", "float", "double", "half"}
-
-
-def _is_launch(node) -> bool:
-    return getattr(node.target, "__module__", "") == "minidynamo.triton"
-
-
-def _written_by_launch(node, gm) -> list:
-    """Graph values a Triton launch node may write (all tensors when unknown)."""
-    table = getattr(gm, "_minidynamo_kernels", None)
-    if table is None or "kernel_idx" not in node.kwargs:
-        return [a for a in node.all_input_nodes]
-    record = table.records[node.kwargs["kernel_idx"]]
-    written = record.written_tensors()
-    kwargs = node.kwargs["kwargs"]
-    names = [n for n, v in kwargs.items() if isinstance(v, fx.Node)]
-    return [kwargs[n] for n in (names if written is None else written)]
-
 
 def analyse(gm: fx.GraphModule):
-    """(inputs the graph may write, outputs that may alias an input, CPU values)."""
+    """(inputs the graph may write, outputs that may alias an input, CPU values), from the
+    writes and aliases the trace recorded on each node (graph.py); a node without them
+    (made by a graph pass, which moves no storage) may write and alias every value it takes."""
     aliases: dict = {}  # node -> set of input indices it may alias
     written: set = set()
     cpu_nodes = []
@@ -85,28 +58,36 @@ def analyse(gm: fx.GraphModule):
         val = node.meta.get("val")
         if isinstance(val, torch.Tensor) and val.device.type != "cuda":
             cpu_nodes.append(node.name)
-        srcs = set()
-        for a in node.all_input_nodes:
-            srcs |= aliases.get(a, set())
-        mutated_args = []
-        if _is_launch(node):
-            mutated_args = _written_by_launch(node, gm)
-        elif node.op == "call_method" and (node.target.endswith("_") or node.target == "__setitem__"):
-            mutated_args = node.args[:1]
-        elif node.op == "call_function" and (node.target is operator.setitem or
-                                             getattr(node.target, "__name__", "").startswith("i")
-                                             and node.target.__module__ == "_operator"):
-            mutated_args = node.args[:1]
-        for m in mutated_args:
-            if isinstance(m, fx.Node):
-                written |= aliases.get(m, set())
-        fresh = (node.op == "call_function" and node.target in _FRESH_FUNCTIONS) or (
-            node.op == "call_method" and node.target in _FRESH_METHODS)
-        aliases[node] = set() if fresh else srcs
+        shared = aliased_values(node)
+        mine = set()
+        for a in node.all_input_nodes if shared is None else shared:
+            mine |= aliases.get(a, set())
+        aliases[node] = mine
+        targets = written_values(node)
+        if targets is None:
+            targets = node.all_input_nodes
+        else:  # set_ moves a value onto another's memory: it aliases what the result does
+            for m in targets:
+                aliases[m] = aliases.get(m, set()) | mine
+        for m in targets:
+            written |= aliases.get(m, set())
     out = next(n for n in gm.graph.nodes if n.op == "output")
     outs = out.args[0] if isinstance(out.args[0], (tuple, list)) else (out.args[0],)
     aliasing_outputs = [o.name for o in outs if isinstance(o, fx.Node) and aliases.get(o)]
     return written, aliasing_outputs, cpu_nodes
+
+
+def reshaped_inputs(gm: fx.GraphModule, example_inputs) -> list:
+    """Names of inputs the graph leaves with another shape, strides or offset (transpose_,
+    resize_, set_): a replay writes memory but runs no Python, so it cannot redo that."""
+    found = []
+    for n, t in zip([n for n in gm.graph.nodes if n.op == "placeholder"], example_inputs):
+        fake = n.meta.get("val")
+        if isinstance(fake, torch.Tensor) and isinstance(t, torch.Tensor) and (
+                fake.shape != t.shape or fake.stride() != t.stride()
+                or fake.storage_offset() != t.storage_offset()):
+            found.append(n.name)
+    return found
 
 
 class _Slot:
@@ -168,6 +149,10 @@ class CudaGraphRunner:
         written, aliasing, cpu_nodes = analyse(gm)
         if cpu_nodes:
             return f"ops on the CPU cannot be recorded: {', '.join(cpu_nodes[:3])}"
+        reshaped = reshaped_inputs(gm, example_inputs)
+        if reshaped:
+            return (f"input(s) {', '.join(reshaped)} change shape or strides in place "
+                    "(a replay runs no Python)")
         if aliasing:
             return f"output(s) {', '.join(aliasing)} may alias an input (a replay returns the recording's own memory)"
         return None

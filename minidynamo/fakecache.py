@@ -8,16 +8,22 @@ Two shortcuts, each taken only where its result is exactly what the slow path gi
   no autograd history, no conj/neg bit) becomes a FakeTensor over an `empty_strided`
   meta tensor of the same size, stride, dtype and device; anything else goes through
   `from_tensor`.
-* `op_result` / `remember`: results of *pure* ops (elementwise arithmetic and math
-  functions that always return a new tensor) are memoized by the metadata of their
-  arguments: dtype, device, size, stride, storage offset of each tensor, type and value
-  of each constant, plus the grad mode and default dtype. A hit builds the output fake
-  directly. Tensors that require grad, are constants of the mode, or are not plain fakes
-  never take the shortcut; in-place ops, views and anything not listed never do.
+* `op_result` / `remember`: results of ops that, run on fakes, wrote none of their arguments
+  and returned one new tensor (graph.py records those facts from the run: version counters
+  and storages) are memoized by the metadata of their arguments: dtype, device, size,
+  stride, storage offset of each tensor, type and value of each constant, plus the grad
+  mode, the default dtype and the cuDNN/oneDNN switches (a convolution's result layout
+  follows the backend they select). A hit builds the output fake directly.
+
+  Why the first run's facts hold for every later run with the same key: an op's writes, its
+  result's aliasing and its result's metadata are functions of the argument metadata and
+  of global state, and the key holds all of it that can matter. Left out, because the key
+  cannot hold it: tensors that require grad, are constants of the mode, are conj/neg views
+  or not plain fakes; ops under autocast (it changes result dtypes); ops with no tensor
+  argument (factories take their device from the default device); arguments that are not
+  scalars, strings, dtypes, devices or tuples of scalars.
 """
 from __future__ import annotations
-
-import operator
 
 import torch
 from torch._subclasses.fake_tensor import FakeTensor
@@ -25,33 +31,8 @@ from torch._subclasses.fake_tensor import FakeTensor
 _MAX_ENTRIES = 4096
 _results: dict = {}
 
-_PURE_FUNCTIONS = {
-    operator.add, operator.sub, operator.mul, operator.truediv, operator.floordiv,
-    operator.mod, operator.pow, operator.neg, operator.pos, operator.abs,
-    operator.and_, operator.or_, operator.xor, operator.invert,
-    operator.lt, operator.le, operator.gt, operator.ge, operator.eq, operator.ne,
-}
-_PURE_NAMES = (
-    "add", "sub", "mul", "div", "true_divide", "floor_divide", "remainder", "fmod", "pow",
-    "neg", "abs", "relu", "sigmoid", "tanh", "exp", "exp2", "expm1", "log", "log2", "log10",
-    "log1p", "sin", "cos", "tan", "asin", "acos", "atan", "sinh", "cosh", "sqrt", "rsqrt",
-    "reciprocal", "square", "sign", "floor", "ceil", "round", "trunc", "frac", "erf",
-    "maximum", "minimum", "clamp", "clamp_min", "clamp_max", "where", "lerp", "atan2",
-    "logical_not", "logical_and", "logical_or", "eq", "ne", "lt", "le", "gt", "ge",
-)
-for _name in _PURE_NAMES:
-    _fn = getattr(torch, _name, None)
-    if _fn is not None:
-        _PURE_FUNCTIONS.add(_fn)
-for _name in ("relu", "gelu", "silu", "sigmoid", "tanh"):
-    _fn = getattr(torch.nn.functional, _name, None)
-    if _fn is not None:
-        _PURE_FUNCTIONS.add(_fn)
-_PURE_METHODS = frozenset(_PURE_NAMES) | {
-    "__add__", "__radd__", "__sub__", "__rsub__", "__mul__", "__rmul__", "__truediv__",
-    "__rtruediv__", "__neg__", "__pow__", "__rpow__", "__abs__",
-}
 _SCALARS = (int, float, bool, complex)
+_ATOMS = (int, float, bool, complex, str, torch.dtype, torch.device, torch.memory_format, torch.layout)
 _META = torch.device("meta")
 
 
@@ -59,38 +40,46 @@ def _arg_key(a, mode):
     """Hashable metadata of one argument, or None: not eligible."""
     if isinstance(a, torch.Tensor):
         if (type(a) is not FakeTensor or a.fake_mode is not mode or a.requires_grad
-                or a.constant is not None or a.layout is not torch.strided):
+                or a.constant is not None or a.layout is not torch.strided
+                or a.is_conj() or a.is_neg()):
             return None
         return (a.dtype, a.device, tuple(a.shape), a.stride(), a.storage_offset())
     t = type(a)
-    if t in _SCALARS or a is None:
+    if t in _ATOMS or a is None:
         return (t, a)
+    if (t is tuple or t is list) and all(type(x) in _SCALARS for x in a):
+        return (t, tuple(a))
     return None
 
 
 def op_key(kind, target, args, kwargs, mode):
     """The memo key of one op on fake arguments, or None when it must run for real."""
-    if kind == "call_method":
-        if target not in _PURE_METHODS:
-            return None
-    else:
-        try:
-            if target not in _PURE_FUNCTIONS:
-                return None
-        except TypeError:  # unhashable target
-            return None
+    if torch._C._is_any_autocast_enabled():
+        return None
     keys = []
+    tensors = False
     for a in args:
         k = _arg_key(a, mode)
         if k is None:
             return None
+        tensors = tensors or isinstance(a, torch.Tensor)
         keys.append(k)
     for name, a in kwargs.items():
         k = _arg_key(a, mode)
-        if k is None or name == "out":
+        if k is None:
             return None
+        tensors = tensors or isinstance(a, torch.Tensor)
         keys.append((name, k))
-    return (kind, target, torch.is_grad_enabled(), torch.get_default_dtype(), tuple(keys))
+    if not tensors:
+        return None
+    # A convolution's result memory format follows the backend these flags select.
+    key = (kind, target, torch.is_grad_enabled(), torch.get_default_dtype(),
+           torch._C._get_cudnn_enabled(), torch._C._get_mkldnn_enabled(), tuple(keys))
+    try:
+        hash(key)
+    except TypeError:  # an unhashable target
+        return None
+    return key
 
 
 def op_result(key, mode):
@@ -103,13 +92,19 @@ def op_result(key, mode):
 
 
 def remember(key, result) -> None:
-    """Memoize a result the slow path computed, if it is a plain new tensor."""
+    """Memoize a result the slow path computed; the caller saw the op write nothing and
+    return a new tensor. Only a plain one is kept."""
     if (type(result) is not FakeTensor or result.requires_grad or result.constant is not None
-            or result.layout is not torch.strided or result.storage_offset() != 0):
+            or result.layout is not torch.strided or result.storage_offset() != 0
+            or result.is_conj() or result.is_neg()):
         return
+    size, stride = tuple(result.shape), result.stride()
+    built = torch.empty_strided(size, stride, dtype=result.dtype, device=_META)
+    if built.untyped_storage().nbytes() != result.untyped_storage().nbytes():
+        return  # a result over a larger allocation: a hit would not rebuild it exactly
     if len(_results) >= _MAX_ENTRIES:
         _results.clear()
-    _results[key] = (tuple(result.shape), result.stride(), result.dtype, result.device)
+    _results[key] = (size, stride, result.dtype, result.device)
 
 
 def input_fake(mode, t: torch.Tensor):

@@ -2,9 +2,23 @@
 
 Tensor work becomes fx nodes; each node's result is computed on fake tensors (never on
 real data) so the trace knows shapes, dtypes and devices without running anything.
+
+Running the op on fakes also tells what it did to memory, recorded on the node once for
+every later pass (CUDA graphs, the launch program, the fake-op memo):
+
+* ``node.meta["writes"]``: positions in ``node.all_input_nodes`` of the values the op wrote —
+  those whose version counter moved (in-place ops, ``out=``, ``x[i] = v``, ``torch.relu_``).
+  A view shares its base's counter, so a write through a view also shows on every argument
+  it views; passes map a written value to the inputs it may reach through its aliases.
+* ``node.meta["aliases"]``: positions of the values whose storage the result shares (a
+  view, or an in-place op's own argument); ``()`` is a fresh tensor.
+
+`written_values` and `aliased_values` read them back as nodes; a node without them (made by
+a graph pass) reads as None: unknown, every input may be written and aliased.
 """
 from __future__ import annotations
 
+import contextlib
 import operator
 from dataclasses import dataclass
 
@@ -15,6 +29,7 @@ from torch._subclasses.fake_tensor import (
     DynamicOutputShapeException,
     FakeTensorMode,
 )
+from torch.utils._python_dispatch import TorchDispatchMode
 
 from .exc import unsupported
 from .fakecache import input_fake, op_key, op_result, remember
@@ -63,6 +78,7 @@ class OutputGraph:
         else:
             fake = input_fake(self.fake_mode, value)
         node = self.graph.placeholder(_placeholder_name(source, len(self.inputs)))
+        node.meta["val"] = fake  # at the trace's end: the metadata in-place ops left it with
         self.inputs.append(GraphInput(source, node, value))
         var = TensorVariable(node, fake, source, cls=type(value))
         self._input_by_source[source] = var
@@ -78,14 +94,19 @@ class OutputGraph:
         fx_kwargs, fake_kwargs = _lower(kwargs), _fake(kwargs)
         key = op_key(kind, target, fake_args, fake_kwargs, self.fake_mode)
         result = None if key is None else op_result(key, self.fake_mode)
+        writes = aliases = items = ()  # a memoized op wrote nothing and made a fresh tensor
         try:
             if result is None:
-                with self.fake_mode:
+                tensors = _tensor_args(fx_args, fake_args, []) + _tensor_args(fx_kwargs, fake_kwargs, [])
+                versions = _versions(tensors)
+                log = _WriteLog() if versions is None else contextlib.nullcontext()
+                with self.fake_mode, log:
                     if kind == "call_method":
                         result = getattr(fake_args[0], target)(*fake_args[1:], **fake_kwargs)
                     else:
                         result = target(*fake_args, **fake_kwargs)
-                if key is not None:
+                writes, aliases, items = _memory_facts(tensors, versions, log, result)
+                if key is not None and not writes and not aliases:
                     remember(key, result)
         except (DataDependentOutputException, DynamicOutputShapeException) as e:
             unsupported("data_dependent", f"{what} depends on tensor data ({type(e).__name__})")
@@ -103,6 +124,11 @@ class OutputGraph:
                                         "(results that are not tensors are only folded for metadata queries)")
         node = self.graph.create_node(kind, target, tuple(fx_args), fx_kwargs)
         node.meta["val"] = result  # fake value: device/shape for graph passes (cudagraphs)
+        inputs = node.all_input_nodes
+        node.meta["writes"] = tuple(inputs.index(n) for n in writes)
+        node.meta["aliases"] = tuple(inputs.index(n) for n in aliases)
+        if items:
+            node.meta["item_aliases"] = items  # per element of a tuple result: shares storage?
         self.op_count += 1
         if isinstance(result, torch.Tensor):
             # An in-place op (x.add_(1), x += 1, out=y) returns its argument: the result is
@@ -120,7 +146,39 @@ class OutputGraph:
         return None
 
     def getitem_node(self, node: fx.Node, index: int) -> fx.Node:
-        return self.graph.create_node("call_function", operator.getitem, (node, index), {})
+        item = self.graph.create_node("call_function", operator.getitem, (node, index), {})
+        item.meta["val"] = node.meta["val"][index]
+        item.meta["writes"] = ()
+        shared = node.meta.get("item_aliases")
+        item.meta["aliases"] = (0,) if shared is None or shared[index] else ()  # 0: `node`
+        return item
+
+
+def written_values(node: fx.Node) -> list | None:
+    """The graph values `node` writes (a write through a view also writes what it views:
+    follow `aliased_values`), or None when unknown."""
+    from .triton.capture import TritonKernelWrapperFunctional, launch_record
+    if isinstance(node.target, TritonKernelWrapperFunctional):
+        return []  # launches on clones of what the kernel writes
+    record = launch_record(node)
+    if record is not None:  # the kernel's source analysis, not a fake run
+        kwargs = node.kwargs["kwargs"]
+        names = record.written_tensors()
+        if names is None:  # undecided: every tensor argument
+            names = [n for n, v in kwargs.items() if isinstance(v, fx.Node)]
+        return list(dict.fromkeys(kwargs[n] for n in names))
+    writes = node.meta.get("writes")
+    return None if writes is None else [node.all_input_nodes[i] for i in writes]
+
+
+def aliased_values(node: fx.Node) -> list | None:
+    """The graph values whose memory `node`'s result shares ([]: a fresh tensor, or no
+    tensor), or None when unknown."""
+    from .triton.capture import TritonKernelWrapperFunctional, launch_record
+    if launch_record(node) is not None or isinstance(node.target, TritonKernelWrapperFunctional):
+        return []  # a launch returns None; its functional form, new clones
+    shared = node.meta.get("aliases")
+    return None if shared is None else [node.all_input_nodes[i] for i in shared]
 
 
 def _placeholder_name(source: Source, n: int) -> str:
@@ -142,6 +200,86 @@ def _contains_tensor(v) -> bool:
     if isinstance(v, (tuple, list)):
         return any(_contains_tensor(x) for x in v)
     return False
+
+
+def _tensor_args(fx_value, fake_value, acc: list) -> list:
+    """(fx node, fake tensor) pairs of one lowered argument, walked in parallel."""
+    if isinstance(fake_value, torch.Tensor):
+        if isinstance(fx_value, fx.Node):
+            acc.append((fx_value, fake_value))
+    elif isinstance(fake_value, (list, tuple)):
+        for n, f in zip(fx_value, fake_value):
+            _tensor_args(n, f, acc)
+    elif isinstance(fake_value, dict):
+        for k, f in fake_value.items():
+            _tensor_args(fx_value[k], f, acc)
+    return acc
+
+
+def _versions(tensors: list) -> list | None:
+    """Version counters of the arguments, or None where one has none (inference tensors)."""
+    try:
+        return [t._version for _, t in tensors]
+    except RuntimeError:
+        return None
+
+
+class _WriteLog(TorchDispatchMode):
+    """Storages the aten ops of one call write, from their schemas: the record of writes
+    for inference tensors, which keep no version counter."""
+
+    def __init__(self):
+        super().__init__()
+        self.storages: set = set()
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        for i, a in enumerate(func._schema.arguments):
+            if a.alias_info is not None and a.alias_info.is_write:
+                v = kwargs.get(a.name) if a.kwarg_only or i >= len(args) else args[i]
+                if isinstance(v, torch.Tensor):
+                    self.storages.add(_storage(v))
+        return func(*args, **kwargs)
+
+
+def _storage(t: torch.Tensor):
+    try:
+        return t.untyped_storage()._cdata
+    except (RuntimeError, NotImplementedError):  # sparse, nested: no single storage
+        return None
+
+
+def _memory_facts(tensors: list, versions, log, result):
+    """(nodes written, nodes whose storage the result shares, per-item sharing for a
+    tuple result or ()), from one fake run of the op."""
+    if not tensors:
+        return (), (), ()
+    # Storages after the op: set_ moves an argument onto another's storage.
+    storages = [(n, _storage(t)) for n, t in tensors]
+    if versions is None:
+        written = _unique(n for n, st in storages if st is None or st in log.storages)
+    elif [t._version for _, t in tensors] != versions:
+        written = _unique(n for (n, t), v in zip(tensors, versions) if t._version != v)
+    else:
+        written = ()
+    if isinstance(result, torch.Tensor):
+        return written, _shared(storages, result), ()
+    shared, items = (), []
+    for r in result if isinstance(result, (tuple, list)) else ():
+        mine = _shared(storages, r) if isinstance(r, torch.Tensor) else ()
+        shared += mine
+        items.append(bool(mine))
+    return written, _unique(shared), tuple(items)
+
+
+def _shared(storages: list, t: torch.Tensor) -> tuple:
+    """Argument nodes whose storage `t` shares (all of them where a storage is unknown)."""
+    s = _storage(t)
+    return _unique(n for n, st in storages if st == s or s is None or st is None)
+
+
+def _unique(nodes) -> tuple:
+    return tuple(dict.fromkeys(nodes))
 
 
 def _flat(args, kwargs):

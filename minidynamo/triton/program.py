@@ -25,13 +25,11 @@ import re
 import torch
 
 from .. import codegen
+from ..graph import aliased_values, written_values
 from .capture import launch_record
 
 SCRATCH_ALIGN = 256  # bytes: more than any alignment Triton specialises on
 DEVICE_TYPES = ("cuda",)  # where values are allocated from metadata (tests add "cpu")
-# Results of these are new allocations: aligned by the allocator, never views.
-_ALLOCATORS = {torch.empty_like, torch.zeros_like, torch.ones_like, torch.full_like,
-               torch.empty, torch.zeros, torch.ones, torch.full}
 _NAME = re.compile(r"(?<![.\w])([A-Za-z_]\w*)")
 
 
@@ -66,6 +64,22 @@ def _empty_like(n):
     if not isinstance(val, torch.Tensor) or val.device.type not in DEVICE_TYPES or val.requires_grad:
         return None
     return val
+
+
+def fresh_allocations(nodes) -> set:
+    """Values that start a new allocation (the trace saw the result share no argument's
+    storage, at offset 0), so aligned by the allocator, and that no torch op writes later
+    (set_ could move them)."""
+    fresh = set()
+    for n in nodes:
+        if n.op not in ("call_function", "call_method") or launch_record(n) is not None:
+            continue
+        val = n.meta.get("val")
+        if isinstance(val, torch.Tensor) and aliased_values(n) == [] and val.storage_offset() == 0:
+            fresh.add(n)
+        written = written_values(n)
+        fresh.difference_update(n.all_input_nodes if written is None else written)
+    return fresh
 
 
 def _scratch_candidates(nodes, launches, outputs) -> dict:
@@ -119,7 +133,7 @@ class ProgramBuilder:
         self.p = ns.prefix
         self.pointers: dict = {}  # value -> local holding its data_ptr()
         self._locals = 0
-        self.fresh = {n for n in self.nodes if n.op == "call_function" and n.target in _ALLOCATORS}
+        self.fresh = fresh_allocations(self.nodes)
 
     def why_not(self) -> str | None:
         if not self.launches:
@@ -183,10 +197,8 @@ class ProgramBuilder:
                     f"device={self.ns.bind(val.device, 'dev')})"], name
         launch = self.launches.get(node)
         if launch is None:
-            if node.op == "call_method" and node.target.endswith("_"):
-                self.pointers.clear()  # resize_/set_ through an alias moves shared storage
-            for a in node.all_input_nodes:  # may resize/set_ its arguments
-                self.pointers.pop(a, None)
+            if node.op in ("call_function", "call_method") and written_values(node) != []:
+                self.pointers.clear()  # resize_/set_, through any alias, move storage
             return None
         return self._launch_lines(launch, names), None
 
