@@ -241,7 +241,8 @@ class DictIteration(LiveItems):
     def at(self, index: int):
         if self.done:  # an exhausted dict iterator has let go of its dict
             return None
-        now = tuple(self.dict_var.items)
+        # A dict from outside is read-only here: only one made inside can change.
+        now = tuple(self.dict_var.items) if self.dict_var.source is None else self.keys
         if now != self.keys:
             if len(now) != len(self.keys):
                 unsupported("exceptions", "RuntimeError: dictionary changed size during iteration")
