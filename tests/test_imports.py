@@ -44,6 +44,7 @@ def test_import_dotted_as_binds_the_leaf_module():
         import torch.linalg as la
         return F, la, F.relu(x - 1)
 
+    assert_uses(f, "IMPORT_FROM")  # 3.10-3.13: IMPORT_NAME of the top package, then IMPORT_FROMs
     check(f, t(), kind="graph")
 
 
