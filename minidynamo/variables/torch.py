@@ -64,7 +64,7 @@ class TorchVariable(ObjectConstantVariable):
         except AttributeError as e:
             unsupported("exceptions", f"AttributeError: {e}")
         source = AttrSource(self.source, name) if self.source is not None else None
-        if type(attr) in _FLAG_TYPES:
+        if type(attr) in _FLAG_TYPES and isinstance(self.value, types.ModuleType):
             # A setting (torch.backends.cudnn.deterministic, ...) users assign between
             # calls: read through its source, so it is guarded.
             if source is None:
