@@ -73,18 +73,16 @@ def op_key(kind, target, args, kwargs, mode):
     if not tensors:
         return None
     # A convolution's result memory format follows the backend these flags select.
-    key = (kind, target, torch.is_grad_enabled(), torch.get_default_dtype(),
-           torch._C._get_cudnn_enabled(), torch._C._get_mkldnn_enabled(), tuple(keys))
-    try:
-        hash(key)
-    except TypeError:  # an unhashable target
-        return None
-    return key
+    return (kind, target, torch.is_grad_enabled(), torch.get_default_dtype(),
+            torch._C._get_cudnn_enabled(), torch._C._get_mkldnn_enabled(), tuple(keys))
 
 
 def op_result(key, mode):
     """A fresh fake output for a memoized op, or None."""
-    meta = _results.get(key)
+    try:
+        meta = _results.get(key)
+    except TypeError:  # an unhashable target
+        return None
     if meta is None:
         return None
     size, stride, dtype, device = meta
@@ -99,9 +97,13 @@ def remember(key, result) -> None:
             or result.is_conj() or result.is_neg()):
         return
     size, stride = tuple(result.shape), result.stride()
-    built = torch.empty_strided(size, stride, dtype=result.dtype, device=_META)
-    if built.untyped_storage().nbytes() != result.untyped_storage().nbytes():
+    span = 0 if 0 in size else 1 + sum((n - 1) * st for n, st in zip(size, stride))
+    if span * result.element_size() != result.untyped_storage().nbytes():
         return  # a result over a larger allocation: a hit would not rebuild it exactly
+    try:
+        hash(key)
+    except TypeError:  # an unhashable target
+        return
     if len(_results) >= _MAX_ENTRIES:
         _results.clear()
     _results[key] = (size, stride, result.dtype, result.device)

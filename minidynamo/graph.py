@@ -124,9 +124,8 @@ class OutputGraph:
                                         "(results that are not tensors are only folded for metadata queries)")
         node = self.graph.create_node(kind, target, tuple(fx_args), fx_kwargs)
         node.meta["val"] = result  # fake value: device/shape for graph passes (cudagraphs)
-        inputs = node.all_input_nodes
-        node.meta["writes"] = tuple(inputs.index(n) for n in writes)
-        node.meta["aliases"] = tuple(inputs.index(n) for n in aliases)
+        node.meta["writes"] = _positions(node, writes)
+        node.meta["aliases"] = _positions(node, aliases)
         if items:
             node.meta["item_aliases"] = items  # per element of a tuple result: shares storage?
         self.op_count += 1
@@ -276,6 +275,13 @@ def _shared(storages: list, t: torch.Tensor) -> tuple:
     """Argument nodes whose storage `t` shares (all of them where a storage is unknown)."""
     s = _storage(t)
     return _unique(n for n, st in storages if st == s or s is None or st is None)
+
+
+def _positions(node: fx.Node, values: tuple) -> tuple:
+    if not values:
+        return ()
+    inputs = node.all_input_nodes
+    return tuple(inputs.index(v) for v in values)
 
 
 def _unique(nodes) -> tuple:
