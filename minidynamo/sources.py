@@ -8,6 +8,7 @@ dict, a closure cell, a function object).
 from __future__ import annotations
 
 import keyword
+import sys
 import types
 from dataclasses import dataclass
 
@@ -53,6 +54,8 @@ def _readable(obj, hint: str) -> str:
         text = obj.__name__
     elif type(obj) is tuple and hint == "id":
         text = "tuple"
+    elif obj is sys.modules:
+        text = "sys_modules"
     elif isinstance(obj, dict) and hint == "G":
         text = "G_" + str(obj.get("__name__", "globals"))
     elif isinstance(obj, types.BuiltinMethodType) and not isinstance(obj.__self__, (types.ModuleType, type(None))):

@@ -142,7 +142,7 @@ def test_randint_matches_under_a_seed(src):
     _both_backends(_fn(f"torch.randint(10, {src}).shape"), seed=2)
 
 
-@pytest.mark.xfail(strict=True, reason="torch.Tensor(size) lowers the Size to a tuple (data): "
-                                       "needs the legacy-constructor rewrite in variables/torch.py")
-def test_legacy_tensor_constructor_with_a_size():
-    _both_backends(_fn("torch.Tensor(y.size()).fill_(1)"))
+@pytest.mark.parametrize("expr", ["torch.Tensor(y.size()).fill_(1)", "torch.Tensor(y[0, 0].size()).fill_(1)",
+                                  "torch.Tensor(*y.size()).fill_(1)"])
+def test_legacy_tensor_constructor_with_a_size(expr):
+    _both_backends(_fn(expr))

@@ -9,7 +9,7 @@ import torch
 from ..exc import unsupported
 from ..variables.base import VariableTracker
 from ..variables.constant import ConstantVariable, fold
-from ..variables.dicts import DictVariable, SetVariable
+from ..variables.dicts import DictVariable, DictViewVariable, SetVariable
 from ..variables.lists import BaseListVariable, ListVariable, TupleVariable
 from ..variables.tensor import TensorVariable
 
@@ -66,8 +66,8 @@ def binary_op(tx, name: str, a: VariableTracker, b: VariableTracker, inplace: bo
             return a.new_like(a.items * n)
     if name == "mul" and isinstance(b, BaseListVariable) and a.is_python_constant():
         return binary_op(tx, name, b, a)
-    if isinstance(a, (SetVariable, DictVariable)) and isinstance(b, (SetVariable, DictVariable)) \
-            and a.is_python_constant() and b.is_python_constant():
+    sets = (SetVariable, DictVariable, DictViewVariable)  # a keys/items view acts as a set here
+    if isinstance(a, sets) and isinstance(b, sets) and a.is_python_constant() and b.is_python_constant():
         return fold(tx, BINARY[name], [a.as_python_constant(), b.as_python_constant()], {},
                     f"{sym} on {a.describe()}")
     if isinstance(a, BaseListVariable) and name == "mod":

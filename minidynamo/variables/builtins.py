@@ -12,7 +12,7 @@ from ..exc import unsupported
 from .base import ObjectConstantVariable
 from .constant import ConstantVariable, fold
 from .dicts import DictVariable, SetVariable
-from .lists import IteratorVariable, ListVariable, TupleVariable
+from .lists import IteratorVariable, ListVariable, PulledItems, ReversedItems, TupleVariable, iterator_of
 from .tensor import TensorVariable
 
 # Builtins that are pure on constants: folded when every argument is a constant.
@@ -174,33 +174,41 @@ def _enumerate(tx, args, kwargs):
     if not args or len(args) > 2:
         return None
     start = args[1].as_python_constant() if len(args) == 2 else kwargs.get("start", ConstantVariable(0)).as_python_constant()
-    items = args[0].iter_items(tx)
-    return IteratorVariable([TupleVariable([ConstantVariable(start + i), v]) for i, v in enumerate(items)])
+    return IteratorVariable(PulledItems([iterator_of(tx, args[0])],
+                                        lambda i, parts: TupleVariable([ConstantVariable(start + i), parts[0]])))
 
 
 def _zip(tx, args, kwargs):
-    if kwargs.get("strict") is not None and kwargs["strict"].as_python_constant():
-        lists = [a.iter_items(tx) for a in args]
+    strict = kwargs.get("strict")
+    if set(kwargs) - {"strict"}:
+        return None
+    if strict is not None and strict.as_python_constant():
+        lists = [a.iter_items(tx) for a in args]  # read at once: the lengths are compared first
         if len({len(x) for x in lists}) > 1:
             unsupported("exceptions", "ValueError: zip() arguments have different lengths")
-    elif kwargs:
-        return None
-    lists = [a.iter_items(tx) for a in args]
-    return IteratorVariable([TupleVariable(list(t)) for t in zip(*lists)])
+        return IteratorVariable([TupleVariable(list(t)) for t in zip(*lists)])
+    iterators = [iterator_of(tx, a) for a in args]
+    if not iterators:
+        return IteratorVariable([])
+    return IteratorVariable(PulledItems(iterators, lambda i, parts: TupleVariable(list(parts))))
 
 
 def _reversed(tx, args, kwargs):
     if len(args) != 1 or kwargs:
         return None
-    return IteratorVariable(list(reversed(args[0].iter_items(tx))))
+    (seq,) = args
+    if isinstance(seq, ListVariable):
+        return IteratorVariable(ReversedItems(seq.items))
+    reverse = getattr(seq, "reversed_items", None)  # dicts and their views
+    if reverse is not None:
+        return IteratorVariable(reverse(tx))
+    return IteratorVariable(list(reversed(seq.iter_items(tx))))
 
 
 def _iter(tx, args, kwargs):
     if len(args) != 1 or kwargs:
         return None
-    if isinstance(args[0], IteratorVariable):
-        return args[0]
-    return IteratorVariable(args[0].iter_items(tx))
+    return iterator_of(tx, args[0])
 
 
 def _next(tx, args, kwargs):

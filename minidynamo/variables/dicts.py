@@ -68,6 +68,9 @@ class DictVariable(VariableTracker):
     def iter_items(self, tx):
         return DictIteration(self, "keys")
 
+    def reversed_items(self, tx):
+        return DictIteration(self, "keys", reverse=True)
+
     def view_item(self, kind: str, key):
         """What iterating view `kind` yields for `key`, now."""
         if kind == "keys":
@@ -203,6 +206,9 @@ class DictViewVariable(VariableTracker):
     def iter_items(self, tx):
         return DictIteration(self.dict_var, self.kind)
 
+    def reversed_items(self, tx):
+        return DictIteration(self.dict_var, self.kind, reverse=True)
+
     def getitem(self, tx, key):
         unsupported("exceptions", f"TypeError: {self.python_type().__name__!r} object is not subscriptable")
 
@@ -230,19 +236,23 @@ class DictIteration(LiveItems):
     use them at once; for an iterator, each item read when it is taken. CPython's dict
     iterator raises once the dict changed size; other key changes are declined."""
 
-    __slots__ = ("dict_var", "kind", "keys", "done")
+    __slots__ = ("dict_var", "kind", "keys", "done", "reverse")
 
-    def __init__(self, dict_var: DictVariable, kind: str):
-        self.dict_var, self.kind = dict_var, kind
-        self.keys = tuple(dict_var.items)
+    def __init__(self, dict_var: DictVariable, kind: str, reverse: bool = False):
+        self.dict_var, self.kind, self.reverse = dict_var, kind, reverse
+        self.keys = self._keys_now()
         self.done = False
         super().__init__(dict_var.view_item(kind, k) for k in self.keys)
+
+    def _keys_now(self) -> tuple:
+        keys = tuple(self.dict_var.items)
+        return keys[::-1] if self.reverse else keys
 
     def at(self, index: int):
         if self.done:  # an exhausted dict iterator has let go of its dict
             return None
         # A dict from outside is read-only here: only one made inside can change.
-        now = tuple(self.dict_var.items) if self.dict_var.source is None else self.keys
+        now = self._keys_now() if self.dict_var.source is None else self.keys
         if now != self.keys:
             if len(now) != len(self.keys):
                 unsupported("exceptions", "RuntimeError: dictionary changed size during iteration")

@@ -222,6 +222,58 @@ class LiveItems(list):
         raise NotImplementedError
 
 
+class PulledItems(LiveItems):
+    """Items made from other iterators as they are asked for (enumerate, zip): nothing is
+    read from a source before CPython would read it, so a container changed during the
+    loop is seen changed, as in CPython."""
+
+    __slots__ = ("iterators", "combine", "made", "stopped")
+
+    def __init__(self, iterators: list, combine):
+        super().__init__()
+        self.iterators = iterators  # IteratorVariables, advanced in order (zip's order)
+        self.combine = combine  # (position, [item of each iterator]) -> tracker
+        self.made: list = []
+        self.stopped = False
+
+    def at(self, index: int):
+        while len(self.made) <= index and not self.stopped:
+            parts = []
+            for it in self.iterators:
+                item = it.next_item()
+                if item is None:  # zip stops at the first exhausted one (after taking the others')
+                    self.stopped = True
+                    return None
+                parts.append(item)
+            self.made.append(self.combine(len(self.made), parts))
+        return self.made[index] if index < len(self.made) else None
+
+
+class ReversedItems(LiveItems):
+    """reversed(list): the index counts down from the length at the call; CPython's
+    iterator stops where the list has shrunk below it."""
+
+    __slots__ = ("seq", "start")
+
+    def __init__(self, seq: list):
+        super().__init__()
+        self.seq = seq  # the list tracker's own items list (live)
+        self.start = len(seq) - 1
+
+    def at(self, index: int):
+        i = self.start - index
+        return self.seq[i] if 0 <= i < len(self.seq) else None
+
+
+def iterator_of(tx, v) -> "IteratorVariable":
+    """iter(v), as GET_ITER does: an iterator is itself; a list is iterated live."""
+    if isinstance(v, IteratorVariable):
+        return v
+    if isinstance(v, ListVariable):
+        return IteratorVariable(v.items)  # live, as CPython's list iterator
+    return IteratorVariable(v.iter_items(tx))
+
+
 class IteratorVariable(VariableTracker):
     """A live iterator: FOR_ITER advances it in place."""
 

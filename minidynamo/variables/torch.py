@@ -10,6 +10,7 @@ from ..guards import Guard
 from ..sources import AttrSource, CallSource
 from .base import ObjectConstantVariable
 from .constant import ConstantVariable, fold, is_constant_value
+from .lists import TupleVariable
 from .purity import is_compiler_disabled, is_operator, qualified_name, query_kind
 from .tensor import TensorVariable
 
@@ -35,6 +36,11 @@ def is_torch_object(value) -> bool:
     if isinstance(value, types.ModuleType):
         return value.__name__ == "torch" or value.__name__.startswith("torch.")
     return mod == "torch" or mod.startswith("torch.") or mod.startswith("torch._C")
+
+
+def _is_size(v) -> bool:
+    from .lists import TupleVariable
+    return isinstance(v, TupleVariable) and v.tuple_type is torch.Size
 
 
 def _has_tensor(values) -> bool:
@@ -114,6 +120,13 @@ class TorchVariable(ObjectConstantVariable):
             # change state (set_eval_frame, CUDA streams, RNG) even on fake arguments.
             unsupported("call", f"{what} is not a torch operator or a known pure query; "
                                 "calling it while tracing could change state")
+        if fn is torch.Tensor and len(args) == 1 and _is_size(args[0]):
+            # torch.Tensor(size) is an uninitialised tensor of that shape; the graph keeps a
+            # Size only as a plain tuple, which torch.Tensor would take as data.
+            args = list(args[0].items)
+            if not args:  # torch.Tensor(torch.Size([])): 0-d, the default dtype
+                return tx.output.call("call_function", torch.empty, [TupleVariable([])], {},
+                                      what=what, fold_metadata=False)
         tensor_in = _has_tensor(args) or _has_tensor(kwargs.values())
         return tx.output.call("call_function", fn, list(args), dict(kwargs),
                               what=what, fold_metadata=tensor_in)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from ..._compat import PY313
 from ...exc import unsupported
 from ...variables.constant import ConstantVariable
-from ...variables.lists import IteratorVariable, ListVariable
+from ...variables.lists import IteratorVariable, iterator_of
 from ..operators import is_same
 
 
@@ -52,13 +52,7 @@ class JumpOps:
         self.push(ConstantVariable(self.pop().truthy(self)))
 
     def GET_ITER(self, inst):
-        v = self.pop()
-        if isinstance(v, IteratorVariable):
-            self.push(v)
-        elif isinstance(v, ListVariable):
-            self.push(IteratorVariable(v.items))  # live, as CPython's list iterator
-        else:
-            self.push(IteratorVariable(v.iter_items(self)))
+        self.push(iterator_of(self, self.pop()))
 
     def FOR_ITER(self, inst):
         it = self.stack[-1]
