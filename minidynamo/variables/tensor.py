@@ -26,9 +26,13 @@ _DATA_METHODS = {
     "untyped_storage": "reads the storage", "storage": "reads the storage",
     "__bool__": "needs a tensor's truth value", "__int__": "reads a tensor value into Python",
     "__float__": "reads a tensor value into Python", "__index__": "reads a tensor value into Python",
-    "backward": "runs autograd", "register_hook": "registers a hook", "__repr__": "prints data",
-    "__str__": "prints data", "__format__": "formats data",
+    "__repr__": "prints data", "__str__": "prints data", "__format__": "formats data",
 }
+_VALUE_METHODS = {"item", "tolist", "numpy", "__int__", "__float__", "__index__"}
+_VALUE_HINT = ("keep the value a tensor inside the optimized function (a 0-d tensor works in "
+               "arithmetic), or return the tensor and read it outside")
+# Methods that run or change autograd outside the graph.
+_AUTOGRAD_METHODS = {"backward": "runs autograd", "register_hook": "registers a hook"}
 # Attributes pinned by the TENSOR_MATCH guard (type, dtype, device, shape, strides,
 # requires_grad) or implied by them. Not is_leaf, grad_fn, storage_offset: not guarded.
 _METADATA_ATTRS = {"dtype", "device", "ndim", "requires_grad", "is_cuda", "is_sparse",
@@ -80,8 +84,12 @@ class TensorVariable(VariableTracker):
         return BoundMethodVariable(self, name)
 
     def call_method(self, tx, name, args, kwargs):
+        if name in _AUTOGRAD_METHODS:
+            unsupported("call", f"Tensor.{name}() {_AUTOGRAD_METHODS[name]}",
+                        hint=f"call .{name}() on what the optimized function returns, outside it")
         if name in _DATA_METHODS:
-            unsupported("data_dependent", f"Tensor.{name}() {_DATA_METHODS[name] or 'is not traced'}")
+            unsupported("data_dependent", f"Tensor.{name}() {_DATA_METHODS[name]}",
+                        hint=_VALUE_HINT if name in _VALUE_METHODS else None)
         if name == "size" and not kwargs:
             if not args:
                 return size_variable(self.fake.shape)

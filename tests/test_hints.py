@@ -1,0 +1,71 @@
+"""A decline says what to do about *that* construct: the hint fits the site, not only the
+category (a logging call is not told to keep try/with outside, no_grad is not told to pass
+a result in, .backward() is not told to branch on shapes)."""
+import logging
+
+import pytest
+import torch
+
+import minidynamo
+
+log = logging.getLogger("hints_test")
+
+
+def _logs(x):
+    log.info("step")
+    return x + 1
+
+
+def _module_logging(x):
+    logging.warning("step")
+    return x + 1
+
+
+def _no_grad(x):
+    with torch.no_grad():
+        return x + 1
+
+
+def _backward(x):
+    x.sum().backward()
+    return x
+
+
+def _item(x):
+    return x.item() + 1
+
+
+def _branch(x):
+    if x.sum() > 0:
+        return x
+    return -x
+
+
+@torch.compiler.disable
+def _disabled(x):
+    return x * 2
+
+
+def _calls_disabled(x):
+    return _disabled(x) + 1
+
+
+CASES = [
+    (_logs, "side_effect", "logging.Logger.info() emits a log record", "logging is output"),
+    (_module_logging, "side_effect", "logging.warning() emits a log record", "logging is output"),
+    (_no_grad, "call", "context manager torch.autograd.grad_mode.no_grad", "enter it around the optimized call"),
+    (_backward, "call", "Tensor.backward() runs autograd", "call .backward() on what the optimized function returns"),
+    (_item, "data_dependent", "Tensor.item()", "keep the value a tensor"),
+    (_branch, "data_dependent", "truth value", "branch on shapes"),
+    (_calls_disabled, "call", "wrapped by torch.compiler.disable", "the disabled function always runs eagerly"),
+]
+
+
+@pytest.mark.parametrize("fn,category,detail,hint", CASES, ids=[c[0].__name__ for c in CASES])
+def test_the_hint_fits_the_construct(fn, category, detail, hint):
+    x = torch.ones(2, requires_grad=fn is _backward)
+    (reason,) = minidynamo.explain(fn)(x).break_reasons
+    assert reason.category == category and detail in reason.detail, reason
+    assert reason.hint.startswith(hint), reason
+    assert reason.filename == __file__, reason  # the user's line, not a library's
+
