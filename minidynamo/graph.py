@@ -7,9 +7,11 @@ Running the op on fakes also tells what it did to memory, recorded on the node o
 every later pass (CUDA graphs, the launch program, the fake-op memo):
 
 * ``node.meta["writes"]``: positions in ``node.all_input_nodes`` of the values the op wrote —
-  those whose version counter moved (in-place ops, ``out=``, ``x[i] = v``, ``torch.relu_``).
-  A view shares its base's counter, so a write through a view also shows on every argument
-  it views; passes map a written value to the inputs it may reach through its aliases.
+  those whose version counter moved (in-place ops, ``out=``, ``x[i] = v``, ``torch.relu_``)
+  or that an aten op's schema marks written (`_FactMode`: the writes counters miss).
+  A view shares its base's counter and storage, so a write through a view also shows on
+  every argument it views; passes map a written value to the inputs it may reach through
+  its aliases.
 * ``node.meta["aliases"]``: positions of the values whose storage the result shares (a
   view, or an in-place op's own argument); ``()`` is a fresh tensor.
 
@@ -18,7 +20,6 @@ a graph pass) reads as None: unknown, every input may be written and aliased.
 """
 from __future__ import annotations
 
-import contextlib
 import operator
 from dataclasses import dataclass
 
@@ -29,7 +30,6 @@ from torch._subclasses.fake_tensor import (
     DynamicOutputShapeException,
     FakeTensorMode,
 )
-from torch.utils._python_dispatch import TorchDispatchMode
 
 from .exc import unsupported
 from .fakecache import input_fake, op_key, op_result, remember
@@ -48,7 +48,7 @@ class OutputGraph:
     def __init__(self, name: str):
         self.name = name
         self.graph = fx.Graph()
-        self.fake_mode = FakeTensorMode()
+        self.fake_mode = _FactMode()
         self.inputs: list[GraphInput] = []
         self._input_by_source: dict = {}
         self._input_by_id: dict = {}
@@ -99,12 +99,15 @@ class OutputGraph:
             if result is None:
                 tensors = _tensor_args(fx_args, fake_args, []) + _tensor_args(fx_kwargs, fake_kwargs, [])
                 versions = _versions(tensors)
-                log = _WriteLog() if versions is None else contextlib.nullcontext()
-                with self.fake_mode, log:
-                    if kind == "call_method":
-                        result = getattr(fake_args[0], target)(*fake_args[1:], **fake_kwargs)
-                    else:
-                        result = target(*fake_args, **fake_kwargs)
+                log = self.fake_mode.log = _WriteLog()
+                try:
+                    with self.fake_mode:
+                        if kind == "call_method":
+                            result = getattr(fake_args[0], target)(*fake_args[1:], **fake_kwargs)
+                        else:
+                            result = target(*fake_args, **fake_kwargs)
+                finally:
+                    self.fake_mode.log = None
                 writes, aliases, items = _memory_facts(tensors, versions, log, result)
                 if key is not None and not writes and not aliases:
                     remember(key, result)
@@ -223,22 +226,66 @@ def _versions(tensors: list) -> list | None:
         return None
 
 
-class _WriteLog(TorchDispatchMode):
-    """Storages the aten ops of one call write, from their schemas: the record of writes
-    for inference tensors, which keep no version counter."""
+# aten ops that write batch norm's running statistics without their schema saying so (nor
+# their version counters): written argument positions, and the `training` flag's position.
+_UNDECLARED_WRITES = {
+    "aten::native_batch_norm": ((3, 4), 5),
+    "aten::cudnn_batch_norm": ((3, 4), 5),
+    "aten::miopen_batch_norm": ((3, 4), 5),
+    "aten::batch_norm_update_stats": ((1, 2), None),
+}
+_WRITE_SPOTS: dict = {}  # aten op -> ((position, name, keyword only, flag position), ...)
+
+
+def _write_spots(func) -> tuple:
+    schema = getattr(func, "_schema", None)
+    if schema is None:
+        return ()
+    args = schema.arguments
+    spots = [(i, a.name, a.kwarg_only, None) for i, a in enumerate(args)
+             if a.alias_info is not None and a.alias_info.is_write]
+    positions, flag = _UNDECLARED_WRITES.get(schema.name, ((), None))
+    spots += [(i, args[i].name, False, flag) for i in positions]
+    return tuple(spots)
+
+
+class _WriteLog:
+    """The tensors the aten ops of one traced call write, by their schemas."""
+
+    __slots__ = ("ids", "storages")
 
     def __init__(self):
-        super().__init__()
+        self.ids: set = set()
         self.storages: set = set()
 
+    def note(self, spots, args, kwargs) -> None:
+        for i, name, kwarg_only, flag in spots:
+            if flag is not None and not (args[flag] if flag < len(args) else kwargs.get("training")):
+                continue
+            v = kwargs.get(name) if kwarg_only or i >= len(args) else args[i]
+            for t in v if isinstance(v, (list, tuple)) else (v,):  # Tensor(a!)[] too
+                if isinstance(t, torch.Tensor):
+                    self.ids.add(id(t))
+                    self.storages.add(_storage(t))
+
+
+class _FactMode(FakeTensorMode):
+    """FakeTensorMode that, while `log` is set, notes what each aten op writes by its
+    schema. Version counters alone miss writes: foreach and fused ops do not bump them on
+    fake tensors, batch norm never bumps its running statistics', and inference tensors
+    have none."""
+
+    log = None
+
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        kwargs = kwargs or {}
-        for i, a in enumerate(func._schema.arguments):
-            if a.alias_info is not None and a.alias_info.is_write:
-                v = kwargs.get(a.name) if a.kwarg_only or i >= len(args) else args[i]
-                if isinstance(v, torch.Tensor):
-                    self.storages.add(_storage(v))
-        return func(*args, **kwargs)
+        log = self.log
+        if log is not None:
+            spots = _WRITE_SPOTS.get(func)
+            if spots is None:
+                spots = _WRITE_SPOTS[func] = _write_spots(func)
+            if spots:
+                log.note(spots, args, kwargs or {})
+        return super().__torch_dispatch__(func, types, args, kwargs)
 
 
 def _storage(t: torch.Tensor):
@@ -255,12 +302,13 @@ def _memory_facts(tensors: list, versions, log, result):
         return (), (), ()
     # Storages after the op: set_ moves an argument onto another's storage.
     storages = [(n, _storage(t)) for n, t in tensors]
-    if versions is None:
-        written = _unique(n for n, st in storages if st is None or st in log.storages)
-    elif [t._version for _, t in tensors] != versions:
-        written = _unique(n for (n, t), v in zip(tensors, versions) if t._version != v)
-    else:
-        written = ()
+    written = ()
+    if versions is not None and [t._version for _, t in tensors] != versions:
+        written = tuple(n for (n, t), v in zip(tensors, versions) if t._version != v)
+    if log.ids:
+        written += tuple(n for (n, t), (_, st) in zip(tensors, storages)
+                         if id(t) in log.ids or st in log.storages or st is None)
+    written = _unique(written)
     if isinstance(result, torch.Tensor):
         return written, _shared(storages, result), ()
     shared, items = (), []

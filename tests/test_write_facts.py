@@ -103,6 +103,20 @@ def write_through_view(a):
     return v + 1
 
 
+def foreach_inplace(a, b):
+    torch._foreach_add_([a, b], 1)  # version counters of fakes miss these writes
+    return a * 1
+
+
+def batch_norm_train(x, mean, var):
+    # writes the running statistics: no schema says so, no version counter shows it
+    return torch.nn.functional.batch_norm(x, mean, var, training=True) * 1
+
+
+def batch_norm_eval(x, mean, var):
+    return torch.nn.functional.batch_norm(x, mean, var, training=False) * 1
+
+
 def fresh_ops(a, b):
     return torch.relu(a) + b, a.clone(), a.sum(), torch.cat([a, b])
 
@@ -121,20 +135,31 @@ FACTS = [
     (sort_fresh, 1, [("sort", [], []), ("getitem", [], []), ("getitem", [], []), ("add", [], [])]),
     (write_through_view, 1, [("getitem", [], ["a"]), ("mul_", ["getitem"], ["getitem"]), ("add", [], [])]),
     (fresh_ops, 2, [("relu", [], []), ("add", [], []), ("clone", [], []), ("sum", [], []), ("cat", [], [])]),
+    (foreach_inplace, 2, [("_foreach_add_", ["a", "b"], ["a", "b"]), ("getitem", [], ["_foreach_add_"]),
+                          ("getitem", [], ["_foreach_add_"]), ("mul", [], [])]),
+    (batch_norm_train, 3, [("batch_norm", ["mean", "var"], []), ("mul", [], [])]),
+    (batch_norm_eval, 3, [("batch_norm", [], []), ("mul", [], [])]),
 ]
+
+
+def _args(fn, nargs):
+    if fn in (batch_norm_train, batch_norm_eval):
+        return [_m(4, 2), torch.zeros(2), torch.ones(2)]
+    return [_m(2, 2) for _ in range(nargs)]
 
 
 @pytest.mark.parametrize("fn,nargs,want", FACTS, ids=[f[0].__name__ for f in FACTS])
 def test_recorded_facts(fn, nargs, want):
-    args = [_m(2, 2) for _ in range(nargs)]
+    args = _args(fn, nargs)
     assert facts(trace(fn, *args)) == want
     check(fn, tuple(args), kind="graph")  # and the graph does what eager does
 
 
-@pytest.mark.parametrize("fn", [relu_function, out_kwarg, set_item], ids=lambda f: f.__name__)
+@pytest.mark.parametrize("fn", [relu_function, out_kwarg, set_item, foreach_inplace, batch_norm_train],
+                         ids=lambda f: f.__name__)
 def test_facts_under_inference_mode(fn):
     # Inference tensors keep no version counter: the writes come from the ops' schemas.
-    args = [_m(2, 2) for _ in range(fn.__code__.co_argcount)]
+    args = _args(fn, fn.__code__.co_argcount)
     got = facts(trace(fn, *args, ctx=torch.inference_mode))
     assert got == next(w for f, _, w in FACTS if f is fn)
 
@@ -171,12 +196,15 @@ def test_triton_launch_writes_come_from_the_kernel_source():
     (iadd, 2, {0}, []),
     (write_through_view, 1, {0}, []),
     (aten_ops, 1, {0}, []),
+    (foreach_inplace, 2, {0, 1}, []),
+    (batch_norm_train, 3, {1, 2}, []),
+    (batch_norm_eval, 3, set(), []),
     (views, 1, set(), ["view", "getitem", "t"]),
     (split_views, 1, set(), ["getitem", "getitem_1"]),
     (fresh_ops, 2, set(), []),
 ], ids=lambda v: getattr(v, "__name__", None))
 def test_analyse_reports_written_inputs_and_aliasing_outputs(fn, nargs, written, aliasing):
-    gm = trace(fn, *[_m(2, 2) for _ in range(nargs)])
+    gm = trace(fn, *_args(fn, nargs))
     got_written, got_aliasing, _ = analyse(gm)
     assert got_written == written and got_aliasing == aliasing
 
@@ -226,12 +254,14 @@ def view_write(a, b):
     return b * 2
 
 
-@pytest.mark.parametrize("fn", [out_write, relu_write, view_write], ids=lambda f: f.__name__)
+@pytest.mark.parametrize("fn", [out_write, relu_write, view_write, foreach_inplace, batch_norm_train],
+                         ids=lambda f: f.__name__)
 def test_writes_reach_the_caller_past_the_recording_limit(stand_in, fn):
     opt = minidynamo.optimize(mode="cudagraphs")(fn)
     n = fn.__code__.co_argcount
     for _ in range(6):  # new addresses every call: one recording, then past the limit
-        args = [torch.randn(8) for _ in range(n)]
+        args = [torch.randn(8) for _ in range(n)] if fn is not batch_norm_train else \
+            [torch.randn(4, 2), torch.randn(2), torch.rand(2) + 0.5]
         want_args = [a.clone() for a in args]
         want = fn(*want_args)
         got = opt(*args)
@@ -280,6 +310,10 @@ def test_memo_takes_ops_whose_first_run_wrote_nothing_and_made_a_new_tensor():
     trace(lambda a, b, c: (torch.add(a, b, out=c), a.view(3), a.add_(1), a.contiguous()),
           _m(3), _m(3), _m(3))
     assert not fakecache._results  # a write, a view, in-place, and `a` itself
+    trace(batch_norm_train, *_args(batch_norm_train, 3))
+    assert torch.nn.functional.batch_norm not in {k[1] for k in fakecache._results}
+    trace(batch_norm_eval, *_args(batch_norm_eval, 3))
+    assert torch.nn.functional.batch_norm in {k[1] for k in fakecache._results}
 
 
 def test_memo_hit_records_the_same_facts():
