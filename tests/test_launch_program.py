@@ -2,6 +2,7 @@
 launches go straight to the compiled kernels, with scratch values in one buffer. Every
 test compares against eager over several calls with changing inputs; the GPU ones also
 check that the program is in use (or, where it must step aside, that results stay right)."""
+import re
 import sys
 
 import pytest
@@ -293,3 +294,23 @@ def test_program_note_on_cpu_says_why_not_used():
     note = entry(opt).program_note
     assert note.startswith("not used:") and "interpreter" in note, note
     assert "launch program: not used" in entry(opt).describe()
+
+
+def fresh_feed(a, b):
+    r = torch.relu(a)  # a new allocation, whatever `a` is: aligned by the allocator
+    o = torch.empty_like(a)
+    K.add_kernel[(4,)](r, b, o, a.numel(), BLOCK=64)
+    return o
+
+
+def test_program_tests_alignment_only_of_values_that_are_not_fresh(stand_in_resolution):
+    opt = run_calls(fresh_feed, _vectors(dev="cpu"), calls=2)
+    base, b = torch.randn(300), torch.randn(256)
+    for off in (1, 0, 3):  # a misaligned `a` still gives an aligned relu(a)
+        a = base[off:off + 256]
+        calls = _cpu_add.calls
+        torch.testing.assert_close(opt(a, b), fresh_feed(a, b))
+        assert _cpu_add.calls == calls + 1
+    text = entry(opt).source_text
+    tests = re.findall(r"(\w+) & 15", text)
+    assert len(tests) == 1 and f"{tests[0]} = b.data_ptr()" in text, text  # b's only

@@ -103,6 +103,11 @@ def write_through_view(a):
     return v + 1
 
 
+def same_dtype(a):
+    # float() of a float32 tensor and dropout in eval mode return `a` itself
+    return a.float()[1:], torch.nn.functional.dropout(a, 0.5, training=False)[1:]
+
+
 def foreach_inplace(a, b):
     torch._foreach_add_([a, b], 1)  # version counters of fakes miss these writes
     return a * 1
@@ -139,6 +144,8 @@ FACTS = [
                           ("getitem", [], ["_foreach_add_"]), ("mul", [], [])]),
     (batch_norm_train, 3, [("batch_norm", ["mean", "var"], []), ("mul", [], [])]),
     (batch_norm_eval, 3, [("batch_norm", [], []), ("mul", [], [])]),
+    (same_dtype, 1, [("float", [], ["a"]), ("getitem", [], ["a"]), ("dropout", [], ["a"]),
+                     ("getitem", [], ["a"])]),  # the result is `a`'s own tracker
 ]
 
 
