@@ -63,6 +63,7 @@ class CacheEntry:
     _finder: object = None
     graph: fx.Graph | None = None  # for the GraphModule built on first use of `gm`
     kernels: object = None  # the graph's Triton side table (KernelTable)
+    submodules: dict = field(default_factory=dict)  # bodies the graph's nodes hold, by attribute
     graph_name: str = ""
     # Builds the launch program after the first call (then dropped); what came of it.
     _upgrade: object = None
@@ -86,7 +87,7 @@ class CacheEntry:
         """The captured graph as a GraphModule. With the eager backend the graph's code
         runs inlined in the entry function, so this is only built when asked for."""
         if self._gm is None and self.graph is not None:
-            self._gm = fx.GraphModule(torch.nn.Module(), self.graph, class_name=self.graph_name)
+            self._gm = fx.GraphModule(holder(self.submodules), self.graph, class_name=self.graph_name)
             self._gm._minidynamo_kernels = self.kernels
         return self._gm
 
@@ -157,6 +158,14 @@ class CacheEntry:
     def __repr__(self):
         return (f"<CacheEntry {self.kind} {self.graph_name.removesuffix('_graph') or '?'}: "
                 f"{len(self.guards)} guards, {self.hit_count} hits>")
+
+
+def holder(submodules: dict) -> torch.nn.Module:
+    """The root a GraphModule is made from: the bodies its get_attr nodes read."""
+    root = torch.nn.Module()
+    for name, module in submodules.items():
+        root.add_module(name, module)
+    return root
 
 
 def _defaults_guards(fn) -> list[Guard]:
@@ -274,7 +283,7 @@ def compile_call(fn, args, kwargs, backend, *, name: str, slow=None) -> CacheEnt
             with direct_launch_nodes(output.graph):
                 inlined = _inline_graph(fn, output, ns, out_name, result, body)
         if not inlined:
-            gm = fx.GraphModule(torch.nn.Module(), output.graph, class_name=f"{name}_graph")
+            gm = fx.GraphModule(holder(output.submodules), output.graph, class_name=f"{name}_graph")
             gm._minidynamo_kernels = output.kernels  # the graph owns its Triton side table
             example_inputs = [inp.example for inp in output.inputs]
             compiled = compile_with(backend, gm, example_inputs)
@@ -294,7 +303,7 @@ def compile_call(fn, args, kwargs, backend, *, name: str, slow=None) -> CacheEnt
                       guard_exprs, text, params, ns, gm, compiled, None,
                       (time.perf_counter() - start) * 1e3, hits, fast_call=fast,
                       graph=output.graph if inlined else None, graph_name=f"{name}_graph",
-                      kernels=output.kernels, _upgrade=upgrade)
+                      kernels=output.kernels, submodules=output.submodules, _upgrade=upgrade)
 
 
 def _entry_functions(fn, name, params, call_args, checks, body, ns, miss, slow, filename):

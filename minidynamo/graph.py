@@ -47,7 +47,9 @@ class GraphInput:
 class OutputGraph:
     def __init__(self, name: str):
         self.name = name
-        self.graph = fx.Graph()
+        self.graph = fx.Graph()  # where nodes go: the frame's graph, or a body being traced
+        self.root_graph = self.graph  # the frame's graph: inputs are its placeholders
+        self.submodules: dict = {}  # bodies held by nodes (autograd.Function), by attribute name
         self.fake_mode = _FactMode()
         self.inputs: list[GraphInput] = []
         self._input_by_source: dict = {}
@@ -77,7 +79,7 @@ class OutputGraph:
             fake = same[1].fake
         else:
             fake = input_fake(self.fake_mode, value)
-        node = self.graph.placeholder(_placeholder_name(source, len(self.inputs)))
+        node = self.root_graph.placeholder(_placeholder_name(source, len(self.inputs)))
         node.meta["val"] = fake  # at the trace's end: the metadata in-place ops left it with
         self.inputs.append(GraphInput(source, node, value))
         var = TensorVariable(node, fake, source, cls=type(value))
@@ -146,6 +148,16 @@ class OutputGraph:
             if inp.node is var.node:
                 return inp.example
         return None
+
+    def add_submodule(self, name: str, module) -> fx.Node:
+        """A `get_attr` node of the frame's graph for a body it holds."""
+        self.submodules[name] = module
+        node = self.graph.get_attr(name)
+        node.meta["module"] = module
+        return node
+
+    def next_body_index(self) -> int:
+        return len(self.submodules) // 2
 
     def getitem_node(self, node: fx.Node, index: int) -> fx.Node:
         item = self.graph.create_node("call_function", operator.getitem, (node, index), {})

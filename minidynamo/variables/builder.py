@@ -11,6 +11,7 @@ import torch
 from ..exc import unsupported
 from ..guards import Guard
 from ..sources import AttrSource, ItemSource
+from .autograd import FunctionApplyVariable, is_function_apply
 from .builtins import BuiltinVariable, is_builtin_callable
 from .constant import ConstantVariable, is_constant_value
 from .dicts import DictVariable, SetVariable
@@ -101,6 +102,13 @@ def _wrap(tx, value, source):
     if isinstance(value, types.FunctionType):
         _guard(tx, "ID_MATCH", source, value)
         return UserFunctionVariable(value, source)
+    if is_function_apply(value):  # `my_op = MyFunction.apply` at import
+        _guard(tx, "TYPE_MATCH", source, types.MethodType)
+        cls_source = AttrSource(source, "__self__") if source is not None else None
+        if source is not None:
+            _guard(tx, "ID_MATCH", cls_source, value.__self__)
+            _guard(tx, "ID_MATCH", AttrSource(source, "__func__"), value.__func__)
+        return FunctionApplyVariable(value.__self__, source, cls_source)
     if isinstance(value, types.MethodType) and isinstance(value.__func__, types.FunctionType):
         _guard(tx, "TYPE_MATCH", source, types.MethodType)
         func = wrap(tx, value.__func__, AttrSource(source, "__func__") if source else None)

@@ -42,7 +42,11 @@ class ClassVariable(ObjectConstantVariable):
         return f"class {self.value.__qualname__!r}"
 
     def var_getattr(self, tx, name):
+        from .autograd import FunctionApplyVariable, is_function_class
         from .builder import wrap
+        if name == "apply" and is_function_class(self.value):
+            return FunctionApplyVariable(self.value, AttrSource(self.source, name) if self.source else None,
+                                         self.source)
         try:
             static = inspect.getattr_static(self.value, name)
         except AttributeError:

@@ -93,7 +93,11 @@ class LoadStoreOps:
 
     def STORE_ATTR(self, inst):
         obj = self.pop()
-        self.pop()
+        value = self.pop()
+        store = getattr(obj, "store_attr", None)  # an object made inside the trace (a ctx)
+        if store is not None:
+            store(self, inst.arg, value)
+            return
         unsupported("side_effect", f"setting attribute {inst.arg!r} on {obj.describe()}, which outlives the call")
 
     def DELETE_ATTR(self, inst):

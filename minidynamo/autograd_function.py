@@ -1,0 +1,118 @@
+"""Run time of a captured `torch.autograd.Function.apply`.
+
+The trace turns one `MyFn.apply(...)` into one graph node holding two bodies, the way
+torch's `autograd_function_apply` higher-order op does:
+
+    fwd_body(*inputs)          -> ((tensor outputs...), (saved values...))
+    bwd_body(*grads, *saved)   -> (one grad or None per input)
+
+`inputs` are the apply's tensor arguments in order, then tensors the forward read from
+elsewhere (they get no gradient, as in eager, where forward runs under no_grad). At run
+time the node's target calls one generated `torch.autograd.Function` per node: its
+forward runs `fwd_body` and keeps the saved values through `ctx.save_for_backward` (so
+eager's check against in-place changes of saved tensors holds), replays the user's
+`mark_non_differentiable`, `mark_dirty` and `set_materialize_grads`; its backward runs
+`bwd_body`, or, where the backward could not be traced, the user's own backward on a ctx
+rebuilt from the saved values and the constants the forward set on its ctx.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+
+
+@dataclass(eq=False)
+class EagerBackward:
+    """What the user's backward needs when it runs eagerly: its function, the ctx it
+    expects (constants set by the forward; tensor attributes and `save_for_backward`
+    come from the saved values), and how its gradients line up."""
+
+    backward: object  # the user's backward function (ctx, *grads) -> grads
+    reason: str  # why it was not traced (shown by explain and the graph's code)
+    n_saved: int  # saved values [0, n_saved) are ctx.saved_tensors; the rest tensor attributes
+    tensor_attrs: tuple  # names of the ctx attributes held by saved values n_saved, n_saved + 1...
+    constant_attrs: dict  # ctx attributes that are constants
+    needs_input_grad: tuple  # one per apply argument
+    user_outputs: tuple  # per user output: its index among tensor outputs, or None
+    arg_of_input: tuple  # per generated input: the apply argument it is, or None (no grad)
+
+
+@dataclass(eq=False)
+class ApplySpec:
+    """One captured apply: what the generated Function must replay."""
+
+    name: str  # the user's Function class (names the generated one)
+    n_outputs: int  # tensor outputs of the forward body
+    non_differentiable_idx: tuple = ()
+    dirty_idx: tuple = ()
+    materialize_grads: bool = True
+    once_differentiable: bool = False
+    eager_backward: EagerBackward | None = None  # None: the backward body runs
+    _generated: list = field(default_factory=list)  # [(fwd_body, bwd_body, Function)]
+
+
+class _ReplayCtx:
+    """The ctx a user's backward sees when it runs eagerly: attributes as the forward set
+    them, `saved_tensors`, `needs_input_grad`."""
+
+    def __init__(self, eager: EagerBackward, saved: tuple):
+        self.__dict__.update(eager.constant_attrs)
+        for name, value in zip(eager.tensor_attrs, saved[eager.n_saved:]):
+            setattr(self, name, value)
+        self.saved_tensors = saved[:eager.n_saved]
+        self.needs_input_grad = eager.needs_input_grad
+
+
+def _generate(spec: ApplySpec, fwd_body, bwd_body):
+    """The autograd.Function that runs one captured apply."""
+    eager = spec.eager_backward
+
+    def forward(ctx, *inputs):  # Function.apply runs this under no_grad, as the user's
+        outputs, saved = fwd_body(*inputs)
+        ctx.save_for_backward(*saved)
+        if spec.non_differentiable_idx:
+            ctx.mark_non_differentiable(*(outputs[i] for i in spec.non_differentiable_idx))
+        if spec.dirty_idx:
+            ctx.mark_dirty(*(outputs[i] for i in spec.dirty_idx))
+        ctx.set_materialize_grads(spec.materialize_grads)
+        return tuple(outputs)
+
+    def backward(ctx, *grads):
+        saved = ctx.saved_tensors
+        if eager is None:
+            return tuple(bwd_body(*grads, *saved))
+        user_grads = [None if i is None else grads[i] for i in eager.user_outputs]
+        result = eager.backward(_ReplayCtx(eager, saved), *user_grads)
+        if not isinstance(result, tuple):
+            result = (result,)
+        return tuple(None if a is None or a >= len(result) else result[a] for a in eager.arg_of_input)
+
+    if spec.once_differentiable:
+        backward = torch.autograd.function.once_differentiable(backward)
+    return type(f"{spec.name}Captured", (torch.autograd.Function,), {
+        "forward": staticmethod(forward), "backward": staticmethod(backward),
+        "__module__": __name__})
+
+
+class AutogradFunctionApply:
+    """fx target of one captured apply: `(fwd_body, bwd_body, *inputs) -> tensor outputs`.
+
+    The index lists are keyword arguments for the reader of the graph (torch's
+    higher-order op takes the same); what runs is the spec's generated Function, made
+    once per pair of bodies (a backend may hand back other bodies)."""
+
+    __name__ = __qualname__ = "autograd_function_apply"
+    __module__ = "minidynamo.autograd"
+
+    def __init__(self, spec: ApplySpec):
+        self.spec = spec
+
+    def __call__(self, fwd_body, bwd_body, *inputs, **index_lists):
+        made = self.spec._generated
+        if not made or made[0][0] is not fwd_body or made[0][1] is not bwd_body:
+            made[:] = [(fwd_body, bwd_body, _generate(self.spec, fwd_body, bwd_body))]
+        return made[0][2].apply(*inputs)
+
+    def __repr__(self):
+        return f"<autograd_function_apply of {self.spec.name}>"

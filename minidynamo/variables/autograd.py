@@ -1,0 +1,304 @@
+"""`MyFn.apply(...)` of a `torch.autograd.Function`: its forward and backward traced into
+two bodies held by one graph node (run time: autograd_function.py).
+
+The forward is traced with grad mode off (as `apply` runs it) into a body that lifts the
+tensors it uses; the backward is traced right after, against gradients shaped like the
+forward's outputs, into a second body whose lifted values are the forward's saved values.
+Where the backward cannot be traced (it reads gradient values, prints, ...), or the
+forward asked for unmaterialized gradients, the node runs the user's backward eagerly on
+the saved values instead, and `explain()` shows why on the node.
+"""
+from __future__ import annotations
+
+import inspect
+import types
+
+import torch
+import torch.fx as fx
+
+from ..autograd_function import ApplySpec, AutogradFunctionApply, EagerBackward
+from ..exc import Unsupported, unsupported
+from ..subgraph import LiftingGraph, tracing_into
+from .base import VariableTracker
+from .constant import ConstantVariable
+from .functions import BoundMethodVariable, UserFunctionVariable
+from .lists import BaseListVariable, TupleVariable
+from .tensor import TensorVariable
+
+_BASE = torch.autograd.Function
+_ONCE_DIFFERENTIABLE_CODE = torch.autograd.function.once_differentiable(lambda ctx: None).__code__
+
+
+def is_function_apply(value) -> bool:
+    """`MyFn.apply` bound to a name (`my_op = MyFn.apply`)."""
+    return (isinstance(value, types.MethodType) and isinstance(value.__self__, type)
+            and issubclass(value.__self__, _BASE) and value.__func__ is _BASE.apply.__func__)
+
+
+def is_function_class(value) -> bool:
+    return isinstance(value, type) and issubclass(value, _BASE) and value is not _BASE
+
+
+class FunctionApplyVariable(VariableTracker):
+    """`MyFn.apply`: calling it captures the Function."""
+
+    __slots__ = ("fn_cls", "cls_source")
+
+    def __init__(self, fn_cls, source=None, cls_source=None):
+        super().__init__(source)
+        self.fn_cls = fn_cls
+        self.cls_source = cls_source  # where the class is read from (its methods are pinned)
+
+    def python_type(self):
+        return types.MethodType
+
+    def describe(self):
+        return f"{self.fn_cls.__qualname__}.apply"
+
+    def call_function(self, tx, args, kwargs):
+        if self.cls_source is None:
+            unsupported("construct", f"{self.describe()} of a class that could not be guarded")
+        from ..guards import Guard
+        from ..sources import AttrSource
+        for method in ("forward", "backward"):  # the class may be patched between calls
+            tx.output.guards.add(Guard("ID_MATCH", AttrSource(self.cls_source, method),
+                                       getattr(self.fn_cls, method)))
+        return capture_apply(tx, self.fn_cls, list(args), dict(kwargs))
+
+
+class FunctionCtxVariable(VariableTracker):
+    """The `ctx` of one apply, as the forward and then the backward see it."""
+
+    __slots__ = ("attrs", "saved", "needs_input_grad", "non_differentiable", "dirty",
+                 "materialize_grads", "phase", "fn_name")
+
+    def __init__(self, fn_name: str, needs_input_grad: tuple):
+        super().__init__(None)
+        self.fn_name = fn_name
+        self.attrs: dict = {}
+        self.saved: list | None = None  # trackers given to save_for_backward (None allowed)
+        self.needs_input_grad = needs_input_grad
+        self.non_differentiable: list = []
+        self.dirty: list = []
+        self.materialize_grads = True
+        self.phase = "forward"
+
+    def describe(self):
+        return f"ctx of {self.fn_name}"
+
+    def python_type(self):
+        return torch.autograd.function.FunctionCtx
+
+    def var_getattr(self, tx, name):
+        if name == "needs_input_grad":
+            return TupleVariable([ConstantVariable(b) for b in self.needs_input_grad])
+        if name in ("saved_tensors", "saved_variables"):
+            if self.phase == "forward" or self.saved is None:
+                unsupported("exceptions", f"ctx.{name} read before save_for_backward ran its backward")
+            return TupleVariable(list(self.saved))
+        if name in self.attrs:
+            return self.attrs[name]
+        if name in ("save_for_backward", "mark_non_differentiable", "mark_dirty", "set_materialize_grads"):
+            return BoundMethodVariable(self, name)
+        if name == "materialize_grads":
+            return ConstantVariable(self.materialize_grads)
+        unsupported("exceptions", f"AttributeError: {self.fn_name}'s ctx has no attribute {name!r}")
+
+    def store_attr(self, tx, name, value):
+        if self.phase != "forward":
+            unsupported("side_effect", f"setting ctx.{name} in {self.fn_name}'s backward")
+        if name in ("saved_tensors", "needs_input_grad", "materialize_grads"):
+            unsupported("construct", f"assigning ctx.{name}")
+        self.attrs[name] = value
+
+    def call_method(self, tx, name, args, kwargs):
+        if self.phase != "forward" or kwargs:
+            unsupported("call", f"ctx.{name}() in {self.fn_name}'s {self.phase}")
+        if name == "save_for_backward":
+            for a in args:
+                if not (isinstance(a, TensorVariable) or _is_none(a)):
+                    unsupported("exceptions", "TypeError: save_for_backward can only save variables, "
+                                              f"but argument is of type {a.python_type().__name__}")
+            self.saved = list(args)
+        elif name in ("mark_non_differentiable", "mark_dirty"):
+            if not all(isinstance(a, TensorVariable) for a in args):
+                unsupported("exceptions", f"TypeError: ctx.{name}() takes tensors")
+            (self.non_differentiable if name == "mark_non_differentiable" else self.dirty).extend(args)
+        elif name == "set_materialize_grads" and len(args) == 1 and args[0].is_python_constant():
+            self.materialize_grads = bool(args[0].as_python_constant())
+        else:
+            unsupported("call", f"ctx.{name}({', '.join(a.describe() for a in args)})")
+        return ConstantVariable(None)
+
+
+def _is_none(v) -> bool:
+    return isinstance(v, ConstantVariable) and v.value is None
+
+
+def _static_function(cls, name):
+    found = inspect.getattr_static(cls, name)
+    if not isinstance(found, staticmethod) or not isinstance(found.__func__, types.FunctionType):
+        unsupported("construct", f"{cls.__qualname__}.{name} is not a plain @staticmethod")
+    return found.__func__
+
+
+def capture_apply(tx, cls, args: list, kwargs: dict):
+    """Trace `cls.apply(*args, **kwargs)`: one node holding the forward and backward bodies."""
+    name = cls.__qualname__
+    if inspect.getattr_static(cls, "vjp") is not inspect.getattr_static(_BASE, "vjp"):
+        unsupported("construct", f"{name} defines vjp, which is not captured")
+    if cls.setup_context is not _BASE.setup_context:
+        unsupported("construct", f"{name} uses setup_context, which is not captured yet")
+    if kwargs:
+        unsupported("construct", f"{name}.apply with keyword arguments")
+    output = tx.output
+    if isinstance(output.graph, LiftingGraph):
+        unsupported("construct", f"{name}.apply inside another Function's forward or backward")
+    forward, backward = _static_function(cls, "forward"), _static_function(cls, "backward")
+    tensor_args = [a for a in args if isinstance(a, TensorVariable)]
+    if len({id(a.node) for a in tensor_args}) != len(tensor_args):
+        unsupported("construct", f"the same tensor passed twice to {name}.apply")
+    needs = tuple(isinstance(a, TensorVariable) and a.fake.requires_grad for a in args)
+    ctx = FunctionCtxVariable(name, needs)
+
+    fwd = LiftingGraph(output.graph)
+    for a in tensor_args:  # each tensor argument is an input with its own gradient slot
+        fwd.lift(a.node)
+    with tracing_into(output, fwd, grad_enabled=False):
+        result = tx.inline_call(UserFunctionVariable(forward), [ctx, *args], {})
+        returned_tuple = isinstance(result, TupleVariable) and result.tuple_type is tuple
+        user_outputs = list(result.items) if returned_tuple else [result]
+        outs = [o for o in user_outputs if isinstance(o, TensorVariable)]
+        for o in user_outputs:
+            if not isinstance(o, TensorVariable) and not o.is_python_constant():
+                unsupported("construct", f"{name}.forward returned {o.describe()}")
+        out_nodes = [fwd.lift(o.node) for o in outs]
+    arg_index = {id(a.node): i for i, a in enumerate(args) if isinstance(a, TensorVariable)}
+    dirty_idx = tuple(i for i, o in enumerate(outs) if any(o is d for d in ctx.dirty))
+    if len(dirty_idx) != len(ctx.dirty):
+        unsupported("construct", f"{name} marks dirty a tensor it does not return")
+    non_diff_idx = tuple(i for i, o in enumerate(outs) if any(o is d for d in ctx.non_differentiable))
+    once = backward.__code__ is _ONCE_DIFFERENTIABLE_CODE
+    user_backward = backward.__wrapped__ if once else backward
+
+    ctx.phase = "backward"
+    bwd = LiftingGraph(fwd, lift_from=lambda n: n if n.graph is fwd else fwd.lift(n))
+    eager, bwd_nodes = None, None
+    if not ctx.materialize_grads:
+        eager_reason = "the forward set materialize_grads(False): gradients may be None"
+    else:
+        try:
+            bwd_nodes = _trace_backward(tx, ctx, bwd, user_backward, user_outputs, outs, args, fwd, arg_index)
+            eager_reason = None
+        except Unsupported as e:
+            eager_reason = f"{e.category}: {e.detail}"
+    if eager_reason is not None:
+        bwd = LiftingGraph(fwd)  # an empty body: the user's backward runs eagerly
+        eager = _eager_backward(ctx, user_backward, eager_reason, user_outputs, outs, args, fwd)
+        saved_nodes = [fwd.lift(v.node) if isinstance(v, TensorVariable) else None
+                       for v in (ctx.saved or [])] + [fwd.lift(ctx.attrs[a].node) for a in eager.tensor_attrs]
+        bwd.output(())
+    else:
+        saved_nodes = list(bwd.lifted)
+        bwd.output(tuple(bwd_nodes))
+    fwd.output((tuple(out_nodes), tuple(saved_nodes)))
+    spec = ApplySpec(name, len(outs), non_diff_idx, dirty_idx, ctx.materialize_grads, once, eager)
+    results = _emit(tx, cls, spec, fwd, bwd, user_outputs, outs, args)
+    return TupleVariable(results) if returned_tuple else results[0]
+
+
+def _grad_fake(output, o):
+    with output.fake_mode:
+        return torch.empty_like(o.fake, memory_format=torch.contiguous_format)
+
+
+def _trace_backward(tx, ctx, bwd, user_backward, user_outputs, outs, args, fwd, arg_index):
+    """The backward body's outputs: one gradient node (or None) per forward input."""
+    output = tx.output
+    grads = {}
+    for i, o in enumerate(outs):
+        node = bwd.placeholder(f"grad_{i}")
+        node.meta["val"] = fake = _grad_fake(output, o)
+        grads[id(o)] = TensorVariable(node, fake)
+    grad_args = [grads[id(o)] if isinstance(o, TensorVariable) else ConstantVariable(None) for o in user_outputs]
+    with tracing_into(output, bwd, grad_enabled=False):
+        result = tx.inline_call(UserFunctionVariable(user_backward), [ctx, *grad_args], {})
+    got = list(result.items) if isinstance(result, BaseListVariable) and not isinstance(result, TensorVariable) \
+        and result.python_type() in (tuple, list) else [result]
+    if len(got) < len(args) or any(not _is_none(g) for g in got[len(args):]):
+        unsupported("exceptions", f"RuntimeError: {ctx.fn_name}.backward returned {len(got)} gradients "
+                                  f"for {len(args)} inputs")
+    per_input = []
+    for outer in fwd.lifted:  # the forward body's inputs, in order
+        i = arg_index.get(id(outer))
+        g = got[i] if i is not None else ConstantVariable(None)
+        if _is_none(g):
+            per_input.append(None)
+            continue
+        if not isinstance(g, TensorVariable):
+            unsupported("construct", f"{ctx.fn_name}.backward returned {g.describe()} as a gradient")
+        want = args[i].fake
+        if g.fake.shape != want.shape or g.fake.dtype != want.dtype or g.fake.device != want.device:
+            unsupported("construct", f"{ctx.fn_name}.backward returned a gradient of another shape or "
+                                     "dtype than its input (autograd reshapes or rejects it)")
+        per_input.append(bwd.lift(g.node))
+    for i, a in enumerate(args):
+        if not isinstance(a, TensorVariable) and not _is_none(got[i]):
+            unsupported("exceptions", f"RuntimeError: {ctx.fn_name}.backward returned a gradient for "
+                                      f"its non-tensor input {i}")
+    return per_input
+
+
+def _eager_backward(ctx, user_backward, reason, user_outputs, outs, args, fwd) -> EagerBackward:
+    tensor_attrs, constants = [], {}
+    for attr, v in ctx.attrs.items():
+        if isinstance(v, TensorVariable):
+            tensor_attrs.append(attr)
+        elif v.is_python_constant():
+            constants[attr] = v.as_python_constant()
+        else:
+            unsupported("construct", f"ctx.{attr} holds {v.describe()}: the backward, which is not traced "
+                                     f"({reason}), could not be given it")
+    index_of = {id(o): i for i, o in enumerate(outs)}
+    arg_index = {id(a.node): i for i, a in enumerate(args) if isinstance(a, TensorVariable)}
+    return EagerBackward(user_backward, reason, len(ctx.saved or []), tuple(tensor_attrs), constants,
+                         ctx.needs_input_grad,
+                         tuple(index_of.get(id(o)) for o in user_outputs),
+                         tuple(arg_index.get(id(n)) for n in fwd.lifted))
+
+
+def _emit(tx, cls, spec, fwd, bwd, user_outputs, outs, args):
+    """The node in the frame's graph; the trackers of the user's outputs, in order."""
+    output = tx.output
+    n = output.next_body_index()
+    fwd_gm = fx.GraphModule(torch.nn.Module(), fwd, class_name=f"{cls.__name__}_fwd_body")
+    bwd_gm = fx.GraphModule(torch.nn.Module(), bwd, class_name=f"{cls.__name__}_bwd_body")
+    fwd_attr = output.add_submodule(f"fwd_body_{n}", fwd_gm)
+    bwd_attr = output.add_submodule(f"bwd_body_{n}", bwd_gm)
+    index_lists = {"non_differentiable_idx": list(spec.non_differentiable_idx),
+                   "dirty_idx": list(spec.dirty_idx)}
+    node = output.graph.create_node("call_function", AutogradFunctionApply(spec),
+                                    (fwd_attr, bwd_attr, *fwd.lifted), index_lists)
+    if spec.eager_backward is not None:
+        node.meta["eager_backward"] = spec.eager_backward.reason
+    output.op_count += 1
+    grad_on = torch.is_grad_enabled() and any(
+        isinstance(a, TensorVariable) and a.fake.requires_grad for a in args)
+    fakes = []
+    for i, o in enumerate(outs):
+        differentiable = grad_on and i not in spec.non_differentiable_idx and (
+            o.fake.is_floating_point() or o.fake.is_complex())
+        if i in spec.dirty_idx:
+            fakes.append(o.fake)
+            continue
+        with output.fake_mode:
+            fake = o.fake.detach()
+            if differentiable:
+                fake.requires_grad_(True)
+        fakes.append(fake)
+    node.meta["val"] = tuple(fakes)
+    made = {}
+    for i, o in enumerate(outs):
+        # A dirty output is the input itself, changed in place: its tracker stays the one.
+        made[id(o)] = o if i in spec.dirty_idx else TensorVariable(output.getitem_node(node, i), fakes[i])
+    return [made[id(o)] if isinstance(o, TensorVariable) else o for o in user_outputs]
