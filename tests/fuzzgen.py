@@ -4,12 +4,19 @@
 `fuzz_fn`, over tensors, drawn from the constructs minidynamo traces (arithmetic, tensor
 methods and torch functions, tuples/lists/dicts, lambdas, closures, functools.partial,
 inlined helpers, constant and shape-based control flow, loops over range/tuples/
-enumerate/zip, Triton launches of the kernels in tests/kernels/capture_kernels.py), with
-constructs it declines inserted at random (print, data-dependent branches, try/except,
-generator expressions, C calls, writes to outside objects, raises, asserts, `with`,
-class definitions, `.item()`/`.tolist()`), plus a sequence of calls: input shapes, dtypes
-and layouts, and values of the globals/closure cell/object attribute the function reads,
-changed between calls so cache hits, recompiles and guards are all exercised.
+enumerate/zip, Triton launches of the kernels in tests/kernels/capture_kernels.py, calls
+of an nn.Module argument `m`, dict views taken before their dict changes, on local dicts
+and on a dict argument `dd`, imports inside the function, constructors taking sizes from
+`.size()`/`.shape`/tuples/varargs, reads of the global torch state), with constructs it
+declines inserted at random (print, data-dependent branches, try/except, generator
+expressions, C calls, writes to outside objects, raises, asserts, `with`, class
+definitions, `.item()`/`.tolist()`, writes to the argument dict), plus a sequence of
+calls: input shapes (1-D to 4-D, some empty), dtypes (a program's calls stay within one
+family: float32/64, int32/64 or float16/bfloat16, the op choice depends on it), layouts,
+the global torch state a call runs under (no_grad, inference_mode, autocast, default
+dtype, deterministic algorithms), module hooks present, and values of the globals/closure
+cell/object attribute the function reads, changed between calls so cache hits,
+recompiles and guards are all exercised.
 
 The choices come from a `Chooser`: `HypothesisChooser` (hypothesis draws: shrinkable) or
 `RandomChooser` (a seed: `python tests/fuzzgen.py 17` prints program 17).
@@ -58,9 +65,17 @@ class HypothesisChooser:
 
 # --- what a program is ---------------------------------------------------------------------
 
-SHAPES = [(6,), (9,), (16,), (2, 5), (4, 3), (3, 4)]
-DTYPES = ["float32", "float64"]
+SHAPES = [(6,), (9,), (16,), (2, 5), (4, 3), (3, 4), (2, 3, 4), (3, 2, 2, 2), (2, 1, 3)]
+EMPTY_SHAPES = [(0,), (3, 0), (2, 0, 3)]  # a 0-size dimension
+# A program's calls take their dtypes from one family; its ops are valid for that family.
+FAMILIES = {"float": ["float32", "float64"], "int": ["int32", "int64"], "half": ["float16", "bfloat16"]}
+DTYPES = FAMILIES["float"]
+# transposed: dims reversed; strided: every other row; offset: storage offset 1;
+# expanded: one row broadcast (stride 0: in-place writes to it raise)
 LAYOUTS = ["contiguous", "transposed", "strided", "offset"]
+# The global torch state a call runs under (tests/test_fuzz.py sets it for both runs).
+STATES = ["default", "no_grad", "inference_mode", "autocast_bf16", "default_float64", "deterministic"]
+DICT_KEYS = ["pq", "qp", "pqr"]  # the keys of the argument dict `dd`, in order
 
 
 @dataclass
@@ -80,11 +95,16 @@ class CallSpec:
     CFG_mode: str = "a"
     OBJ_s: float = 0.5
     CL: float = 1.0
+    state: str = "default"  # one of STATES
+    hooks: tuple = ()  # tests/fuzz_modules.HOOKS present during the call
+    module: int = 0  # which module instance is passed as `m`
+    dkeys: str = "pq"  # the keys of `dd`
 
     def __repr__(self):
         return (f"Call(shape={self.shape}, {self.dtype}, {self.layout}, rg={self.requires_grad}, "
                 f"n={self.n}, scale={self.scale}, seed={self.seed}, SCALE={self.SCALE}, "
-                f"CFG=({self.CFG_s}, {self.CFG_mode!r}), OBJ.s={self.OBJ_s}, CL={self.CL})")
+                f"CFG=({self.CFG_s}, {self.CFG_mode!r}), OBJ.s={self.OBJ_s}, CL={self.CL}, "
+                f"state={self.state}, hooks={self.hooks}, module={self.module}, dkeys={self.dkeys!r})")
 
 
 @dataclass
@@ -93,11 +113,15 @@ class Program:
     signature: str  # "plain", "defaults", "varargs"
     calls: list
     features: set = field(default_factory=set)
+    family: str = "float"  # the dtype family of its calls (FAMILIES)
+    module_kind: str | None = None  # the kind of `m` (fuzz_modules.MODULE_KINDS) if it takes one
+    uses_dd: bool = False  # whether it takes the dict argument `dd`
 
     def __repr__(self):
         numbered = "\n".join(f"{i + 1:3}| {line}" for i, line in enumerate(self.source.splitlines()))
         calls = "\n".join(f"  {c!r}" for c in self.calls)
-        return f"Program(signature={self.signature}, features={sorted(self.features)})\n{numbered}\ncalls:\n{calls}"
+        return (f"Program(signature={self.signature}, family={self.family}, module={self.module_kind}, "
+                f"dd={self.uses_dd}, features={sorted(self.features)})\n{numbered}\ncalls:\n{calls}")
 
 
 # --- the generator -------------------------------------------------------------------------
@@ -110,7 +134,7 @@ UNARY = [
     "({a}).sum(0, keepdim=True) * 0.25 + ({a})", "({a}) - ({a}).mean()",
     "torch.where(({a}) > 0, ({a}), ({a}) * 0.5)", "({a}).softmax(-1)", "({a}).cumsum(0) * 0.1",
     "({a}).reshape(-1).reshape(({a}).shape)", "torch.nn.functional.relu6({a})",
-    "({a}).neg().abs().sqrt()", "({a}).detach()", "abs({a})", "({a}).t().t()",
+    "({a}).neg().abs().sqrt()", "({a}).detach()", "abs({a})", "(({a}).t().t() if ({a}).dim() <= 2 else ({a}).mT.mT)",
     "({a})[..., :1] + ({a})", "({a})[None].squeeze(0)", "torch.cat(({a}).chunk(2, 0), 0)",
     "torch.stack(({a}).unbind(0))", "({a}).max(0).values + ({a})", "torch.sort({a}, 0).values",
     "({a}) + torch.arange(({a}).shape[-1], dtype=({a}).dtype)", "torch.full_like({a}, 2) * ({a})",
@@ -140,7 +164,46 @@ CONDS = ["n > 1", "n % 2 == 0", "x.shape[0] > 4", "x.dim() == 2", "x.dtype == to
          'CFG["mode"] == "a"', "isinstance(n, int) and n in (1, 3)", "OBJ.s > 0",
          "x.stride()[0] == 1", "y.requires_grad", "not x.shape[-1] % 2", "CL >= 1.0",
          "type(scale) is float", "0 < n < 3", "x.shape[0] in (6, 9)", "x is not y",
-         "scale is not None and n != 1", "not CFG", "x.shape == y.shape"]
+         "scale is not None and n != 1", "not CFG", "x.shape == y.shape",
+         # the global torch state, read directly or through what it changes
+         "torch.is_grad_enabled()", "torch.zeros(2).dtype == torch.float64", "torch.is_inference_mode_enabled()",
+         "(x.reshape(-1)[:2] @ y.reshape(-1)[:2]).dtype == x.dtype", "torch.are_deterministic_algorithms_enabled()",
+         "x.numel() == 0", "x.dim() > 2"]
+
+# Templates (and statement choices) that eager rejects for integer tensors (no kernel, or
+# a float result written to an int tensor): left out of programs of the int family.
+INT_UNSAFE = ["gelu", ".mean(", "softmax", "rand_like", "dropout", "softplus", "leaky_relu", "lerp", "silu",
+              "mul_(0.5)", "clamp_(-1.5", "alpha=0.5", "mul_(1.5)"]
+
+# Constructors and views taking a size: from .size(), .shape, a tuple, a list, varargs
+# (`x.new(tuple)` builds a tensor *of* the sizes, `x.new(torch.Size)` one of that shape).
+SIZE_CTORS = [
+    "({a}).new_zeros(({b}).size()) + ({a})", "({a}).new_ones(({a}).shape) * ({b})",
+    "torch.zeros(({a}).shape, dtype=({a}).dtype) + ({a})", "torch.zeros(({a}).size()) + ({a})",
+    "({a}).reshape(({b}).size())", "({a}).contiguous().view(({b}).size())", "({a}).view(({b}).shape)",
+    "({a}).contiguous().view(*({b}).shape)", "({a}).new(({a}).size()).zero_() + ({a})",
+    "({a}).new(*({a}).shape).fill_(1) * ({a})", "({a}) + ({a}).new(tuple(({a}).shape)).sum()",
+    "({a}) + ({a}).new(list(({b}).size())).sum()", "torch.ones(*({a}).shape, dtype=({a}).dtype) * ({a})",
+    "torch.full(({a}).size(), 2, dtype=({a}).dtype) + ({a})", "torch.zeros(tuple(({a}).shape)) + ({a})",
+    "({a}).new_full(({a}).shape, 3) - ({a})", "({a}).new_empty(({a}).size()).fill_(1) + ({a})",
+    "({a}).expand(({b}).size()) + 0", "torch.randn(({a}).shape, dtype=torch.float32) + ({a})",
+    "({a}).new_zeros(len({a}), *({a}).shape[1:]) + ({a})", "({a}) + ({a}).new_tensor(({b}).shape).sum()",
+    "torch.zeros(len({a}), *({a}).shape[1:], dtype=({a}).dtype) + ({a})", "torch.empty(({a}).shape).fill_(2) * ({a})",
+    "torch.zeros_like({a}).view(({b}).size()) + ({b})", "({a}).view(-1).view(({a}).shape)",
+]
+
+# Expressions whose value depends on the global torch state (grad mode, default dtype,
+# autocast, inference mode, deterministic algorithms).
+STATE_READS = [
+    "({a}) * torch.is_grad_enabled()", "({a}).to(torch.zeros(2).dtype)", "torch.zeros(({a}).shape) + ({a})",
+    "({a}) * (x.reshape(-1)[:2] @ y.reshape(-1)[:2]).to(({a}).dtype)",
+    "(({a}) + 1 if (x.reshape(-1)[:2] @ y.reshape(-1)[:2]).dtype == x.dtype else ({a}) - 1)",
+    "(({a}) * 2 if ({a}).requires_grad else ({a}))", "({a}) * (torch.ones(2).dtype == torch.float64)",
+    "({a}) + torch.is_inference_mode_enabled()", "(({a}) * 3 if torch.are_deterministic_algorithms_enabled() else ({a}))",
+    '({a}) * torch.is_autocast_enabled("cpu")', "torch.full(({a}).shape, 0.5) + ({a})",
+    "torch.matmul(({a}).reshape(-1, 1).float(), ({a}).reshape(1, -1).float()).sum(-1).reshape(({a}).shape)",
+    "torch.tensor(1.5) * ({a})", "(({a}) if y.requires_grad else ({a}) * 2)", "({a}) + torch.arange(({a}).shape[-1])",
+]
 
 HELPERS = [
     ("_h_axpy", "def _h_axpy(u, w, k=2.0):\n    return u * k + w\n"),
@@ -167,6 +230,12 @@ KNOWN_BUGS = os.environ.get("MINIDYNAMO_FUZZ_KNOWN_BUGS", "") not in ("", "0")
 SCALARS += ["x.storage_offset()"]
 CONDS += ["x.is_leaf", "x.grad_fn is None"]
 SCALE_VALUES = [0.5, 1.5, 1.0] + ([-0.0, 0.0] if KNOWN_BUGS else [])  # test_negative_zero_is_not_zero
+# Errors that only the real kernels detect (the trace's fake tensors accept the op) are
+# raised by the graph, without the user's line in the traceback (test_fuzz.py:
+# test_known_error_raised_by_the_graph). Off by default: ops without an integer kernel
+# called on ints, an int tensor updated in place with a float result, a module called on
+# another dtype than its parameters', a reduction over a 0-size dimension, writes into an
+# expanded input, `.view` of a non-contiguous tensor with a size-1 dimension.
 
 SUPPORTED_KINDS = [
     ("assign", 14), ("aug", 5), ("inplace", 3), ("tuple", 4), ("list", 4), ("dict", 4),
@@ -176,11 +245,12 @@ SUPPORTED_KINDS = [
     ("shape_scalar", 3), ("mutate_input", 1), ("traced_error", 1), ("dict_loop", 2),
     ("method_call", 2), ("late_binding", 2), ("walrus", 1), ("del", 1), ("shape_unpack", 1),
     ("mutate_global", 2), ("push_closure", 2), ("helper_raise", 1), ("alias", 2),
+    ("module", 5), ("dict_view", 4), ("arg_dict", 3), ("import", 3), ("size_ctor", 5), ("state_read", 4),
 ]
 UNSUPPORTED_KINDS = [
     ("print", 4), ("side", 4), ("gbox", 2), ("data_branch", 3), ("try", 3), ("genexpr", 3),
     ("c_call", 3), ("item", 2), ("raise", 2), ("assert", 2), ("with", 2), ("classdef", 1),
-    ("tolist", 1), ("torch_error", 2), ("helper_side", 1),
+    ("tolist", 1), ("torch_error", 2), ("helper_side", 1), ("arg_dict_write", 2), ("view_iter_mutate", 1),
 ]
 
 
@@ -195,20 +265,33 @@ def _weighted(ch, table):
 
 
 class _Gen:
-    def __init__(self, ch, unsupported_percent: int, allow_triton: bool):
+    def __init__(self, ch, unsupported_percent: int, allow_triton: bool, family: str = "float"):
         self.ch = ch
         self.unsupported_percent = unsupported_percent
         self.allow_triton = allow_triton
+        self.family = family
         self.counter = 0
         self.features: set = set()
         self.helpers_used: set = set()
         self.uses_cl = False
         self.strings: list = []  # string locals (f-strings) that may be returned
         self.aliases: list = []  # locals that are inputs or views of inputs
+        self.module_kind = None  # set by the first statement that calls `m`
+        self.uses_dd = False
+        self.top_imports: list = []  # imports that bind a name used all over (torch, math): first line
+        self.unary = [t for t in UNARY if self.ok(t)]
+        self.binary = [t for t in BINARY if self.ok(t)]
 
     def fresh(self, prefix="v"):
         self.counter += 1
         return f"{prefix}{self.counter}"
+
+    def ok(self, template: str) -> bool:
+        """Whether eager runs `template` on tensors of this program's dtype family."""
+        return self.family != "int" or not any(bad in template for bad in INT_UNSAFE)
+
+    def pick_ok(self, options):
+        return self.ch.pick([o for o in options if self.ok(o)] or options)
 
     # --- expressions --------------------------------------------------------------------
     def scalar(self, scope):
@@ -226,9 +309,9 @@ class _Gen:
         if depth >= 2 or r < 3:
             return self.ch.pick(tensors)
         if r < 6:
-            return self.ch.pick(UNARY).format(a=self.texpr(scope, depth + 1))
+            return self.ch.pick(self.unary).format(a=self.texpr(scope, depth + 1))
         if r < 9:
-            return self.ch.pick(BINARY).format(a=self.texpr(scope, depth + 1), b=self.texpr(scope, depth + 1))
+            return self.ch.pick(self.binary).format(a=self.texpr(scope, depth + 1), b=self.texpr(scope, depth + 1))
         op = self.ch.pick(["*", "+", "-"])
         return f"({self.texpr(scope, depth + 1)}) {op} {self.scalar(scope)}"
 
@@ -280,7 +363,10 @@ class _Gen:
             return self.s_assign(scope, in_block)
         v = self.ch.pick(locals_)
         op = self.ch.pick(["+=", "-=", "*="])
-        rhs = self.texpr(scope) if self.ch.coin(60) else self.scalar(scope)
+        if self.family == "int" and not KNOWN_BUGS:  # an int local may not take a float result
+            rhs = self.ch.pick(["n", "2", "x.shape[0]"])
+        else:
+            rhs = self.texpr(scope) if self.ch.coin(60) else self.scalar(scope)
         # `v += t` rebinds v in place only when v is not an input alias; clone first.
         return [f"{v} = ({v}).clone()", f"{v} {op} {rhs}"]
 
@@ -288,8 +374,11 @@ class _Gen:
         tgt, new = self.target(scope, in_block)
         if tgt is None:
             return self.s_assign(scope, in_block)
-        m = self.ch.pick(["add_({e})", "mul_(0.5)", "clamp_(-1.5, 1.5)", "sub_({e}, alpha=0.5)",
-                          "relu_()", "copy_({e})", "zero_()"])
+        if self.family == "int" and not KNOWN_BUGS:  # an int local may not take a float result
+            m = self.ch.pick(["add_(n)", "mul_(2)", "clamp_(-1, 1)", "relu_()", "copy_({e})", "zero_()"])
+        else:
+            m = self.pick_ok(["add_({e})", "mul_(0.5)", "clamp_(-1.5, 1.5)", "sub_({e}, alpha=0.5)",
+                              "relu_()", "copy_({e})", "zero_()"])
         lines = [f"{tgt} = ({self.texpr(scope)}).clone()", f"{tgt}.{m.format(e=self.texpr(scope))}"]
         if new:
             scope["tensors"].append(tgt)
@@ -326,7 +415,7 @@ class _Gen:
             expr = f"{lst}[0] - {lst}[-1]"
         else:
             lines += [f"{lst} = {lst} + [{c}]"]
-            expr = f"torch.stack({lst}).mean(0)"
+            expr = f"torch.stack({lst}).{'mean' if self.family != 'int' else 'sum'}(0)"
         return self._assign(scope, in_block, lines, expr)
 
     def s_dict(self, scope, in_block):
@@ -391,7 +480,7 @@ class _Gen:
         a, b = self.texpr(scope), self.texpr(scope)
         form = self.ch.int(0, 3)
         if form == 0:
-            lines = [f"{p} = functools.partial(torch.add, alpha={self.ch.pick(['2', '0.5', 'n'])})"]
+            lines = [f"{p} = functools.partial(torch.add, alpha={self.ch.pick(['2', 'n'] + (['0.5'] if self.family != 'int' else []))})"]
             call = f"{p}({a}, {b})"
         elif form == 1:
             self.helpers_used.add("_h_axpy")
@@ -437,6 +526,8 @@ class _Gen:
         cond = self.ch.pick(CONDS)
         if "CL" in cond:
             self.uses_cl = True
+        if "is_leaf" in cond or "grad_fn" in cond:  # declined: neither is guarded
+            self.features.add("U:autograd_attr")
         sub = self._sub_scope(scope)
         then = self.block(sub, self.ch.int(1, 2), True) or ["pass"]
         lines = [f"if {cond}:"] + self._indent(then)
@@ -526,7 +617,7 @@ class _Gen:
         who = self.ch.pick(["x", "y"])
         # an input that requires grad cannot be modified in place: the guard decides
         return [f"if not {who}.requires_grad:",
-                f"    {who}.{self.ch.pick(['mul_(1.5)', 'add_(1)', 'clamp_(-1.0, 1.0)'])}"]
+                f"    {who}.{self.pick_ok(['mul_(1.5)', 'add_(1)', 'clamp_(-1, 1)'])}"]
 
     def s_traced_error(self, scope, in_block):
         # a user error the trace meets: a bad index, a shape mismatch
@@ -620,6 +711,119 @@ class _Gen:
                          f"{self.ch.pick(['True', 'False', 'n > 1'])}, None, NEG={self.ch.pick(['True', 'False'])})")
         return self._assign(scope, in_block, lines, f"({o3}).reshape(({a3}).shape) + 0")
 
+    # --- modules, dict views, imports, sizes, global state --------------------------------
+    def s_module(self, scope, in_block):
+        """A call of the module argument `m` (shape-preserving, float32 parameters)."""
+        from fuzz_modules import MODULE_KINDS, submodule_expr
+        if self.module_kind is None:
+            self.module_kind = self.ch.pick(list(MODULE_KINDS))
+            self.features.add("module:" + self.module_kind)
+            if self.module_kind == "seq":  # constructs minidynamo declines are marked "U:"
+                self.features.add("U:sequential_call")
+        a = self.texpr(scope)
+        # float32 input, as the parameters; sometimes as it is (eager raises on other dtypes)
+        u = f"({a}).float()" if self.ch.coin(90) or not KNOWN_BUGS else f"({a})"
+        sub = submodule_expr(self.module_kind)
+        form = self.ch.int(0, 5)
+        self.features.add(f"module{form}")
+        if form == 5:  # each child in turn (every child keeps the shape)
+            self.features.add("U:children_loop")
+            h, layer = self.fresh("h"), self.fresh("layer")
+            lines = [f"{h} = {u}", f"for {layer} in m.children():", f"    {h} = {layer}({h})"]
+            return self._assign(scope, in_block, lines, f"{h} + 0")
+        expr = [f"m({u})", f"m.forward({u})", f"{sub}({u})", f"(m({u}) if m.training else {a})",
+                f"m({u}) - {sub}({u}) * 0.5"][form]
+        return self._assign(scope, in_block, [], expr)
+
+    def s_dict_view(self, scope, in_block):
+        """A view of a local dict taken, the dict changed, then the view used: it is live."""
+        d, view, acc, kk = self.fresh("d"), self.fresh("dv"), self.fresh("acc"), self.fresh("kk")
+        a, b, c = (self.texpr(scope) for _ in range(3))
+        which = self.ch.pick(["keys", "values", "items"])
+        lines = [f'{d} = {{"p": {a}, "q": {b}}}', f"{view} = {d}.{which}()"]
+        mutation = self.ch.int(0, 7)
+        lines.append([f'{d}["r"] = {c}', f'del {d}["p"]', f'{d}.pop("q")', f'{d}.update({{"s": {a}, "p": {c}}})',
+                      f'{d}.setdefault("t", {c})', f'{d}["q"] = {c}', f"{d}.clear()", f"{d}.popitem()"][mutation])
+        self.features |= {"view:" + which, f"view_mutation{mutation}"} | ({"U:popitem"} if mutation == 7 else set())
+        loop = None
+        if which == "keys":
+            expr = self.ch.pick([f"({a}) * len({view})", f'({a}) * ("r" in {view}) + ({b}) * ("p" not in {view})',
+                                 f"({a}) + len(list({view}))", f'({a}) * ({view} == {{"q", "r"}})',
+                                 f'({a}) * ({view} == {{"p": 0, "q": 1}}.keys())', f'({a}) * len({view} & {{"p", "s"}})',
+                                 f'({a}) - len({view} | {{"z"}})', None])
+            loop = [f"for {kk} in {view}:", f"    {acc} = {acc} + {d}[{kk}] * len({kk})"]
+        elif which == "values":
+            expr = self.ch.pick([f"({a}) * len({view})", f"sum({view}) + ({a})", f"list({view})[-1] + ({a})",
+                                 f"({a}) * ({view} == {view})", None])
+            loop = [f"for {kk} in {view}:", f"    {acc} = {acc} + {kk}"]
+        else:
+            expr = self.ch.pick([f"({a}) * len({view})", f'({a}) * (("p", {d}.get("p")) in {view})',
+                                 f"[w for _, w in {view}][0] + ({a})", f"({a}) * ({view} == {d}.items())",
+                                 f'({a}) * len({view} - {{("zz", 1)}})', None])
+            loop = [f"for {kk}, w in {view}:", f"    {acc} = {acc} + w * len({kk})"]
+            if expr is not None and (f"{view} == " in expr or f"{view} - " in expr):
+                self.features.add("U:items_set_op")
+        if expr is None:  # iterate the view after the change
+            lines += [f"{acc} = ({a}) * 0"] + loop
+            expr = f"{acc}"
+        return self._assign(scope, in_block, lines, expr)
+
+    def s_arg_dict(self, scope, in_block):
+        """Reads of the dict argument `dd` (tensors like x under DICT_KEYS) and its views."""
+        self.uses_dd = True
+        a = self.texpr(scope)
+        kv, acc, kk, d2 = self.fresh("kd"), self.fresh("acc"), self.fresh("kk"), self.fresh("d")
+        form = self.ch.int(0, 6)
+        self.features.add(f"arg_dict{form}")
+        if form == 0:
+            return self._assign(scope, in_block, [f"{kv} = dd.keys()"],
+                                f'({a}) * len({kv}) + ({a}) * ("r" in {kv})')
+        if form == 1:
+            return self._assign(scope, in_block, [], f'({a}) * (dd.keys() == {{"p", "q"}}) + dd["p"]')
+        if form == 2:
+            return self._assign(scope, in_block, [f"{acc} = ({a}) * 0", f"for {kk} in dd.values():",
+                                                  f"    {acc} = {acc} + {kk}"], acc)
+        if form == 3:
+            return self._assign(scope, in_block, [f"{acc} = ({a}) * 0", f"for {kk}, w in dd.items():",
+                                                  f"    {acc} = {acc} + w * len({kk})"], acc)
+        if form == 4:  # a local copy, changed after its view was taken
+            return self._assign(scope, in_block, [f"{d2} = dict(dd)", f"{kv} = {d2}.keys()", f'{d2}["z"] = {a}',
+                                                  f'{d2}.pop("p", None)'],
+                                f'({a}) * len({kv}) + ("z" in {kv}) + {d2}["q"]')
+        if form == 5:
+            return self._assign(scope, in_block, [], f'dd.get("r", {a}) * 2 + ({a})')
+        return self._assign(scope, in_block, [f"{kv} = list(dd.items())"], f"{kv}[-1][1] + len({kv}[0][0])")
+
+    def s_import(self, scope, in_block):
+        a = self.texpr(scope)
+        form = self.ch.int(0, 6)
+        self.features.add(f"import{form}")
+        if form == 3 or form == 5:
+            # `import math` / `import torch.nn` make the name local to the whole function: first line
+            line = "import math" if form == 3 else "import torch.nn"
+            if line not in self.top_imports:
+                self.top_imports.append(line)
+            return self._assign(scope, in_block, [], f"({a}) * math.sqrt(n + 1)" if form == 3
+                                else f"torch.nn.functional.relu6({a})")
+        line, expr = [("import torch.nn.functional as F", f"F.relu({a})"),
+                      ("from torch.nn import functional", f"functional.hardtanh({a})"),
+                      ("from torch.linalg import norm", f"({a}) / (norm(({a}).float()) + 1)"),
+                      None,
+                      ("from math import sqrt", f"({a}) * sqrt(abs(scale) + 1)"),
+                      None,
+                      ("import torch.nn as nn", f"nn.functional.relu({a})")][form]
+        return self._assign(scope, in_block, [line], expr)
+
+    def s_size_ctor(self, scope, in_block):
+        t = self.ch.pick(SIZE_CTORS)
+        self.features.add(f"size{SIZE_CTORS.index(t)}")
+        return self._assign(scope, in_block, [], t.format(a=self.texpr(scope), b=self.ch.pick(scope["tensors"])))
+
+    def s_state_read(self, scope, in_block):
+        t = self.ch.pick(STATE_READS)
+        self.features.add(f"state_read{STATE_READS.index(t)}")
+        return self._assign(scope, in_block, [], t.format(a=self.texpr(scope)))
+
     # --- unsupported constructs ---------------------------------------------------------
     def _some_local(self, scope):
         locals_ = [t for t in scope["tensors"] if t.startswith("v")]
@@ -691,6 +895,21 @@ class _Gen:
     def u_torch_error(self, scope, in_block):
         return self._assign(scope, in_block, [], f"({self.texpr(scope)}) + torch.ones(9, dtype=x.dtype)")
 
+    def u_arg_dict_write(self, scope, in_block):
+        # the caller's dict outlives the call: writing it is a side effect (its views see it)
+        self.uses_dd = True
+        kv = self.fresh("kd")
+        a = self.texpr(scope)
+        write = self.ch.pick([f'dd["z"] = {a}', 'dd.pop("q")', f'dd.update({{"p": {a}}})', "dd.clear()"])
+        return self._assign(scope, in_block, [f"{kv} = dd.keys()", write], f'({a}) * len({kv}) + ("z" in {kv})')
+
+    def u_view_iter_mutate(self, scope, in_block):
+        # the dict grows while a view of it is iterated: eager raises RuntimeError
+        d, kk = self.fresh("d"), self.fresh("kk")
+        a = self.texpr(scope)
+        return self._assign(scope, in_block, [f'{d} = {{"p": {a}}}', f"for {kk} in {d}.keys():",
+                                              f'    {d}[{kk} + "x"] = {a}'], f'{d}["p"]')
+
     # --- the function -------------------------------------------------------------------
     def returns(self, scope):
         tensors = scope["tensors"]
@@ -756,26 +975,70 @@ SIGNATURES = {
 def generate(ch, *, unsupported_percent: int | None = None, allow_triton: bool = True) -> Program:
     if unsupported_percent is None:
         unsupported_percent = ch.pick([0, 0, 5, 12, 25])
-    g = _Gen(ch, unsupported_percent, allow_triton)
+    family = _weighted(ch, [("float", 14), ("int", 3), ("half", 3)])
+    # Triton kernels only on float32/float64: the kernels are written for them
+    g = _Gen(ch, unsupported_percent, allow_triton and family == "float", family)
     signature = ch.pick(list(SIGNATURES))
     header, prologue = SIGNATURES[signature]
     scope = {"tensors": ["x", "y"], "ints": []}
-    body = list(prologue)
+    body = []
     for _ in range(ch.int(1, 7)):
         body += g.statement(scope, False)
     body.append(g.returns(scope))
+    extra = [name for name, used in (("m", g.module_kind is not None), ("dd", g.uses_dd)) if used]
+    if signature == "varargs":
+        prologue = prologue + [f'{name} = kw["{name}"]' for name in extra]
+    elif extra:
+        header = header[:-2] + "".join(f", {name}" for name in extra) + "):"
+    body = g.top_imports + list(prologue) + body
     helpers = "\n\n".join(src for name, src in HELPERS if name in g.helpers_used)
     fn = "\n".join([header] + ["    " + ln for ln in body])
     factory = "def _make():\n    CL = 1.0\n\n" + "\n".join("    " + ln for ln in fn.splitlines()) + \
         "\n\n    def _set_cl(v):\n        nonlocal CL\n        CL = v\n\n    return fuzz_fn, _set_cl\n\n\n" \
         "fuzz_fn, _set_cl = _make()\n"
     source = PRELUDE + "\n\n" + (helpers + "\n\n\n" if helpers else "") + factory
-    g.features.add("sig:" + signature)
-    calls = gen_calls(ch)
-    return Program(source, signature, calls, g.features)
+    g.features |= {"sig:" + signature, "family:" + family}
+    calls = gen_calls(ch, family, g.module_kind is not None, g.uses_dd)
+    if not KNOWN_BUGS:
+        _avoid_known_bugs(calls, family, "\n".join(body), g.features)
+    for c in calls:
+        g.features |= {"dtype:" + c.dtype, "state:" + c.state, "layout:" + c.layout, f"dim:{len(c.shape)}"}
+        g.features |= {"hook:" + h for h in c.hooks}
+        if 0 in c.shape:
+            g.features.add("empty")
+    return Program(source, signature, calls, g.features, family, g.module_kind, g.uses_dd)
 
 
-def gen_calls(ch) -> list:
+def _avoid_known_bugs(calls, family, text, features):
+    """Calls changed so they do not meet the errors the graph raises without the user's
+    line (see KNOWN_BUGS); identical calls stay identical."""
+    for spec in calls:
+        if family != "int" and spec.dtype.startswith("int"):  # ops of other families on ints
+            spec.dtype = FAMILIES[family][0]
+        if "mutate_input" in features and spec.layout == "expanded":
+            spec.layout = "strided"
+        if ".view(" in text and spec.layout not in ("contiguous", "offset") and 1 in spec.shape:
+            spec.layout = "contiguous"
+        if "max(" in text and 0 in spec.shape:
+            spec.shape = SHAPES[0]
+
+
+def _toggle_hook(ch, hooks: tuple) -> tuple:
+    """One hook added (or, if present, removed): between two calls, as a user would."""
+    from fuzz_modules import HOOKS
+    h = ch.pick(HOOKS)
+    return tuple(x for x in hooks if x != h) if h in hooks else hooks + (h,)
+
+
+def gen_calls(ch, family: str = "float", uses_module: bool = False, uses_dd: bool = False) -> list:
+    dtypes = FAMILIES[family]
+
+    def dtype():  # now and then one of another family: eager may raise, and so must the optimized call
+        return ch.pick(dtypes) if ch.coin(96) else ch.pick(FAMILIES[ch.pick(list(FAMILIES))])
+
+    def layout():
+        return ch.pick(LAYOUTS) if ch.coin(94) else "expanded"
+
     calls = []
     prev = None
     for _ in range(ch.int(2, 5)):
@@ -783,15 +1046,15 @@ def gen_calls(ch) -> list:
             # the same inputs again (a cache hit), perhaps with one outside value changed
             spec = CallSpec(**{k: getattr(prev, k) for k in prev.__dataclass_fields__})
             spec.seed = ch.int(0, 3)
-            what = ch.int(0, 11)
+            what = ch.int(0, 15)
             if what == 8:  # same shape, another layout (strides or storage offset)
-                spec.layout = ch.pick(LAYOUTS)
+                spec.layout = layout()
             elif what == 9:
                 spec.requires_grad = not spec.requires_grad
             elif what == 10:
                 spec.scale = ch.pick(SCALE_VALUES)
             elif what == 11:
-                spec.dtype = ch.pick(DTYPES)
+                spec.dtype = dtype()
             elif what == 0:
                 spec.SCALE = ch.pick([2.0, 3.0])
             elif what == 1:
@@ -804,37 +1067,59 @@ def gen_calls(ch) -> list:
                 spec.CL = ch.pick([1.0, 0.25])
             elif what == 5:
                 spec.n = ch.int(0, 3)
+            elif what == 12:
+                spec.state = ch.pick(STATES)
+            elif what == 13 and uses_module:
+                spec.hooks = _toggle_hook(ch, spec.hooks)
+            elif what == 14 and uses_module:
+                spec.module = 1 - spec.module  # another instance: same class, its own parameters
+            elif what == 15 and uses_dd:
+                spec.dkeys = ch.pick(DICT_KEYS)
         else:
-            shape = ch.pick(SHAPES)
-            layout = ch.pick(LAYOUTS)
-            spec = CallSpec(shape=shape, dtype=ch.pick(DTYPES), layout=layout,
+            shape = ch.pick(SHAPES) if ch.coin(92) else ch.pick(EMPTY_SHAPES)
+            spec = CallSpec(shape=shape, dtype=dtype(), layout=layout(),
                             requires_grad=ch.coin(10), n=ch.int(0, 3), scale=ch.pick(SCALE_VALUES),
                             seed=ch.int(0, 3))
+            if ch.coin(40):
+                spec.state = ch.pick(STATES[1:])
+            if uses_module and ch.coin(50):
+                spec.hooks = _toggle_hook(ch, prev.hooks if prev is not None else ())
+            if uses_dd:
+                spec.dkeys = ch.pick(DICT_KEYS)
         calls.append(spec)
         prev = spec
     return calls
 
 
 def make_inputs(spec: CallSpec):
-    """(x, y) for a call spec, deterministic in spec.seed."""
+    """(x, y, dd) for a call spec, deterministic in spec.seed: dd holds tensors like x under
+    the keys spec.dkeys. Integer tensors hold small integers and never require grad."""
     import torch
     gen = torch.Generator().manual_seed(spec.seed)
     dtype = getattr(torch, spec.dtype)
     shape = spec.shape
 
+    def draw(size):
+        if dtype.is_floating_point:
+            return torch.randn(size, generator=gen, dtype=dtype)
+        return torch.randint(-4, 5, size, generator=gen, dtype=dtype)
+
     def one():
-        if spec.layout == "transposed" and len(shape) == 2:
-            t = torch.randn(shape[::-1], generator=gen, dtype=dtype).t()
+        if spec.layout == "transposed" and len(shape) >= 2:
+            t = draw(shape[::-1]).permute(*reversed(range(len(shape))))
         elif spec.layout == "strided":
-            t = torch.randn((shape[0] * 2,) + shape[1:], generator=gen, dtype=dtype)[::2]
+            t = draw((shape[0] * 2,) + shape[1:])[::2]
         elif spec.layout == "offset":
-            t = torch.randn((shape[0] + 1,) + shape[1:], generator=gen, dtype=dtype)[1:]
+            t = draw((shape[0] + 1,) + shape[1:])[1:]
+        elif spec.layout == "expanded":
+            t = draw((1,) + shape[1:]).expand(shape)
         else:
-            t = torch.randn(shape, generator=gen, dtype=dtype)
-        if spec.requires_grad:
+            t = draw(shape)
+        if spec.requires_grad and dtype.is_floating_point:
             t = t.detach().requires_grad_(True)
         return t
-    return one(), one()
+    x, y = one(), one()
+    return x, y, {k: one() for k in spec.dkeys}
 
 
 if __name__ == "__main__":  # print a program: python tests/fuzzgen.py SEED
