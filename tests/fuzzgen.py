@@ -972,6 +972,26 @@ SIGNATURES = {
 }
 
 
+def assemble(body: list, signature: str = "plain", helpers_used=(), takes_module=False, takes_dict=False,
+             first=()) -> str:
+    """The module source: the prelude, the helpers used, and `fuzz_fn` (`first` lines, the
+    signature's prologue, `body`) made inside a factory, so it has a closure cell CL (set
+    through `_set_cl`)."""
+    header, prologue = SIGNATURES[signature]
+    extra = [name for name, used in (("m", takes_module), ("dd", takes_dict)) if used]
+    if signature == "varargs":
+        prologue = prologue + [f'{name} = kw["{name}"]' for name in extra]
+    elif extra:
+        header = header[:-2] + "".join(f", {name}" for name in extra) + "):"
+    body = list(first) + list(prologue) + list(body)
+    helpers = "\n\n".join(src for name, src in HELPERS if name in helpers_used)
+    fn = "\n".join([header] + ["    " + ln for ln in body])
+    factory = "def _make():\n    CL = 1.0\n\n" + "\n".join("    " + ln for ln in fn.splitlines()) + \
+        "\n\n    def _set_cl(v):\n        nonlocal CL\n        CL = v\n\n    return fuzz_fn, _set_cl\n\n\n" \
+        "fuzz_fn, _set_cl = _make()\n"
+    return PRELUDE + "\n\n" + (helpers + "\n\n\n" if helpers else "") + factory
+
+
 def generate(ch, *, unsupported_percent: int | None = None, allow_triton: bool = True) -> Program:
     if unsupported_percent is None:
         unsupported_percent = ch.pick([0, 0, 5, 12, 25])
@@ -979,24 +999,12 @@ def generate(ch, *, unsupported_percent: int | None = None, allow_triton: bool =
     # Triton kernels only on float32/float64: the kernels are written for them
     g = _Gen(ch, unsupported_percent, allow_triton and family == "float", family)
     signature = ch.pick(list(SIGNATURES))
-    header, prologue = SIGNATURES[signature]
     scope = {"tensors": ["x", "y"], "ints": []}
     body = []
     for _ in range(ch.int(1, 7)):
         body += g.statement(scope, False)
     body.append(g.returns(scope))
-    extra = [name for name, used in (("m", g.module_kind is not None), ("dd", g.uses_dd)) if used]
-    if signature == "varargs":
-        prologue = prologue + [f'{name} = kw["{name}"]' for name in extra]
-    elif extra:
-        header = header[:-2] + "".join(f", {name}" for name in extra) + "):"
-    body = g.top_imports + list(prologue) + body
-    helpers = "\n\n".join(src for name, src in HELPERS if name in g.helpers_used)
-    fn = "\n".join([header] + ["    " + ln for ln in body])
-    factory = "def _make():\n    CL = 1.0\n\n" + "\n".join("    " + ln for ln in fn.splitlines()) + \
-        "\n\n    def _set_cl(v):\n        nonlocal CL\n        CL = v\n\n    return fuzz_fn, _set_cl\n\n\n" \
-        "fuzz_fn, _set_cl = _make()\n"
-    source = PRELUDE + "\n\n" + (helpers + "\n\n\n" if helpers else "") + factory
+    source = assemble(body, signature, g.helpers_used, g.module_kind is not None, g.uses_dd, g.top_imports)
     g.features |= {"sig:" + signature, "family:" + family}
     calls = gen_calls(ch, family, g.module_kind is not None, g.uses_dd)
     if not KNOWN_BUGS:

@@ -24,7 +24,8 @@ from dataclasses import dataclass
 import fuzz_modules
 import pytest
 import torch
-from fuzzgen import KNOWN_BUGS, HypothesisChooser, RandomChooser, generate, make_inputs
+from fuzzgen import (KNOWN_BUGS, STATES, CallSpec, HypothesisChooser, Program, RandomChooser, assemble, generate,
+                     make_inputs)
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -69,8 +70,14 @@ def call_args(program, spec, x, y, m=None, dd=None):
 
 @contextlib.contextmanager
 def torch_state(name):
-    """The global torch state a call runs under (fuzzgen.STATES), restored after."""
+    """The global torch state a call runs under (fuzzgen.STATES), restored after, together
+    with what a failing program may have left changed."""
+    assert name in STATES, name
     with contextlib.ExitStack() as stack:
+        deterministic = torch.are_deterministic_algorithms_enabled(), torch.is_deterministic_algorithms_warn_only_enabled()
+        stack.callback(lambda: torch.use_deterministic_algorithms(deterministic[0], warn_only=deterministic[1]))
+        stack.callback(torch.set_default_dtype, torch.get_default_dtype())
+        stack.callback(torch.set_grad_enabled, torch.is_grad_enabled())
         if name == "no_grad":
             stack.enter_context(torch.no_grad())
         elif name == "inference_mode":
@@ -78,14 +85,9 @@ def torch_state(name):
         elif name == "autocast_bf16":
             stack.enter_context(torch.autocast("cpu", dtype=torch.bfloat16))
         elif name == "default_float64":
-            stack.callback(torch.set_default_dtype, torch.get_default_dtype())
             torch.set_default_dtype(torch.float64)
         elif name == "deterministic":
-            old = torch.are_deterministic_algorithms_enabled(), torch.is_deterministic_algorithms_warn_only_enabled()
-            stack.callback(lambda: torch.use_deterministic_algorithms(old[0], warn_only=old[1]))
             torch.use_deterministic_algorithms(True)
-        else:
-            assert name == "default", name
         yield
 
 
@@ -355,6 +357,32 @@ def test_generator_covers_every_construct():
         {f"arg_dict{i}" for i in range(7)} | {f"import{i}" for i in range(7)} | \
         {f"size{i}" for i in range(len(SIZE_CTORS))} | {f"state_read{i}" for i in range(len(STATE_READS))}
     assert wanted <= seen, sorted(wanted - seen)
+
+
+def test_a_failing_call_leaves_no_hook_and_no_state_behind(monkeypatch):
+    """A call that changes the global torch state is caught, and whatever fails, every hook
+    the call sequence registered is removed and the state is restored."""
+    sides = []
+
+    class RecordedSide(fuzz_modules.Side):
+        def __init__(self, kind):
+            super().__init__(kind)
+            sides.append(self)
+
+    monkeypatch.setattr(fuzz_modules, "Side", RecordedSide)
+    body = ["v1 = m(x.float())", "torch.set_grad_enabled(False)", "return v1"]
+    hooks = ("fwd:self:count", "pre:sub:modify", "gfwd:any:modify", "gpre:any:count")
+    program = Program(assemble(body, takes_module=True), "plain",
+                      [CallSpec((4, 3), "float32", "contiguous", True, 1, 0.5, 0, hooks=hooks)],
+                      module_kind="custom")
+    with pytest.raises(AssertionError, match="changed the global torch state"):
+        check_program(program)
+    assert torch.is_grad_enabled()
+    module_api = torch.nn.modules.module
+    assert not module_api._global_forward_hooks and not module_api._global_forward_pre_hooks
+    modules = [sub for side in sides for m in side.modules.values() for sub in m.modules()]
+    assert len(sides) == 2 and modules
+    assert not any(sub._forward_hooks or sub._forward_pre_hooks for sub in modules)
 
 
 @pytest.mark.parametrize("seed", range(12))
