@@ -97,28 +97,29 @@ class OutputGraph:
         key = op_key(kind, target, fake_args, fake_kwargs, self.fake_mode)
         result = None if key is None else op_result(key, self.fake_mode)
         writes = aliases = items = ()  # a memoized op wrote nothing and made a fresh tensor
-        try:
-            if result is None:
-                tensors = _tensor_args(fx_args, fake_args, []) + _tensor_args(fx_kwargs, fake_kwargs, [])
-                versions = _versions(tensors)
-                log = self.fake_mode.log = _WriteLog()
-                try:
-                    with self.fake_mode:
-                        if kind == "call_method":
-                            result = getattr(fake_args[0], target)(*fake_args[1:], **fake_kwargs)
-                        else:
-                            result = target(*fake_args, **fake_kwargs)
-                finally:
-                    self.fake_mode.log = None
-                writes, aliases, items = _memory_facts(tensors, versions, log, result)
-                if key is not None and not writes and not aliases:
-                    remember(key, result)
-        except (DataDependentOutputException, DynamicOutputShapeException) as e:
-            unsupported("data_dependent", f"{what} depends on tensor data ({type(e).__name__})")
-        except NotImplementedError as e:
-            unsupported("torch_op", f"{what} cannot run on fake tensors: {_first_line(e)}")
-        except Exception as e:  # a shape mismatch and the like: eager will raise it for real
-            unsupported("torch_op", f"{what} raised {type(e).__name__}: {_first_line(e)}")
+        if result is None:
+            tensors = _tensor_args(fx_args, fake_args, []) + _tensor_args(fx_kwargs, fake_kwargs, [])
+            versions = _versions(tensors)
+            log = self.fake_mode.log = _WriteLog()
+            # NOTE: only the op itself is inside the try: what it raises is the user's (eager
+            # raises it too); an error of the bookkeeping around it is minidynamo's own.
+            try:
+                with self.fake_mode:
+                    if kind == "call_method":
+                        result = getattr(fake_args[0], target)(*fake_args[1:], **fake_kwargs)
+                    else:
+                        result = target(*fake_args, **fake_kwargs)
+            except (DataDependentOutputException, DynamicOutputShapeException) as e:
+                unsupported("data_dependent", f"{what} depends on tensor data ({type(e).__name__})")
+            except NotImplementedError as e:
+                unsupported("torch_op", f"{what} cannot run on fake tensors: {_first_line(e)}")
+            except Exception as e:  # a shape mismatch and the like: eager will raise it for real
+                unsupported("torch_op", f"{what} raised {type(e).__name__}: {_first_line(e)}")
+            finally:
+                self.fake_mode.log = None
+            writes, aliases, items = _memory_facts(tensors, versions, log, result)
+            if key is not None and not writes and not aliases:
+                remember(key, result)
         if not _contains_tensor(result):
             if result is None and allow_none:
                 pass
@@ -341,7 +342,8 @@ def _positions(node: fx.Node, values: tuple) -> tuple:
     if not values:
         return ()
     inputs = node.all_input_nodes
-    return tuple(inputs.index(v) for v in values)
+    lift = getattr(node.graph, "lift", None)  # a body's graph names outer values by placeholders
+    return tuple(inputs.index(lift(v) if lift is not None else v) for v in values)
 
 
 def _unique(nodes) -> tuple:

@@ -71,3 +71,23 @@ def test_an_error_in_normalize_is_an_internal_error(monkeypatch):
     opt = minidynamo.optimize(backend=CountingBackend())(f)
     with pytest.raises(InternalError, match="while tracing f .*ValueError: cannot read this bytecode"):
         opt(torch.ones(2))
+
+
+def test_an_error_around_a_fake_op_is_internal_but_the_ops_own_error_is_a_decline(monkeypatch):
+    """What the op raises on fake tensors is the user's error (eager raises it too); an
+    error in the bookkeeping around it is minidynamo's."""
+    from minidynamo import graph
+
+    def bad_shapes(x):
+        return x @ torch.ones(5, 5)  # (2,) @ (5, 5): the op raises, eagerly too
+    opt = minidynamo.optimize(backend=CountingBackend())(bad_shapes)
+    with pytest.raises(RuntimeError):
+        opt(torch.ones(2))
+    assert opt.cache_entries()[0].reason.category == "torch_op"
+
+    def memory_facts(*args):
+        raise AttributeError("a bookkeeping bug")
+    monkeypatch.setattr(graph, "_memory_facts", memory_facts)
+    opt = minidynamo.optimize(backend=CountingBackend())(f)
+    with pytest.raises(InternalError, match="AttributeError: a bookkeeping bug"):
+        opt(torch.ones(2))
