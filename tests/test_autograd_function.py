@@ -14,6 +14,8 @@ import copy
 import io
 import operator
 import os
+import subprocess
+import sys
 
 import pytest
 import torch
@@ -303,9 +305,18 @@ def test_swiglu_non_contiguous_input():
     check_grad(swiglu, t(10, 4).t(), t(4, 10), fwd_launches=1, bwd_launches=1)
 
 
-@pytest.mark.parametrize("fn", [swiglu_transposed, swiglu_summed], ids=["transposed", "summed"])
-def test_swiglu_incoming_grad_layout(fn):
-    check_grad(fn, t(4, 10), t(4, 10), fwd_launches=1, bwd_launches=1)
+def test_swiglu_incoming_grad_not_contiguous():
+    check_grad(swiglu_transposed, t(4, 10), t(4, 10), fwd_launches=1, bwd_launches=1)
+
+
+def test_swiglu_incoming_grad_expanded():
+    # In a fresh interpreter: a backward kernel handed the stride-0 gradient as if it
+    # were contiguous reads past its memory, which can crash the process.
+    code = ("from test_autograd_function import check_grad, swiglu_summed, t\n"
+            "check_grad(swiglu_summed, t(4, 10), t(4, 10), fwd_launches=1, bwd_launches=1)\n")
+    r = subprocess.run([sys.executable, "-c", code], cwd=os.path.dirname(os.path.abspath(__file__)),
+                       capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, f"exit status {r.returncode}:\n{r.stdout[-2000:]}{r.stderr[-4000:]}"
 
 
 def test_swiglu_one_input_requires_grad():
