@@ -18,7 +18,7 @@ DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
 MAX_FUSED_SIZE = 65536
 
 
-# --- shared helpers, as in liger's ops/utils.py ----------------------------------------
+# --- shared utilities, as in liger's ops/utils.py ----------------------------------------
 def ensure_contiguous(fn):
     @functools.wraps(fn)
     def wrapper(ctx, *args, **kwargs):
