@@ -42,7 +42,7 @@ class EagerBackward:
 class ApplySpec:
     """One captured apply: what the generated Function must replay."""
 
-    name: str  # the user's Function class (names the generated one)
+    name: str  # the user's Function class's __name__ (the generated one is named alike)
     n_outputs: int  # tensor outputs of the forward body
     non_differentiable_idx: tuple = ()
     dirty_idx: tuple = ()
@@ -81,16 +81,23 @@ def _generate(spec: ApplySpec, fwd_body, bwd_body):
     def backward(ctx, *grads):
         saved = ctx.saved_tensors
         if eager is None:
-            return tuple(bwd_body(*grads, *saved))
+            # The body was traced against contiguous gradients; autograd may hand in an
+            # expanded one (the gradient of a sum), which a kernel would read wrongly.
+            return tuple(bwd_body(*(g.contiguous() if g is not None else g for g in grads), *saved))
         user_grads = [None if i is None else grads[i] for i in eager.user_outputs]
         result = eager.backward(_ReplayCtx(eager, saved), *user_grads)
         if not isinstance(result, tuple):
             result = (result,)
-        return tuple(None if a is None or a >= len(result) else result[a] for a in eager.arg_of_input)
+        n_args = len(eager.needs_input_grad)
+        if len(result) < n_args or any(r is not None for r in result[n_args:]):
+            raise RuntimeError(f"function {spec.name}Backward returned an incorrect number of gradients "
+                               f"(expected {n_args}, got {len(result)})")
+        return tuple(None if a is None else result[a] for a in eager.arg_of_input)
 
     if spec.once_differentiable:
         backward = torch.autograd.function.once_differentiable(backward)
-    return type(f"{spec.name}Captured", (torch.autograd.Function,), {
+    # Named as the user's class: autograd's messages name its backward `<name>Backward`.
+    return type(spec.name, (torch.autograd.Function,), {
         "forward": staticmethod(forward), "backward": staticmethod(backward),
         "__module__": __name__})
 

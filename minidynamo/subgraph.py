@@ -35,6 +35,9 @@ class LiftingGraph(fx.Graph):
         found = self._placeholder_of.get(outer)
         if found is None:
             found = self._placeholder_of[outer] = super().create_node("placeholder", outer.name)
+            # A placeholder's target is its parameter's name: the unique node name, so a
+            # later node named after the same op cannot shadow it.
+            found.target = found.name
             if "val" in outer.meta:
                 found.meta["val"] = outer.meta["val"]
             self.lifted.append(outer)

@@ -202,7 +202,7 @@ def capture_apply(tx, cls, args: list, kwargs: dict):
         saved_nodes = list(bwd.lifted)
         bwd.output(tuple(bwd_nodes))
     fwd.output((tuple(out_nodes), tuple(saved_nodes)))
-    spec = ApplySpec(name, len(outs), non_diff_idx, dirty_idx, ctx.materialize_grads, once, eager)
+    spec = ApplySpec(cls.__name__, len(outs), non_diff_idx, dirty_idx, ctx.materialize_grads, once, eager)
     results = _emit(tx, cls, spec, fwd, bwd, user_outputs, outs, args)
     return TupleVariable(results) if returned_tuple else results[0]
 
