@@ -15,8 +15,10 @@ every later pass (CUDA graphs, the launch program, the fake-op memo):
 * ``node.meta["aliases"]``: positions of the values whose storage the result shares (a
   view, or an in-place op's own argument); ``()`` is a fresh tensor.
 
-`written_values` and `aliased_values` read them back as nodes; a node without them (made by
-a graph pass) reads as None: unknown, every input may be written and aliased.
+Nodes made elsewhere carry the same facts, recorded where they are made: a Triton launch
+(variables/triton.py) from its kernel's source analysis, the functional pass's nodes
+(triton/functional.py). `written_values` and `aliased_values` read them back as nodes; a
+node without them reads as None: unknown, every input may be written and aliased.
 """
 from __future__ import annotations
 
@@ -172,16 +174,6 @@ class OutputGraph:
 def written_values(node: fx.Node) -> list | None:
     """The graph values `node` writes (a write through a view also writes what it views:
     follow `aliased_values`), or None when unknown."""
-    from .triton.capture import TritonKernelWrapperFunctional, launch_record
-    if isinstance(node.target, TritonKernelWrapperFunctional):
-        return []  # launches on clones of what the kernel writes
-    record = launch_record(node)
-    if record is not None:  # the kernel's source analysis, not a fake run
-        kwargs = node.kwargs["kwargs"]
-        names = record.written_tensors()
-        if names is None:  # undecided: every tensor argument
-            names = [n for n, v in kwargs.items() if isinstance(v, fx.Node)]
-        return list(dict.fromkeys(kwargs[n] for n in names))
     writes = node.meta.get("writes")
     return None if writes is None else [node.all_input_nodes[i] for i in writes]
 
@@ -189,9 +181,6 @@ def written_values(node: fx.Node) -> list | None:
 def aliased_values(node: fx.Node) -> list | None:
     """The graph values whose memory `node`'s result shares ([]: a fresh tensor, or no
     tensor), or None when unknown."""
-    from .triton.capture import TritonKernelWrapperFunctional, launch_record
-    if launch_record(node) is not None or isinstance(node.target, TritonKernelWrapperFunctional):
-        return []  # a launch returns None; its functional form, new clones
     shared = node.meta.get("aliases")
     return None if shared is None else [node.all_input_nodes[i] for i in shared]
 

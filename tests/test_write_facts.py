@@ -1,6 +1,7 @@
 """What an op wrote and what its result shares, recorded on its node when it runs on fake
 tensors (graph.py), and the passes that read it: cudagraphs' analysis and copy recording,
-the launch program's fresh allocations, the fake-op memo."""
+the launch program's fresh allocations, the fake-op memo; the same facts on Triton launch
+nodes (from the kernel's source analysis) and on the functional pass's nodes."""
 import pytest
 import torch
 from helpers import CountingBackend, check
@@ -11,6 +12,8 @@ import minidynamo
 from minidynamo import fakecache
 from minidynamo.cudagraphs import CudaGraphRunner, analyse, reshaped_inputs
 from minidynamo.graph import aliased_values, written_values
+from minidynamo.triton.capture import launch_record
+from minidynamo.triton.functional import functionalize
 from minidynamo.triton.program import fresh_allocations
 
 
@@ -182,6 +185,14 @@ def test_set_moves_a_value_onto_an_input():
     assert written == {0} and aliasing == ["empty"]  # k.add_ writes b
 
 
+def launches(graph) -> list:
+    return [n for n in graph.nodes if launch_record(n) is not None]
+
+
+def meta_facts(node) -> tuple:
+    return node.meta.get("writes"), node.meta.get("aliases")
+
+
 def test_triton_launch_writes_come_from_the_kernel_source():
     def f(a, b):
         o = torch.empty_like(a)
@@ -189,9 +200,82 @@ def test_triton_launch_writes_come_from_the_kernel_source():
         K.scale_inplace[(4,)](a, 2.0, a.numel())
         return o
     gm = trace(f, torch.randn(64, device=K.DEVICE), torch.randn(64, device=K.DEVICE))
+    add, scale = launches(gm.graph)
+    assert [m.name for m in add.all_input_nodes] == ["a", "b", "empty_like"]
+    assert meta_facts(add) == ((2,), ()) and meta_facts(scale) == ((0,), ())  # a launch returns None
     got = facts(gm)
     assert got[1][1:] == (["empty_like"], []) and got[2][1:] == (["a"], [])
     assert analyse(gm)[0] == {0}
+
+
+def test_launch_with_one_tensor_as_several_arguments_writes_it_once():
+    def f(a, b):
+        K.add_kernel[(4,)](b, a, a, a.numel(), BLOCK=16)  # a read and written: one input node
+        return a * 1
+    gm = trace(f, torch.randn(64, device=K.DEVICE), torch.randn(64, device=K.DEVICE))
+    (launch,) = launches(gm.graph)
+    assert [m.name for m in launch.all_input_nodes] == ["b", "a"]
+    assert meta_facts(launch) == ((1,), ())
+    assert analyse(gm)[0] == {0}
+
+
+def test_launch_the_analysis_cannot_decide_writes_every_tensor_argument():
+    from kernels import mutation_corpus as corpus
+    def f(x, out):
+        corpus.unknown_call_kernel[(1,)](x, out, 16, BLOCK=16)
+        return out * 1
+    gm = trace(f, torch.randn(16, device=K.DEVICE), torch.zeros(16, device=K.DEVICE))
+    (launch,) = launches(gm.graph)
+    assert meta_facts(launch) == ((0, 1), ())
+    assert analyse(gm)[0] == {0, 1}
+
+
+class _LaunchesInBodies(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, y, out):
+        K.add_kernel[(4,)](x, y, out, x.numel(), BLOCK=16)  # writes an outer value
+        return out * 1
+
+    @staticmethod
+    def backward(ctx, g):
+        gx = torch.empty_like(g)
+        K.add_kernel[(4,)](g, g, gx, g.numel(), BLOCK=16)
+        return gx, None, None
+
+
+def test_launch_facts_in_a_body_name_the_bodys_own_inputs():
+    # In a body, outer values become the body's placeholders: positions count those.
+    def f(x, y, out):
+        return _LaunchesInBodies.apply(x, y, out)
+    x = torch.randn(64, device=K.DEVICE, requires_grad=True)
+    gm = trace(f, x, torch.randn(64, device=K.DEVICE), torch.zeros(64, device=K.DEVICE))
+    fwd, bwd = [m for _, m in gm.named_children()]
+    (launch,) = launches(fwd.graph)
+    assert [m.op for m in launch.all_input_nodes] == ["placeholder"] * 3
+    assert meta_facts(launch) == ((2,), ()) and [m.name for m in written_values(launch)] == ["out"]
+    (launch,) = launches(bwd.graph)
+    assert [m.name for m in launch.all_input_nodes] == ["grad_0", "empty_like"]
+    assert meta_facts(launch) == ((1,), ())
+
+
+def test_functional_pass_records_facts_on_the_nodes_it_makes():
+    def f(a, b):
+        o = torch.empty_like(a)
+        K.add_kernel[(4,)](a, b, o, a.numel(), BLOCK=16)
+        K.scale_inplace[(4,)](a, 2.0, a.numel())
+        return o
+    gm = trace(f, torch.randn(64, device=K.DEVICE), torch.randn(64, device=K.DEVICE))
+    functionalize(gm)
+    got = [(n.name, meta_facts(n)) for n in gm.graph.nodes if n.op in ("call_function", "call_method")]
+    assert got == [
+        ("empty_like", ((), ())),
+        ("add_kernel_launch_functional", ((), ())), ("getitem", ((), ())),
+        ("copy_", ((0,), (0,))),  # copy_(empty_like, getitem): writes its target, returns it
+        ("scale_inplace_launch_functional", ((), ())), ("getitem_1", ((), ())),
+        ("copy__1", ((0,), (0,))),
+    ]
+    assert facts(gm)[3][1:] == (["empty_like"], ["empty_like"])
+    assert analyse(gm)[0] == {0}  # the copy_ into `a`; b is only read
 
 
 # --- cudagraphs: what the analysis reports --------------------------------------------

@@ -35,6 +35,7 @@ def functionalize(gm: fx.GraphModule) -> fx.GraphModule:
             fnode = graph.create_node(
                 "call_function", table.functional, (),
                 {**node.kwargs, "tensors_to_clone": to_clone}, name=node.name + "_functional")
+        _facts(fnode, (), ())  # launches on clones, writes none of its arguments
         last = fnode
         seen = set()
         for name in to_clone:
@@ -44,9 +45,18 @@ def functionalize(gm: fx.GraphModule) -> fx.GraphModule:
             seen.add(target)
             with graph.inserting_after(last):
                 new = graph.create_node("call_function", operator.getitem, (fnode, name))
+            _facts(new, (), ())  # a clone: fresh memory
             with graph.inserting_after(new):
                 last = graph.create_node("call_method", "copy_", (target, new))
+            at = last.all_input_nodes.index(target)
+            _facts(last, (at,), (at,))  # writes its target, returns it
         graph.erase_node(node)
     graph.lint()
     gm.recompile()
     return gm
+
+
+def _facts(node: fx.Node, writes: tuple, aliases: tuple) -> None:
+    """The write/alias facts later passes read (graph.py's module docstring)."""
+    node.meta["writes"] = writes
+    node.meta["aliases"] = aliases

@@ -2,6 +2,8 @@
 becomes one launch node (see triton/capture.py for the node and its side table)."""
 from __future__ import annotations
 
+import torch.fx as fx
+
 from ..exc import Unsupported, unsupported
 from ..guards import Guard
 from ..sources import AttrSource, ItemSource
@@ -202,11 +204,26 @@ def emit_launch(tx, kv: TritonKernelVariable, grid_var, args: list, kwargs: dict
     output = tx.output
     idx = output.kernels.add(record)
     lowered = {k: (v.as_fx_arg() if isinstance(v, TensorVariable) else v) for k, v in fx_kwargs.items()}
-    output.graph.create_node("call_function", output.kernels.wrapper, (),
-                             {"kernel_idx": idx, "grid": node_grid, "kwargs": lowered},
-                             name=f"{name}_launch")
+    node = output.graph.create_node("call_function", output.kernels.wrapper, (),
+                                    {"kernel_idx": idx, "grid": node_grid, "kwargs": lowered},
+                                    name=f"{name}_launch")
+    node.meta["writes"] = _launch_writes(node, record)
+    node.meta["aliases"] = ()  # a launch returns None
     output.op_count += 1
     return ConstantVariable(None)
+
+
+def _launch_writes(node, record) -> tuple:
+    """Positions in `node.all_input_nodes` of the tensors the kernel writes, by its source
+    analysis (every tensor argument when it could not decide). Read from the node's own
+    kwargs: in a body, outer values are already the body's placeholders there."""
+    kwargs = node.kwargs["kwargs"]
+    names = record.written_tensors()
+    if names is None:
+        names = list(kwargs)
+    inputs = node.all_input_nodes
+    written = dict.fromkeys(kwargs[n] for n in names if isinstance(kwargs.get(n), fx.Node))
+    return tuple(inputs.index(v) for v in written)
 
 
 def _interpreted(jit_fn) -> bool:
