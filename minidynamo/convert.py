@@ -252,7 +252,10 @@ def compile_call(fn, args, kwargs, backend, *, name: str, slow=None) -> CacheEnt
     miss = ns.bind(codegen.MISS, "MISS")
     state = GlobalState()  # what the trace assumes of grad mode, default dtype, autocast...
     try:
-        result = trace(output, fn, args, kwargs)
+        try:
+            result = trace(output, fn, args, kwargs)
+        finally:
+            output.leave_state(state.expected["grad mode"])
         builder = _OutputBuilder(output, ns, out_name)
         rebuild = builder.expr(result)
     except Unsupported as reason:

@@ -52,6 +52,7 @@ class OutputGraph:
         self.graph = fx.Graph()  # where nodes go: the frame's graph, or a body being traced
         self.root_graph = self.graph  # the frame's graph: inputs are its placeholders
         self.submodules: dict = {}  # bodies held by nodes (autograd.Function), by attribute name
+        self.entered: list = []  # real context managers the trace is inside (autocast)
         self.fake_mode = _FactMode()
         self.inputs: list[GraphInput] = []
         self._input_by_source: dict = {}
@@ -151,6 +152,13 @@ class OutputGraph:
             if inp.node is var.node:
                 return inp.example
         return None
+
+    def leave_state(self, grad_enabled: bool) -> None:
+        """After a trace, finished or stopped: the thread's state as it was before it (the
+        trace changes the real grad mode and autocast, which the fake ops read)."""
+        while self.entered:
+            self.entered.pop().__exit__(None, None, None)
+        torch._C._set_grad_enabled(grad_enabled)
 
     def add_submodule(self, name: str, module) -> fx.Node:
         """A `get_attr` node of the frame's graph for a body it holds."""

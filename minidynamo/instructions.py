@@ -171,16 +171,23 @@ def normalize(code) -> list[Inst]:
             inst.target = t
 
     # A protected region whose handler starts with PUSH_EXC_INFO is a user try/except/finally
-    # (comprehension cleanups on 3.12+ don't push exception info): mark where it begins.
+    # (comprehension cleanups on 3.12+ don't push exception info; a with statement's handler
+    # goes on with WITH_EXCEPT_START): mark where it begins.
     marks = sorted(
         (pos, label_index[target]) for pos, target in try_begins
         if label_index.get(target) is not None and label_index[target] < len(insts)
         and insts[label_index[target]].opname == "PUSH_EXC_INFO"
+        and not _with_cleanup(insts, label_index[target])
     )
     if marks:
         insts = _insert_setup_except(insts, marks)
     _cache[code] = insts
     return insts
+
+
+def _with_cleanup(insts: list[Inst], handler: int) -> bool:
+    """A with statement's own handler (PUSH_EXC_INFO; WITH_EXCEPT_START), not a user's try."""
+    return handler + 1 < len(insts) and insts[handler + 1].opname == "WITH_EXCEPT_START"
 
 
 def _insert_setup_except(insts: list[Inst], marks: list[tuple[int, int]]) -> list[Inst]:

@@ -1,6 +1,6 @@
 """A decline says what to do about *that* construct: the hint fits the site, not only the
-category (a logging call is not told to keep try/with outside, no_grad is not told to pass
-a result in, .backward() is not told to branch on shapes)."""
+category (a logging call is not told to keep try/with outside, inference_mode is not told to
+pass a result in, .backward() is not told to branch on shapes)."""
 import logging
 
 import pytest
@@ -21,8 +21,8 @@ def _module_logging(x):
     return x + 1
 
 
-def _no_grad(x):
-    with torch.no_grad():
+def _inference_mode(x):
+    with torch.inference_mode():
         return x + 1
 
 
@@ -53,7 +53,8 @@ def _calls_disabled(x):
 CASES = [
     (_logs, "side_effect", "logging.Logger.info() emits a log record", "logging is output"),
     (_module_logging, "side_effect", "logging.warning() emits a log record", "logging is output"),
-    (_no_grad, "call", "context manager torch.autograd.grad_mode.no_grad", "enter it around the optimized call"),
+    (_inference_mode, "call", "context manager torch.autograd.grad_mode.inference_mode",
+     "enter it around the optimized call"),
     (_backward, "call", "Tensor.backward() runs autograd", "call .backward() on what the optimized function returns"),
     (_item, "data_dependent", "Tensor.item()", "keep the value a tensor"),
     (_branch, "data_dependent", "truth value", "branch on shapes"),

@@ -29,14 +29,20 @@ _BASE = torch.autograd.Function
 _ONCE_DIFFERENTIABLE_CODE = torch.autograd.function.once_differentiable(lambda ctx: None).__code__
 
 
+_APPLY = inspect.getattr_static(_BASE, "apply")  # a classmethod (torch 2.13) or a C method (2.14)
+
+
 def is_function_apply(value) -> bool:
     """`MyFn.apply` bound to a name (`my_op = MyFn.apply`)."""
-    return (isinstance(value, types.MethodType) and isinstance(value.__self__, type)
-            and issubclass(value.__self__, _BASE) and value.__func__ is _BASE.apply.__func__)
+    if not isinstance(value, (types.MethodType, types.BuiltinMethodType)):  # before any getattr:
+        return False  # an object's own __getattr__ is user code, never run by a trace
+    return is_function_class(value.__self__) and value.__name__ == "apply"
 
 
 def is_function_class(value) -> bool:
-    return isinstance(value, type) and issubclass(value, _BASE) and value is not _BASE
+    """A Function subclass whose apply is torch's own."""
+    return (isinstance(value, type) and issubclass(value, _BASE) and value is not _BASE
+            and inspect.getattr_static(value, "apply") is _APPLY)
 
 
 class FunctionApplyVariable(VariableTracker):

@@ -103,11 +103,11 @@ def _wrap(tx, value, source):
         _guard(tx, "ID_MATCH", source, value)
         return UserFunctionVariable(value, source)
     if is_function_apply(value):  # `my_op = MyFunction.apply` at import
-        _guard(tx, "TYPE_MATCH", source, types.MethodType)
+        _guard(tx, "TYPE_MATCH", source, type(value))
         cls_source = AttrSource(source, "__self__") if source is not None else None
         if source is not None:
             _guard(tx, "ID_MATCH", cls_source, value.__self__)
-            _guard(tx, "ID_MATCH", AttrSource(source, "__func__"), value.__func__)
+            _guard(tx, "EQUALS_MATCH", AttrSource(source, "__name__"), "apply")
         return FunctionApplyVariable(value.__self__, source, cls_source)
     if isinstance(value, types.MethodType) and isinstance(value.__func__, types.FunctionType):
         _guard(tx, "TYPE_MATCH", source, types.MethodType)

@@ -58,6 +58,10 @@ class ClassVariable(ObjectConstantVariable):
         return wrap(tx, getattr(self.value, name), AttrSource(self.source, name) if self.source else None)
 
     def call_function(self, tx, args, kwargs):
+        from .contexts import make_context_manager
+        cm = make_context_manager(tx, self.value, args, kwargs)
+        if cm is not None:
+            return cm
         if issubclass(self.value, BaseException):  # only ever made to be raised
             unsupported("exceptions", f"raising {self.value.__qualname__} (the eager run raises it)")
         unsupported("call", f"creating a {self.value.__qualname__} object while tracing "

@@ -21,7 +21,7 @@ _PURE_NO_TENSOR = {
 }
 # Calls that change global state or talk to the outside world: named in the refusal.
 _SIDE_EFFECTS = {torch.manual_seed, torch.seed, torch.set_rng_state, torch.set_default_dtype,
-                 torch.set_grad_enabled, torch.set_printoptions, torch.save, torch.load,
+                 torch.set_printoptions, torch.save, torch.load,
                  torch.use_deterministic_algorithms, torch.set_num_threads,
                  torch.set_float32_matmul_precision,
                  *filter(None, [getattr(torch, "set_default_device", None)])}
@@ -101,6 +101,10 @@ class TorchVariable(ObjectConstantVariable):
                 return fold(tx, fn, [a.as_python_constant() for a in args],
                             {k: v.as_python_constant() for k, v in kwargs.items()}, what)
         if isinstance(fn, type) and not issubclass(fn, torch.Tensor):
+            from .contexts import make_context_manager
+            cm = make_context_manager(tx, fn, args, kwargs)
+            if cm is not None:
+                return cm
             if hasattr(fn, "__enter__"):
                 unsupported("call", f"the context manager {what} is not traced",
                             hint="enter it around the optimized call, or move the block into a helper "

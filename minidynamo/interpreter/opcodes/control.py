@@ -3,6 +3,7 @@ so the call runs eagerly and Python raises (or handles) for real."""
 from __future__ import annotations
 
 from ...exc import unsupported
+from ...variables.contexts import ContextManagerVariable
 
 
 class ControlOps:
@@ -22,11 +23,20 @@ class ControlOps:
     def SETUP_FINALLY(self, inst):  # 3.10
         unsupported("exceptions", "try/except/finally is not traced")
 
-    def SETUP_WITH(self, inst):
-        unsupported("exceptions", "a with statement is not traced")
+    def BEFORE_WITH(self, inst):  # 3.11+: ... cm → ..., cm.__exit__, cm.__enter__()
+        cm = self.pop()
+        if not isinstance(cm, ContextManagerVariable):
+            unsupported("exceptions", f"a with statement over {cm.describe()} is not traced",
+                        hint="supported here: torch.no_grad, enable_grad, set_grad_enabled, autocast, "
+                             "contextlib.nullcontext; enter others around the optimized call")
+        self.push(cm.var_getattr(self, "__exit__"))
+        self.push(cm.enter(self))
 
-    def BEFORE_WITH(self, inst):
-        unsupported("exceptions", "a with statement is not traced")
+    def SETUP_WITH(self, inst):  # 3.10: the same, plus a block the normal path pops
+        self.BEFORE_WITH(inst)
+
+    def POP_BLOCK(self, inst):  # 3.10: the end of a with block's body (try blocks decline first)
+        pass
 
     def SETUP_ASYNC_WITH(self, inst):
         unsupported("generator", "async with")

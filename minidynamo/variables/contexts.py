@@ -1,0 +1,167 @@
+"""Context managers the trace enters and leaves: grad mode (`torch.no_grad`,
+`enable_grad`, `set_grad_enabled`), `torch.autocast` and `contextlib.nullcontext`.
+
+Each changes the tracer's copy of the state (the real thread-local state, which the fake
+ops read, restored by the cache whatever happens) and records the change in the graph as
+a node at the same place, so the graph carries grad-mode and autocast regions: the
+backend sees them and the graph runs under them. `with` is the normal path only: the trace
+never raises inside the block (anything that would raise declines first).
+"""
+from __future__ import annotations
+
+import contextlib
+
+import torch
+from torch.amp import autocast_mode
+
+from ..exc import unsupported
+from .base import VariableTracker
+from .constant import ConstantVariable
+
+
+class ContextManagerVariable(VariableTracker):
+    """A context manager made inside the trace: `enter` and `exit` are BEFORE_WITH's
+    `__enter__` and the `__exit__(None, None, None)` of the block's normal end."""
+
+    def python_type(self):
+        return self.manager_type
+
+    def enter(self, tx) -> VariableTracker:
+        raise NotImplementedError
+
+    def exit(self, tx) -> None:
+        raise NotImplementedError
+
+    def var_getattr(self, tx, name):
+        if name in ("__enter__", "__exit__"):
+            return _Method(self, name)
+        return super().var_getattr(tx, name)
+
+
+class _Method(VariableTracker):
+    """`cm.__enter__` / `cm.__exit__` as values (the bound `__exit__` BEFORE_WITH pushes)."""
+
+    def __init__(self, cm, name):
+        super().__init__(None)
+        self.cm, self.name = cm, name
+
+    def call_function(self, tx, args, kwargs):
+        if self.name == "__enter__":
+            return self.cm.enter(tx)
+        if any(not (a.is_python_constant() and a.as_python_constant() is None) for a in args):
+            unsupported("exceptions", "leaving a with block by an exception")
+        self.cm.exit(tx)
+        return ConstantVariable(None)
+
+
+class GradModeVariable(ContextManagerVariable):
+    """`torch.no_grad()`, `torch.enable_grad()`, `torch.set_grad_enabled(mode)`. The last
+    sets the mode when it is made, as it does in eager (so it works as a statement too)."""
+
+    def __init__(self, enabled: bool, manager_type, tx=None, now: bool = False):
+        super().__init__(None)
+        self.enabled = enabled
+        self.manager_type = manager_type
+        self.prev = None
+        if now:
+            self.prev = _set_grad(tx, enabled)
+
+    def enter(self, tx):
+        if self.prev is None:
+            self.prev = _set_grad(tx, self.enabled)
+        return ConstantVariable(None)
+
+    def exit(self, tx):
+        _set_grad(tx, self.prev)
+
+    def describe(self):
+        return f"{self.manager_type.__name__} (grad {'on' if self.enabled else 'off'})"
+
+
+def _set_grad(tx, enabled: bool) -> bool:
+    """Grad mode on or off from here on, in the trace and in the graph; the mode before."""
+    prev = torch.is_grad_enabled()
+    tx.output.graph.create_node("call_function", torch._C._set_grad_enabled, (enabled,), {})
+    torch._C._set_grad_enabled(enabled)
+    return prev
+
+
+class AutocastVariable(ContextManagerVariable):
+    """`torch.autocast(device_type, dtype=None, enabled=True, cache_enabled=None)`."""
+
+    manager_type = torch.autocast
+
+    def __init__(self, args: tuple):
+        super().__init__(None)
+        self.args = args  # (device_type, dtype, enabled, cache_enabled), constants
+        self.real = None
+        self.node = None
+
+    def enter(self, tx):
+        try:
+            self.real = torch.autocast(*self.args)
+            self.real.__enter__()
+        except Exception as e:  # a bad device type or dtype: eager raises it
+            unsupported("exceptions", f"torch.autocast{self.args!r} raised {type(e).__name__}: {e}")
+        tx.output.entered.append(self.real)  # left by the cache if the trace stops inside
+        self.node = tx.output.graph.create_node("call_function", autocast_mode._enter_autocast, self.args, {})
+        return ConstantVariable(None)
+
+    def exit(self, tx):
+        tx.output.graph.create_node("call_function", autocast_mode._exit_autocast, (self.node,), {})
+        tx.output.entered.remove(self.real)
+        self.real.__exit__(None, None, None)
+
+    def describe(self):
+        return f"torch.autocast{self.args!r}"
+
+
+class NullContextVariable(ContextManagerVariable):
+    manager_type = contextlib.nullcontext
+
+    def __init__(self, result):
+        super().__init__(None)
+        self.result = result
+
+    def enter(self, tx):
+        return self.result
+
+    def exit(self, tx):
+        pass
+
+
+def make_context_manager(tx, cls, args, kwargs):
+    """The tracker for `cls(*args, **kwargs)` if `cls` is a context manager traced here,
+    else None."""
+    if cls is contextlib.nullcontext and len(args) + len(kwargs) <= 1 and set(kwargs) <= {"enter_result"}:
+        return NullContextVariable(args[0] if args else kwargs.get("enter_result", ConstantVariable(None)))
+    if not all(a.is_python_constant() for a in args) or not all(
+            v.is_python_constant() for v in kwargs.values()):
+        return None
+    values = [a.as_python_constant() for a in args]
+    named = {k: v.as_python_constant() for k, v in kwargs.items()}
+    if cls is torch.no_grad and not values and not named:
+        return GradModeVariable(False, cls)
+    if cls is torch.enable_grad and not values and not named:
+        return GradModeVariable(True, cls)
+    if cls is torch.set_grad_enabled and len(values) + len(named) == 1:
+        mode = values[0] if values else named.get("mode")
+        if type(mode) is bool:
+            return GradModeVariable(mode, cls, tx, now=True)
+    if cls is torch.autocast:
+        try:
+            bound = _AUTOCAST_SIGNATURE.bind(*values, **named)
+        except TypeError:
+            return None
+        bound.apply_defaults()
+        return AutocastVariable(tuple(bound.arguments.values()))
+    return None
+
+
+def _autocast_signature():
+    import inspect
+    params = list(inspect.signature(torch.autocast.__init__).parameters.values())[1:]
+    return inspect.Signature(params)
+
+
+_AUTOCAST_SIGNATURE = _autocast_signature()
