@@ -125,3 +125,60 @@ def test_other_managers_run_eagerly_and_a_stopped_trace_leaves_no_state():
     before = (torch.is_grad_enabled(), torch.is_autocast_enabled("cpu"))
     check(stops_inside, (torch.ones(2),), kind="eager", reason="side_effect")
     assert (torch.is_grad_enabled(), torch.is_autocast_enabled("cpu")) == before
+
+
+@contextlib.contextmanager
+def _grad_off(scale):
+    with torch.no_grad():
+        yield scale * 2
+
+
+def generator_context(x):
+    with _grad_off(3) as s:
+        y = x * s
+    return y, x * 2, torch.is_grad_enabled()
+
+
+@contextlib.contextmanager
+def _device_context(device):
+    """liger-kernel's helper: the device's own context where its backend has one."""
+    device = torch.device(device)
+    backend = getattr(torch, device.type, None)
+    if backend is not None and hasattr(backend, "device"):
+        with backend.device(device):
+            yield
+    else:
+        yield
+
+
+def library_device_context(x):
+    with _device_context(x.device):
+        return x + 1
+
+
+def cuda_device_noop(x):
+    with torch.cuda.device(-1):  # a negative index selects nothing, as in eager
+        return x * 3
+
+
+@contextlib.contextmanager
+def _with_cleanup():
+    try:
+        yield
+    finally:
+        print("cleanup")
+
+
+def generator_with_finally(x):
+    with _with_cleanup():
+        return x + 1
+
+
+@pytest.mark.parametrize("fn", [generator_context, library_device_context, cuda_device_noop],
+                         ids=lambda f: f.__name__)
+def test_generator_and_device_contexts(fn):
+    check(fn, torch.randn(3, requires_grad=True), kind="graph")
+
+
+def test_a_contextmanager_with_try_finally_runs_eagerly():
+    check(generator_with_finally, torch.ones(2), kind="eager", reason="exceptions")

@@ -43,6 +43,13 @@ class _Return(Exception):
         self.value = value
 
 
+class _Yield(Exception):
+    """Internal: YIELD_VALUE suspends a generator's run loop (its stack and ip are kept)."""
+
+    def __init__(self, value):
+        self.value = value
+
+
 class InstructionTranslator(LoadStoreOps, StackOps, BinaryOps, JumpOps, BuildOps, CallOps, ControlOps):
     dispatch: dict = {}
 
@@ -70,6 +77,7 @@ class InstructionTranslator(LoadStoreOps, StackOps, BinaryOps, JumpOps, BuildOps
         self.kw_names = None  # 3.11/3.12 KW_NAMES for the next CALL
         self.counter = counter if counter is not None else [0]
         self.logs = logs  # a _TraceLogs while the trace or bytecode log is on, else None
+        self.generator = False  # run as a generator: YIELD_VALUE suspends (contextmanager bodies)
 
     # --- the run loop --------------------------------------------------------------
     def run(self):
@@ -99,7 +107,7 @@ class InstructionTranslator(LoadStoreOps, StackOps, BinaryOps, JumpOps, BuildOps
                 handler(self, inst)
         except _Return as r:
             return r.value
-        except Unsupported:
+        except (Unsupported, _Yield):
             raise
         except Exception as e:
             # Not a decline: a bug of the tracer's. Remember the innermost instruction.
@@ -135,6 +143,36 @@ class InstructionTranslator(LoadStoreOps, StackOps, BinaryOps, JumpOps, BuildOps
         child = InstructionTranslator(self.output, code, f_locals, cells, fn_var.get_globals(),
                                       self.depth + 1, self.counter, self.logs)
         return child.run()
+
+    def start_generator(self, fn_var, args: list, kwargs: dict) -> "InstructionTranslator":
+        """A child translator over a generator function's body, not yet run: `run_to_yield`
+        and `resume` drive it (a @contextlib.contextmanager's setup and teardown)."""
+        code = fn_var.get_code()
+        if self.depth + 1 > MAX_INLINE_DEPTH:
+            unsupported("construct", f"call depth over {MAX_INLINE_DEPTH} at {fn_var.describe()}")
+        f_locals = bind_arguments(fn_var, self, code, list(args), dict(kwargs))
+        cells = make_cells(code, f_locals, fn_var.closure_cells(self))
+        child = InstructionTranslator(self.output, code, f_locals, cells, fn_var.get_globals(),
+                                      self.depth + 1, self.counter, self.logs)
+        child.generator = True
+        return child
+
+    def run_to_yield(self):
+        """Run until the generator yields; the yielded value."""
+        try:
+            self.run()
+        except _Yield as y:
+            return y.value
+        unsupported("exceptions", "RuntimeError: generator didn't yield")
+
+    def resume(self) -> None:
+        """Go on after a yield (`next(gen)` sends None) until the generator returns."""
+        from ..variables.constant import ConstantVariable
+        self.push(ConstantVariable(None))
+        try:
+            self.run()
+        except _Yield:
+            unsupported("exceptions", "RuntimeError: generator didn't stop")
 
     def load_global(self, name: str):
         g = self.f_globals

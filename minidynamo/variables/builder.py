@@ -15,7 +15,7 @@ from .autograd import FunctionApplyVariable, is_function_apply
 from .builtins import BuiltinVariable, is_builtin_callable
 from .constant import ConstantVariable, is_constant_value
 from .dicts import DictVariable, SetVariable
-from .functions import PartialVariable, UserFunctionVariable, UserMethodVariable
+from .functions import CachedFunctionVariable, PartialVariable, UserFunctionVariable, UserMethodVariable
 from .lists import ListVariable, TupleVariable
 from .objects import ClassVariable, ModuleVariable, UserObjectVariable
 from .tensor import TensorVariable, size_variable
@@ -99,6 +99,10 @@ def _wrap(tx, value, source):
         args = [wrap(tx, v, ItemSource(sub("args"), i) if source else None) for i, v in enumerate(value.args)]
         kw = {k: wrap(tx, v, ItemSource(sub("keywords"), k) if source else None) for k, v in value.keywords.items()}
         return PartialVariable(func, args, kw, source)
+    if isinstance(value, functools._lru_cache_wrapper) and isinstance(
+            getattr(value, "__wrapped__", None), types.FunctionType):
+        _guard(tx, "ID_MATCH", source, value)
+        return CachedFunctionVariable(value, source)
     if isinstance(value, types.FunctionType):
         _guard(tx, "ID_MATCH", source, value)
         return UserFunctionVariable(value, source)

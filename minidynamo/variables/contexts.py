@@ -130,6 +130,59 @@ class NullContextVariable(ContextManagerVariable):
         pass
 
 
+class CudaDeviceVariable(ContextManagerVariable):
+    """`torch.cuda.device(d)`: the current CUDA device is `d` inside (nothing for d < 0 or
+    None, as in eager); the graph switches it around the region."""
+
+    manager_type = torch.cuda.device
+
+    def __init__(self, index: int):
+        super().__init__(None)
+        self.index = index
+        self.prev = None
+
+    def enter(self, tx):
+        if self.index >= 0:
+            self.prev = tx.output.graph.create_node("call_function", torch.cuda._exchange_device,
+                                                    (self.index,), {})
+        return ConstantVariable(None)
+
+    def exit(self, tx):
+        if self.prev is not None:
+            tx.output.graph.create_node("call_function", torch.cuda._maybe_exchange_device, (self.prev,), {})
+
+
+_CONTEXTMANAGER_CODE = contextlib.contextmanager(lambda: (yield)).__code__
+
+
+def is_contextmanager_function(fn) -> bool:
+    """A function made by @contextlib.contextmanager (its `helper` wrapper)."""
+    return getattr(fn, "__code__", None) is _CONTEXTMANAGER_CODE
+
+
+class GeneratorContextVariable(ContextManagerVariable):
+    """`with helper(...)` for a @contextlib.contextmanager generator: its body up to the
+    yield is traced on entry, the rest on exit (a try/finally in it declines)."""
+
+    manager_type = contextlib._GeneratorContextManager
+
+    def __init__(self, generator_fn, args, kwargs):
+        super().__init__(None)
+        self.generator_fn = generator_fn  # a tracker of the generator function
+        self.args, self.kwargs = args, kwargs
+        self.gen = None
+
+    def enter(self, tx):
+        self.gen = tx.start_generator(self.generator_fn, self.args, self.kwargs)
+        return self.gen.run_to_yield()
+
+    def exit(self, tx):
+        self.gen.resume()
+
+    def describe(self):
+        return f"contextmanager {self.generator_fn.describe()}"
+
+
 def make_context_manager(tx, cls, args, kwargs):
     """The tracker for `cls(*args, **kwargs)` if `cls` is a context manager traced here,
     else None."""
@@ -148,6 +201,15 @@ def make_context_manager(tx, cls, args, kwargs):
         mode = values[0] if values else named.get("mode")
         if type(mode) is bool:
             return GradModeVariable(mode, cls, tx, now=True)
+    if cls is getattr(torch.cpu, "device", None) and len(values) == 1 and not named:
+        return NullContextVariable(ConstantVariable(None))  # the CPU has one device: nothing to switch
+    if cls is torch.cuda.device and len(values) == 1 and not named:
+        from torch.cuda._utils import _get_device_index
+        try:
+            index = _get_device_index(values[0], optional=True)
+        except Exception as e:  # a CPU device, say: eager raises it
+            unsupported("exceptions", f"torch.cuda.device({values[0]!r}) raised {type(e).__name__}: {e}")
+        return CudaDeviceVariable(-1 if index is None else index)
     if cls is torch.autocast:
         try:
             bound = _AUTOCAST_SIGNATURE.bind(*values, **named)

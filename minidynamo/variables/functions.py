@@ -116,6 +116,9 @@ class UserFunctionVariable(BaseFunctionVariable):
             unsupported("call", f"{self.fn.__qualname__} is wrapped by torch.compiler.disable: it runs eagerly",
                         hint="the disabled function always runs eagerly; call it outside the optimized "
                              "function if the rest should be captured")
+        from .contexts import GeneratorContextVariable, is_contextmanager_function
+        if is_contextmanager_function(self.fn):  # @contextlib.contextmanager
+            return GeneratorContextVariable(UserFunctionVariable(self.fn.__wrapped__), args, kwargs)
         if getattr(self.fn, "__module__", None) == "logging":
             unsupported("side_effect", f"logging.{self.fn.__qualname__}() emits a log record",
                         hint="logging is output: log before or after the optimized call (for example "
@@ -300,3 +303,42 @@ def bind_arguments(fn_var, tx, code, args: list, kwargs: dict) -> dict:
     if varkw is not None:
         bound[varkw] = DictVariable(extra_kw)
     return bound
+
+
+class CachedFunctionVariable(VariableTracker):
+    """A `functools.lru_cache` / `functools.cache` wrapper. Its function is traced like any
+    other (a cached result equals a new one for the pure functions people cache: device
+    probes, settings tables). Where that body cannot be traced and the arguments are
+    constants, the wrapper itself is called, as the eager call would call it: its body runs
+    at most once per key, in the trace or in eager, and the answer is fixed for that key."""
+
+    __slots__ = ("wrapper",)
+
+    def __init__(self, wrapper, source=None):
+        super().__init__(source)
+        self.wrapper = wrapper
+
+    def describe(self):
+        return f"cached function {getattr(self.wrapper, '__qualname__', '?')!r}"
+
+    def python_type(self):
+        return type(self.wrapper)
+
+    def call_function(self, tx, args, kwargs):
+        from ..exc import Unsupported
+        constant = all(a.is_python_constant() for a in args) and all(
+            v.is_python_constant() for v in kwargs.values())
+        if not constant:
+            unsupported("call", f"{self.describe()} with arguments that are not constants (it caches "
+                                "by their identity)")
+        graph = tx.output.graph
+        before = set(graph.nodes)
+        try:
+            return UserFunctionVariable(self.wrapper.__wrapped__).call_function(tx, args, kwargs)
+        except Unsupported:
+            for node in reversed(list(graph.nodes)):  # what the attempt recorded is dropped
+                if node not in before:
+                    graph.erase_node(node)
+        from .constant import fold
+        return fold(tx, self.wrapper, [a.as_python_constant() for a in args],
+                    {k: v.as_python_constant() for k, v in kwargs.items()}, self.describe())

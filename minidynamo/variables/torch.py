@@ -17,7 +17,7 @@ from .tensor import TensorVariable
 # Pure functions of metadata that may be folded even with no tensor argument.
 _PURE_NO_TENSOR = {
     torch.promote_types, torch.result_type, torch.can_cast, torch.finfo, torch.iinfo,
-    torch.is_tensor, torch.is_floating_point, torch.is_complex, torch.Size,
+    torch.is_tensor, torch.is_floating_point, torch.is_complex, torch.Size, torch.device,
 }
 # Calls that change global state or talk to the outside world: named in the refusal.
 _SIDE_EFFECTS = {torch.manual_seed, torch.seed, torch.set_rng_state, torch.set_default_dtype,

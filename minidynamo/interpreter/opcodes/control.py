@@ -3,6 +3,7 @@ so the call runs eagerly and Python raises (or handles) for real."""
 from __future__ import annotations
 
 from ...exc import unsupported
+from ...variables.constant import ConstantVariable
 from ...variables.contexts import ContextManagerVariable
 
 
@@ -42,13 +43,19 @@ class ControlOps:
         unsupported("generator", "async with")
 
     def YIELD_VALUE(self, inst):
-        unsupported("generator", "yield")
+        if not self.generator:
+            unsupported("generator", "yield")
+        from ..translator import _Yield
+        raise _Yield(self.pop())
 
-    def RETURN_GENERATOR(self, inst):
-        unsupported("generator", "a generator")
+    def RETURN_GENERATOR(self, inst):  # 3.11+: the first next() sends None, which POP_TOP drops
+        if not self.generator:
+            unsupported("generator", "a generator")
+        self.push(ConstantVariable(None))
 
-    def GEN_START(self, inst):
-        unsupported("generator", "a generator")
+    def GEN_START(self, inst):  # 3.10: pops the None the first next() sends (never pushed here)
+        if not self.generator:
+            unsupported("generator", "a generator")
 
     def LOAD_BUILD_CLASS(self, inst):
         unsupported("construct", "defining a class inside the traced function")

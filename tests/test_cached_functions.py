@@ -1,0 +1,71 @@
+"""functools.lru_cache / cache wrappers, as libraries use them for device and settings
+probes: traced through when their body can be; else, with constant arguments, the wrapper
+itself answers (its body runs at most once per key, as in eager)."""
+import functools
+import io
+import contextlib
+
+import torch
+from helpers import check
+
+import minidynamo
+
+
+@functools.lru_cache(maxsize=None)
+def block_size(n):
+    size = 1
+    while size < n:
+        size *= 2
+    return size, 4 if size < 2048 else 8
+
+
+@functools.cache
+def dtype_table():
+    return {torch.float32: 0, torch.float16: 1}
+
+
+def uses_pure_probes(x):
+    block, warps = block_size(x.shape[-1])
+    return x * block + warps + dtype_table()[x.dtype]
+
+
+def test_a_pure_cached_body_is_traced_through():
+    block_size.cache_clear()
+    check(uses_pure_probes, torch.ones(3, 5), kind="graph")
+    assert block_size.cache_info().currsize == 1  # only eager's own calls filled it
+
+
+calls = []
+
+
+@functools.lru_cache(maxsize=None)
+def probe(name):
+    calls.append(name)
+    print("probing", name)
+    return len(name)
+
+
+def uses_impure_probe(x):
+    return x * probe("device")
+
+
+def test_an_untraceable_cached_body_runs_once_per_key_overall():
+    probe.cache_clear()
+    calls.clear()
+    opt = minidynamo.optimize(uses_impure_probe)
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        first = opt(torch.ones(2))
+        second = opt(torch.ones(2))
+    torch.testing.assert_close(first, uses_impure_probe(torch.ones(2)))
+    torch.testing.assert_close(second, first)
+    assert calls == ["device"] and out.getvalue() == "probing device\n"
+    assert opt.cache_entries()[0].kind == "graph"
+
+
+def uses_probe_on_a_tensor(x):
+    return probe(x)
+
+
+def test_a_cached_function_of_a_tensor_runs_eagerly():
+    check(uses_probe_on_a_tensor, torch.ones(2), kind="eager", reason="call")
