@@ -10,6 +10,8 @@ from .base import ObjectConstantVariable
 CONSTANT_TYPES = (
     int, float, bool, complex, str, bytes, type(None), type(Ellipsis), type(NotImplemented),
     range, slice, torch.dtype, torch.device, torch.layout, torch.memory_format,
+    # A GPU's properties (torch.cuda.get_device_properties): read-only, fixed per process.
+    *filter(None, [getattr(torch._C, "_CudaDeviceProperties", None)]),
 )
 _FOLDABLE_METHOD_TYPES = (int, float, bool, complex, str, bytes, range, slice, torch.dtype,
                           torch.device)

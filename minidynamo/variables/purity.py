@@ -70,6 +70,8 @@ _PROCESS_CONSTANTS = (
     "torch.cuda.is_available", "torch.cuda.device_count", "torch.backends.mps.is_available",
     "torch.backends.cudnn.is_available", "torch.distributed.is_available",
     "torch.jit.is_scripting", "torch._jit_internal.is_scripting",
+    "torch.cuda.get_device_properties", "torch.cuda.get_device_capability",
+    "torch.cuda.get_device_name", "torch.cuda.is_bf16_supported",
 )
 # Answers that can change between calls (tracing by another tool, a process group made).
 _GUARDED_QUERIES = (
@@ -77,7 +79,7 @@ _GUARDED_QUERIES = (
     "torch.fx._symbolic_trace.is_fx_tracing", "torch.compiler.is_compiling",
     "torch.compiler.is_dynamo_compiling", "torch._dynamo.is_compiling", "torch._utils.is_compiling",
     "torch.distributed.is_initialized", "torch._C._are_functorch_transforms_active",
-    "torch.cuda.is_initialized", "torch._utils.is_checkpoint_valid",
+    "torch.cuda.is_initialized", "torch._utils.is_checkpoint_valid", "torch.cuda.current_device",
 )
 
 
