@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 from .codegen import MISS
 from .config import config
+from .exc import InternalError
 from .convert import CacheEntry, compile_call
 from .logs import get_logger
 
@@ -116,8 +117,11 @@ class FunctionCache:
             self.entries = self.entries + (entry,)
             self._changed()
             result = entry.run(*args, **kwargs)
-            assert result is not MISS, f"guards of a fresh entry for {self.name} fail on its own inputs:\n" \
-                                       f"{entry.guard_text()}"
+            if result is MISS:  # a guard minidynamo wrote cannot pass: its own bug, never a loop
+                found = entry.first_mismatch(args, kwargs)
+                raise InternalError(f"minidynamo internal error: the guards of a new entry for {self.name} "
+                                    f"({self.where}) fail on the arguments it was traced with: "
+                                    + (f"{found[0].code(entry.ns)}: {found[1]}" if found else entry.guard_text()))
             if entry.after_first_call():
                 self._changed()  # the entry's functions were rebuilt around its launch program
             return result

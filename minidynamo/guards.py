@@ -62,7 +62,10 @@ class Guard:
             return f"type({e}) is {t} and len({e}) == {self.expected}"
         if kind == "DICT_KEYS":
             t = ns.bind(self.meta["type"], "type")
-            return f"type({e}) is {t} and tuple({e}) == {tuple(self.expected)!r}"
+            keys = tuple(self.expected)
+            literal = all(type(k) in (int, str, bool, bytes) or k is None for k in keys)
+            # Keys that do not read back from their repr (dtypes, enums) are bound objects.
+            return f"type({e}) is {t} and tuple({e}) == {repr(keys) if literal else ns.bind(keys, 'keys')}"
         if kind == "NOT_IN_DICT":  # no instance attribute shadows a class-level method
             return f"{self.meta['attr']!r} not in {e}.__dict__"
         if kind == "NO_HOOKS":  # every hook dict named is empty

@@ -588,3 +588,22 @@ def test_double_backward(fn):
         torch.manual_seed(0)
         same(grad_of_grad(opt, x), expected)
     assert [e.kind for e in opt.cache_entries()][-1] in _accepts("graph")
+
+
+class _PlainBackward(torch.autograd.Function):
+    """backward written without @staticmethod (autograd reads it through the class)."""
+
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return x * x
+
+    def backward(ctx, g):
+        (x,) = ctx.saved_tensors
+        return 2 * x * g
+
+
+def test_backward_without_staticmethod():
+    def fn(x):
+        return _PlainBackward.apply(x) + 1
+    check_grad(fn, torch.randn(4, 3, requires_grad=True), kind="graph", functions=1)

@@ -389,3 +389,23 @@ def test_c_tensor_guards_can_be_switched_off():
         assert "x.shape == (4, 3)" in opt.cache_entries()[0].source_text
     finally:
         minidynamo.config.c_tensor_guards = True
+
+
+_DTYPE_TABLE = {torch.float32: 0, torch.bfloat16: 1}
+
+
+def test_a_dict_keyed_by_dtypes_is_guarded_by_its_keys():
+    """Keys whose repr is no expression (torch.float32) are compared as bound objects:
+    written out, the guard could never pass and the first call failed."""
+    def f(x):
+        return x + _DTYPE_TABLE[x.dtype]
+    opt, backend = opt_of(f)
+    for _ in range(2):
+        torch.testing.assert_close(opt(torch.ones(2)), f(torch.ones(2)))
+    assert len(opt.cache_entries()) == 1 and backend.calls == 1
+    _DTYPE_TABLE[torch.float16] = 2
+    try:
+        torch.testing.assert_close(opt(torch.ones(2)), f(torch.ones(2)))
+        assert "keys changed" in opt.guard_failures()[-1].reason
+    finally:
+        del _DTYPE_TABLE[torch.float16]

@@ -142,10 +142,14 @@ def _is_none(v) -> bool:
 
 
 def _static_function(cls, name):
+    """The function autograd calls as `cls.<name>(ctx, ...)`: a @staticmethod's, or a plain
+    function in the class body (read through the class, it is the same function)."""
     found = inspect.getattr_static(cls, name)
-    if not isinstance(found, staticmethod) or not isinstance(found.__func__, types.FunctionType):
-        unsupported("construct", f"{cls.__qualname__}.{name} is not a plain @staticmethod")
-    return found.__func__
+    if isinstance(found, staticmethod):
+        found = found.__func__
+    if not isinstance(found, types.FunctionType):
+        unsupported("construct", f"{cls.__qualname__}.{name} is not a Python function")
+    return found
 
 
 def capture_apply(tx, cls, args: list, kwargs: dict):

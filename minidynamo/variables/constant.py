@@ -17,7 +17,15 @@ _FOLDABLE_METHOD_TYPES = (int, float, bool, complex, str, bytes, range, slice, t
                           torch.device)
 
 
+def _is_triton_dtype(v) -> bool:
+    """A `triton.language` dtype (tl.float32, ...): immutable, compared by name."""
+    t = type(v)
+    return t.__name__ in ("dtype", "pointer_type") and t.__module__.startswith("triton.language")
+
+
 def is_constant_value(v) -> bool:
+    if _is_triton_dtype(v):
+        return True
     if isinstance(v, CONSTANT_TYPES):
         if isinstance(v, slice):
             return all(is_constant_value(x) for x in (v.start, v.stop, v.step))
