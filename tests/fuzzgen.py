@@ -23,6 +23,7 @@ The choices come from a `Chooser`: `HypothesisChooser` (hypothesis draws: shrink
 """
 from __future__ import annotations
 
+import dataclasses
 import os
 import random
 import sys
@@ -203,6 +204,9 @@ STATE_READS = [
     '({a}) * torch.is_autocast_enabled("cpu")', "torch.full(({a}).shape, 0.5) + ({a})",
     "torch.matmul(({a}).reshape(-1, 1).float(), ({a}).reshape(1, -1).float()).sum(-1).reshape(({a}).shape)",
     "torch.tensor(1.5) * ({a})", "(({a}) if y.requires_grad else ({a}) * 2)", "({a}) + torch.arange(({a}).shape[-1])",
+    # every state a trace may have folded, at once
+    "({a}) * (torch.is_grad_enabled() + 2 * (torch.zeros(1).dtype == torch.float64) + "
+    "4 * torch.are_deterministic_algorithms_enabled() + 8 * torch.is_inference_mode_enabled())",
 ]
 
 HELPERS = [
@@ -245,7 +249,7 @@ SUPPORTED_KINDS = [
     ("shape_scalar", 3), ("mutate_input", 1), ("traced_error", 1), ("dict_loop", 2),
     ("method_call", 2), ("late_binding", 2), ("walrus", 1), ("del", 1), ("shape_unpack", 1),
     ("mutate_global", 2), ("push_closure", 2), ("helper_raise", 1), ("alias", 2),
-    ("module", 5), ("dict_view", 4), ("arg_dict", 3), ("import", 3), ("size_ctor", 5), ("state_read", 4),
+    ("module", 5), ("dict_view", 4), ("arg_dict", 3), ("import", 3), ("size_ctor", 5), ("state_read", 5),
 ]
 UNSUPPORTED_KINDS = [
     ("print", 4), ("side", 4), ("gbox", 2), ("data_branch", 3), ("try", 3), ("genexpr", 3),
@@ -1047,6 +1051,22 @@ def gen_calls(ch, family: str = "float", uses_module: bool = False, uses_dd: boo
     def layout():
         return ch.pick(LAYOUTS) if ch.coin(94) else "expanded"
 
+    def new_call(prev):
+        shape = ch.pick(SHAPES) if ch.coin(92) else ch.pick(EMPTY_SHAPES)
+        spec = CallSpec(shape=shape, dtype=dtype(), layout=layout(),
+                        requires_grad=ch.coin(10), n=ch.int(0, 3), scale=ch.pick(SCALE_VALUES),
+                        seed=ch.int(0, 3))
+        if ch.coin(40):
+            spec.state = ch.pick(STATES[1:])
+        if uses_module and ch.coin(50):
+            spec.hooks = _toggle_hook(ch, prev.hooks if prev is not None else ())
+        if uses_dd:
+            spec.dkeys = ch.pick(DICT_KEYS)
+        return spec
+
+    if ch.coin(8):  # one call under one state after another: a stale entry shows at once
+        first = new_call(None)
+        return [dataclasses.replace(first, state=ch.pick(STATES)) for _ in range(ch.int(3, 5))]
     calls = []
     prev = None
     for _ in range(ch.int(2, 5)):
@@ -1054,7 +1074,7 @@ def gen_calls(ch, family: str = "float", uses_module: bool = False, uses_dd: boo
             # the same inputs again (a cache hit), perhaps with one outside value changed
             spec = CallSpec(**{k: getattr(prev, k) for k in prev.__dataclass_fields__})
             spec.seed = ch.int(0, 3)
-            what = ch.int(0, 15)
+            what = ch.int(0, 15)  # 6, 7, 12, 13: no change here
             if what == 8:  # same shape, another layout (strides or storage offset)
                 spec.layout = layout()
             elif what == 9:
@@ -1075,25 +1095,18 @@ def gen_calls(ch, family: str = "float", uses_module: bool = False, uses_dd: boo
                 spec.CL = ch.pick([1.0, 0.25])
             elif what == 5:
                 spec.n = ch.int(0, 3)
-            elif what == 12:
-                spec.state = ch.pick(STATES)
-            elif what == 13 and uses_module:
-                spec.hooks = _toggle_hook(ch, spec.hooks)
             elif what == 14 and uses_module:
                 spec.module = 1 - spec.module  # another instance: same class, its own parameters
             elif what == 15 and uses_dd:
                 spec.dkeys = ch.pick(DICT_KEYS)
+            # the same inputs under another state or with a hook added or removed: only
+            # the global-state check and the hook guards tell the cached entry is stale
+            if ch.coin(35):
+                spec.state = ch.pick(STATES)
+            if uses_module and ch.coin(30):
+                spec.hooks = _toggle_hook(ch, spec.hooks)
         else:
-            shape = ch.pick(SHAPES) if ch.coin(92) else ch.pick(EMPTY_SHAPES)
-            spec = CallSpec(shape=shape, dtype=dtype(), layout=layout(),
-                            requires_grad=ch.coin(10), n=ch.int(0, 3), scale=ch.pick(SCALE_VALUES),
-                            seed=ch.int(0, 3))
-            if ch.coin(40):
-                spec.state = ch.pick(STATES[1:])
-            if uses_module and ch.coin(50):
-                spec.hooks = _toggle_hook(ch, prev.hooks if prev is not None else ())
-            if uses_dd:
-                spec.dkeys = ch.pick(DICT_KEYS)
+            spec = new_call(prev)
         calls.append(spec)
         prev = spec
     return calls
