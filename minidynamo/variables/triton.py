@@ -201,6 +201,7 @@ def emit_launch(tx, kv: TritonKernelVariable, grid_var, args: list, kwargs: dict
 
     record = LaunchRecord(kernel, name, grid, constant_kwargs, tuple(dynamic_names),
                           analyze_mutations(kernel))
+    _name_triton_in_fx_code()
     output = tx.output
     idx = output.kernels.add(record)
     lowered = {k: (v.as_fx_arg() if isinstance(v, TensorVariable) else v) for k, v in fx_kwargs.items()}
@@ -237,6 +238,15 @@ def _interpreted(jit_fn) -> bool:
 
 def _unwrap_constexpr(v):
     return getattr(v, "value", v) if type(v).__name__ == "constexpr" else v
+
+
+def _name_triton_in_fx_code():
+    """fx writes constants by their repr: `triton.language.bfloat16` (a kernel's dtype
+    argument) must name something in a GraphModule's generated code."""
+    import torch.fx.graph as fx_graph
+    if "triton" not in fx_graph._custom_builtins:
+        import triton
+        fx_graph._register_custom_builtin("triton", "import triton", triton)
 
 
 def _constant_arg(v: VariableTracker, kname: str, pname: str):
