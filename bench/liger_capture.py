@@ -329,6 +329,30 @@ add("LigerCrossEntropyLoss", lambda m, logits, target: m(logits, target), ce_mod
 add("LigerFusedLinearCrossEntropyLoss", lambda m, weight, hidden, target: m(weight, hidden, target), flce_module)
 add("LigerLayerNorm", lambda m, x: m(x), layer_norm_module, note="dispatches through liger_kernel.backends")
 
+# What the H200 run showed (liger-kernel 0.8.5, torch 2.11, triton 3.6): cases that do not
+# capture yet, and why. Each needs a graph break (issue: graph breaks) or exception
+# handling in the trace; they must still be exactly eager's (checked).
+_NOT_YET = {
+    "fallback": {
+        "`.item()` in the forward": ("cross_entropy", "cross_entropy_bf16", "cross_entropy_options",
+                                     "cross_entropy_z_loss", "cross_entropy_none", "fused_linear_cross_entropy",
+                                     "fused_linear_cross_entropy_scaled", "fused_linear_cross_entropy_none",
+                                     "LigerFusedLinearCrossEntropyLoss", "jsd_shift_labels"),
+        "a torch.compiler.disable'd dispatch": ("fused_linear_kl_div", "jsd", "LigerCrossEntropyLoss",
+                                                 "LigerLayerNorm"),
+        "try/except in the op": ("fused_linear_jsd", "mhc_forward"),
+        "int() of a tensor": ("multi_token_attention", "multi_token_attention_sparse"),
+    },
+    "partial": {
+        "the backward branches on torch.equal(grad, 1)": ("kl_div", "tvd"),
+    },
+}
+for _expect, _why in _NOT_YET.items():
+    for _reason, _names in _why.items():
+        for _case in CASES:
+            if _case.name in _names:
+                _case.expect, _case.note = _expect, _reason
+
 # --- the captured graph (as tests/test_autograd_function.py reads it) --------------------
 def _name(target) -> str:
     return getattr(target, "__name__", None) or str(target)
