@@ -5,6 +5,8 @@ the convention of torch.compile's custom backends, so those plug in unchanged.
 """
 from __future__ import annotations
 
+import torch
+
 import torch.fx as fx
 
 from .exc import BackendError
@@ -76,6 +78,10 @@ def compile_with(backend, gm, example_inputs):
     if not callable(compiled):
         raise BackendError(f"minidynamo backend {name!r} returned {type(compiled).__name__}, "
                            "not a callable that runs the graph")
+    if isinstance(compiled, torch.nn.Module):
+        # Its forward, not Module.__call__: process-wide module hooks are the user's, for
+        # their modules; run through __call__, they would see (and change) the graph.
+        compiled = compiled.forward
     if fn in _BUILTIN_BACKENDS or getattr(fn, "_minidynamo_trusted", False):
         return compiled
     return _checked(compiled, name, _output_count(gm))
