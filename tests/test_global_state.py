@@ -115,13 +115,28 @@ def test_guarded_queries_are_asked_again():
     _twice(f, opt, x)
     entry = opt.cache_entries()[0]
     assert any("is_fx_tracing()" in e for e in entry.guard_exprs), entry.guard_exprs
+    with _fx_tracing_on(symbolic_trace):
+        _twice(f, opt, x)
+    assert len(opt.cache_entries()) == 2
+
+
+@contextlib.contextmanager
+def _fx_tracing_on(symbolic_trace):
+    """What fx's symbolic tracing sets (a module flag up to torch 2.13, thread-local after)."""
+    if hasattr(symbolic_trace, "_set_is_fx_tracing"):
+        old = symbolic_trace._get_is_fx_tracing()
+        symbolic_trace._set_is_fx_tracing(True)
+        try:
+            yield
+        finally:
+            symbolic_trace._set_is_fx_tracing(old)
+        return
     old = symbolic_trace._is_fx_tracing_flag
     symbolic_trace._is_fx_tracing_flag = True
     try:
-        _twice(f, opt, x)
+        yield
     finally:
         symbolic_trace._is_fx_tracing_flag = old
-    assert len(opt.cache_entries()) == 2
 
 
 def test_process_constant_query_is_pinned_by_identity(monkeypatch):
