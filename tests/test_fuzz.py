@@ -23,8 +23,8 @@ from dataclasses import dataclass
 import fuzz_modules
 import pytest
 import torch
-from fuzzgen import (STATES, CallSpec, HypothesisChooser, Program, RandomChooser, assemble, generate,
-                     make_inputs)
+from fuzz_tables import STATES
+from fuzzgen import CallSpec, HypothesisChooser, Program, RandomChooser, assemble, generate, make_inputs
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -336,7 +336,7 @@ def test_fuzz_long(program, backend):
 def test_generator_covers_every_construct():
     """Over a few hundred seeds, every statement kind, Triton form, dtype, state, hook and
     module form is generated, and every program compiles."""
-    from fuzzgen import FAMILIES, LAYOUTS, SIZE_CTORS, STATE_READS, STATES, SUPPORTED_KINDS, UNSUPPORTED_KINDS
+    from fuzz_tables import FAMILIES, LAYOUTS, SIZE_CTORS, STATE_READS, STATES, SUPPORTED_KINDS, UNSUPPORTED_KINDS
     seen = set()
     for seed in range(800):
         p = generate(RandomChooser(seed))
