@@ -133,29 +133,26 @@ class InstructionTranslator(LoadStoreOps, StackOps, BinaryOps, JumpOps, BuildOps
 
     # --- inlining ----------------------------------------------------------------
     def inline_call(self, fn_var, args: list, kwargs: dict):
-        code = fn_var.get_code()
-        if code.co_flags & _NOT_PLAIN:
+        if fn_var.get_code().co_flags & _NOT_PLAIN:
             unsupported("generator", f"calling {fn_var.describe()}, a generator or coroutine function")
-        if self.depth + 1 > MAX_INLINE_DEPTH:
-            unsupported("construct", f"call depth over {MAX_INLINE_DEPTH} (recursion?) at {fn_var.describe()}")
-        f_locals = bind_arguments(fn_var, self, code, list(args), dict(kwargs))
-        cells = make_cells(code, f_locals, fn_var.closure_cells(self))
-        child = InstructionTranslator(self.output, code, f_locals, cells, fn_var.get_globals(),
-                                      self.depth + 1, self.counter, self.logs)
-        return child.run()
+        return self._child(fn_var, args, kwargs).run()
 
     def start_generator(self, fn_var, args: list, kwargs: dict) -> "InstructionTranslator":
         """A child translator over a generator function's body, not yet run: `run_to_yield`
         and `resume` drive it (a @contextlib.contextmanager's setup and teardown)."""
-        code = fn_var.get_code()
-        if self.depth + 1 > MAX_INLINE_DEPTH:
-            unsupported("construct", f"call depth over {MAX_INLINE_DEPTH} at {fn_var.describe()}")
-        f_locals = bind_arguments(fn_var, self, code, list(args), dict(kwargs))
-        cells = make_cells(code, f_locals, fn_var.closure_cells(self))
-        child = InstructionTranslator(self.output, code, f_locals, cells, fn_var.get_globals(),
-                                      self.depth + 1, self.counter, self.logs)
+        child = self._child(fn_var, args, kwargs)
         child.generator = True
         return child
+
+    def _child(self, fn_var, args: list, kwargs: dict) -> "InstructionTranslator":
+        """A translator for a call of `fn_var`, its arguments bound as CPython binds them."""
+        code = fn_var.get_code()
+        if self.depth + 1 > MAX_INLINE_DEPTH:
+            unsupported("construct", f"call depth over {MAX_INLINE_DEPTH} (recursion?) at {fn_var.describe()}")
+        f_locals = bind_arguments(fn_var, self, code, list(args), dict(kwargs))
+        cells = make_cells(code, f_locals, fn_var.closure_cells(self))
+        return InstructionTranslator(self.output, code, f_locals, cells, fn_var.get_globals(),
+                                     self.depth + 1, self.counter, self.logs)
 
     def run_to_yield(self):
         """Run until the generator yields; the yielded value."""
