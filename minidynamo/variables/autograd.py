@@ -233,8 +233,8 @@ def _trace_backward(tx, ctx, bwd, user_backward, user_outputs, outs, args, fwd, 
     grad_args = [grads[id(o)] if isinstance(o, TensorVariable) else ConstantVariable(None) for o in user_outputs]
     with tracing_into(output, bwd, grad_enabled=False):
         result = tx.inline_call(UserFunctionVariable(user_backward), [ctx, *grad_args], {})
-    got = list(result.items) if isinstance(result, BaseListVariable) and not isinstance(result, TensorVariable) \
-        and result.python_type() in (tuple, list) else [result]
+    got = list(result.items) if isinstance(result, BaseListVariable) and result.python_type() in (tuple, list) \
+        else [result]
     if len(got) < len(args) or any(not _is_none(g) for g in got[len(args):]):
         unsupported("exceptions", f"RuntimeError: {ctx.fn_name}.backward returned {len(got)} gradients "
                                   f"for {len(args)} inputs")
