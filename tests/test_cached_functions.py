@@ -69,3 +69,24 @@ def uses_probe_on_a_tensor(x):
 
 def test_a_cached_function_of_a_tensor_runs_eagerly():
     check(uses_probe_on_a_tensor, torch.ones(2), kind="eager", reason="call")
+
+
+SCALE = torch.full((2,), 3.0)
+
+
+@functools.lru_cache(maxsize=None)
+def scaled_probe(n):
+    import time  # noqa: F401 - a C call below makes the body untraceable
+    base = SCALE * n  # reads a global tensor before the trace declines
+    return int(time.time() > 0) + n + 0 * int(base.shape[0])
+
+
+def uses_probe_reading_a_tensor(x):
+    return x * scaled_probe(2)
+
+
+def test_a_failed_attempt_leaves_no_node_and_no_stale_input():
+    scaled_probe.cache_clear()
+    out = minidynamo.explain(uses_probe_reading_a_tensor)(torch.ones(2))
+    assert out.graph_count == 1, out
+    check(uses_probe_reading_a_tensor, torch.ones(2), kind="graph")

@@ -337,7 +337,7 @@ class CachedFunctionVariable(VariableTracker):
             return UserFunctionVariable(self.wrapper.__wrapped__).call_function(tx, args, kwargs)
         except Unsupported:
             for node in reversed(list(graph.nodes)):  # what the attempt recorded is dropped
-                if node not in before:
+                if node not in before and node.op != "placeholder":  # (inputs: pruned if unused)
                     graph.erase_node(node)
         from .constant import fold
         return fold(tx, self.wrapper, [a.as_python_constant() for a in args],
