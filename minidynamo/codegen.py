@@ -213,7 +213,7 @@ def graph_lines(graph, ns: Namespace, input_exprs: dict, var_name, render=None) 
             if n.op == "output":
                 break
             if n.op == "get_attr":  # a body held by the graph (autograd.Function): never cleared
-                names[n] = ns.bind(n.meta["module"], n.target)
+                names[n] = ns.bind(n.meta.get("run_module", n.meta["module"]), n.target)
                 params.add(names[n])
                 continue
             custom = render(n, names) if render is not None else None

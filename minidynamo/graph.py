@@ -165,6 +165,9 @@ class OutputGraph:
         self.submodules[name] = module
         node = self.graph.get_attr(name)
         node.meta["module"] = module
+        # What the inlined entry runs: launches call their kernels' launchers directly.
+        from .triton.capture import direct_launches
+        node.meta["run_module"] = direct_launches(module)
         return node
 
     def next_body_index(self) -> int:

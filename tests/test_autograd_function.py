@@ -607,3 +607,20 @@ def test_backward_without_staticmethod():
     def fn(x):
         return _PlainBackward.apply(x) + 1
     check_grad(fn, torch.randn(4, 3, requires_grad=True), kind="graph", functions=1)
+
+
+def test_bodies_run_by_the_inlined_entry_call_launchers_directly():
+    """The eager backend's entry runs copies of the bodies whose launch nodes call each
+    kernel's launcher positionally (no kwargs dict, no side-table lookup per launch);
+    the graph shown keeps the triton_kernel_wrapper_mutation form."""
+    def fn(a, b):
+        return A.silu_mul(a, b) * 2
+    a, b = (torch.randn(4, 8, device=A.DEVICE, requires_grad=True) for _ in range(2))
+    opt = minidynamo.optimize(fn)
+    opt(a, b).sum().backward()
+    (entry,) = opt.cache_entries()
+    bound = [v for v in entry.ns.values.values() if isinstance(v, torch.fx.GraphModule)]
+    assert len(bound) == 2 and all("triton_kernel_wrapper_mutation" not in m.code for m in bound)
+    assert any("launch_" in m.code for m in bound)
+    shown = entry.gm
+    assert "triton_kernel_wrapper_mutation" in shown.fwd_body_0.code
