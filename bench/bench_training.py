@@ -46,6 +46,9 @@ import types
 import pytest
 import torch
 
+_BENCH = os.path.dirname(os.path.abspath(__file__))
+if _BENCH not in sys.path:  # liger_capture, beside this file
+    sys.path.insert(0, _BENCH)
 _ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if _ROOT not in sys.path:
     sys.path.insert(0, _ROOT)
@@ -72,14 +75,11 @@ WARMUP = 3
 
 
 def load_liger() -> str | None:
-    """Import liger (once); None when it is there, else why not."""
+    """Import liger (once, through liger_capture's loader); None when it is there, else why not."""
     global LF, LIGER_ERROR
-    if LF is None and LIGER_ERROR is None:
-        try:
-            import liger_kernel.transformers.functional as functional
-            LF = functional
-        except Exception as e:  # noqa: BLE001 - any import failure means: no liger here
-            LIGER_ERROR = f"{type(e).__name__}: {e}"
+    import liger_capture
+    LIGER_ERROR = liger_capture.load_liger()
+    LF = liger_capture.LF
     return LIGER_ERROR
 
 
