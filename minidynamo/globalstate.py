@@ -95,6 +95,11 @@ class GlobalState:
         # One bound method, so every rendering of the check binds the same name.
         self.c_check = self.c_guard.check if self.c_guard is not None else None
         self.modes = (torch._C._len_torch_function_stack(), torch._C._len_torch_dispatch_stack())
+        # Raw values of what the snapshot shows as words: the condition is rendered from
+        # these (rendered later, e.g. to explain a failure, the live state has moved on).
+        self.autocast = {d: found for d in _AUTOCAST_DEVICES for found in [_autocast(d)] if found is not None}
+        self.deterministic = (torch.are_deterministic_algorithms_enabled(),
+                              torch.is_deterministic_algorithms_warn_only_enabled())
 
     def guard(self) -> Guard:
         return Guard("GLOBAL_STATE", GlobalStateSource(), self, {})
@@ -106,15 +111,13 @@ class GlobalState:
         parts = [f"{t}.is_grad_enabled() is {e['grad mode']!r}",
                  f"{t}.is_inference_mode_enabled() is {e['inference mode']!r}",
                  f"{t}.get_default_dtype() is {_dtype(t, e['default dtype'])}"]
-        for device in _AUTOCAST_DEVICES:
-            found = _autocast(device)
-            if found is not None and (device in ("cpu", "cuda") or found[0]):
+        for device, found in self.autocast.items():
+            if device in ("cpu", "cuda") or found[0]:
                 parts.append(f"{t}.is_autocast_enabled({device!r}) is {found[0]!r}")
                 parts.append(f"{t}.get_autocast_dtype({device!r}) is {_dtype(t, found[1])}")
         matmul = f"{t}.backends.cuda.matmul"
-        parts += [f"{t}.are_deterministic_algorithms_enabled() is {torch.are_deterministic_algorithms_enabled()!r}",
-                  f"{t}.is_deterministic_algorithms_warn_only_enabled() is "
-                  f"{torch.is_deterministic_algorithms_warn_only_enabled()!r}",
+        parts += [f"{t}.are_deterministic_algorithms_enabled() is {self.deterministic[0]!r}",
+                  f"{t}.is_deterministic_algorithms_warn_only_enabled() is {self.deterministic[1]!r}",
                   f"{matmul}.allow_tf32 is {e['TF32 matmul']!r}",
                   f"{matmul}.allow_fp16_reduced_precision_reduction is {e['fp16 reduced-precision reduction']!r}",
                   f"{matmul}.allow_bf16_reduced_precision_reduction is {e['bf16 reduced-precision reduction']!r}",
@@ -154,8 +157,7 @@ class GlobalState:
         words = [f"grad mode={e['grad mode']}", f"default dtype={_show(e['default dtype'])}"]
         if "default device" in e:
             words.append(f"default device={e['default device']}")
-        on = [f"{device}: {_show(found[1])}" for device in _AUTOCAST_DEVICES
-              for found in [_autocast(device)] if found is not None and found[0]]
+        on = [f"{device}: {_show(found[1])}" for device, found in self.autocast.items() if found[0]]
         words.append(f"autocast {', '.join(on)}" if on else "autocast off")
         if e["inference mode"]:
             words.append("inference mode")

@@ -270,3 +270,16 @@ def test_torch_settings_read_as_attributes_are_guarded():
     finally:
         torch.backends.cudnn.deterministic = old
     assert len(opt.cache_entries()) == 2
+
+
+def test_a_failure_shows_the_state_traced_under_not_the_state_now():
+    def f(x):
+        return x * 2
+    opt, _ = opt_of(f)
+    x = torch.ones(2)
+    opt(x)
+    with torch.autocast("cpu"):
+        opt(x)
+    (failure,) = opt.guard_failures()
+    assert "is_autocast_enabled('cpu') is False" in failure.guard, failure.guard
+    assert "autocast off" in opt.cache_entries()[0].describe()
