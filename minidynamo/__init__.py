@@ -8,6 +8,7 @@ from .exc import BackendError, Unsupported
 from .explain import explain
 from .logs import init_from_env as _init_logs
 from .logs import set_logs
+from .markers import disable, graph_break
 
 from .variables.triton import register as _register_triton
 
@@ -15,5 +16,6 @@ _init_logs()
 _register_triton()
 
 __all__ = ["optimize", "explain", "reset", "Unsupported", "config", "set_logs",
-           "register_backend", "OptimizedFunction", "RecompileError", "BackendError"]
+           "register_backend", "OptimizedFunction", "RecompileError", "BackendError",
+           "graph_break", "disable"]
 __version__ = "0.1.0"

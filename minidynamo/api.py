@@ -50,6 +50,20 @@ class OptimizedFunction:
         functools.update_wrapper(self, fn)
         self.__signature__ = inspect.signature(fn, follow_wrapped=False)
 
+    @classmethod
+    def _resume(cls, fn, root):
+        """The optimized resume function `fn` of the function cached by `root` (resume.py):
+        same backend, entries that hand a Continue back at a break."""
+        self = cls.__new__(cls)
+        self.mode = None
+        self._fn = fn
+        code = fn.__code__
+        self._cache = FunctionCache(fn, root.backend, False, code.co_name, root.where, root=root)
+        self._cache.on_change = self._install_call
+        _all_caches.add(self._cache)
+        functools.update_wrapper(self, fn)
+        return self
+
     def __call__(self, *args, **kwargs):
         # The general path; _install_call puts a generated one in the instance's class.
         for entry in self._cache.entries:

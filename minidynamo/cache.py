@@ -19,6 +19,7 @@ recompile_log = get_logger("recompiles")
 fallback_log = get_logger("fallbacks")
 guards_log = get_logger("guards")
 graph_log = get_logger("graph")
+breaks_log = get_logger("graph_breaks")
 
 
 MAX_FAILURE_RECORDS = 256  # the newest guard failures kept per function
@@ -52,7 +53,7 @@ class GuardFailure:
 
 
 class FunctionCache:
-    def __init__(self, fn, backend, fullgraph: bool, name: str, where: str):
+    def __init__(self, fn, backend, fullgraph: bool, name: str, where: str, root=None):
         self.fn = fn
         self.backend = backend
         self.fullgraph = fullgraph
@@ -63,6 +64,11 @@ class FunctionCache:
         self.warned_limit = False
         self.lock = threading.RLock()
         self.on_change = None  # called after entries are added or dropped
+        # Graph breaks: the optimized function's cache (`root`) holds one resume function
+        # per resume point and layout, shared by every entry and resume function of it.
+        self.root = root if root is not None else self
+        self.continuation = root is not None  # a resume function's cache
+        self.resume_fns: dict = {}
 
     def call_slow(self, *args, **kwargs):
         """The miss path with the call's own arguments (what generated code calls)."""
@@ -72,8 +78,23 @@ class FunctionCache:
         if self.on_change is not None:
             self.on_change()
 
+    def resume_for(self, target: int, nulls: tuple, live: tuple):
+        """The optimized resume function of the frame at normalized index `target`."""
+        root = self.root
+        key = (target, nulls, live)
+        found = root.resume_fns.get(key)
+        if found is None:
+            from .api import OptimizedFunction
+            from .resume import resume_function
+            fn = resume_function(root.fn, root.fn.__code__, target, nulls, live)
+            found = root.resume_fns[key] = OptimizedFunction._resume(fn, root)
+        return found
+
     def clear(self):
         with self.lock:
+            for resumed in self.resume_fns.values():
+                resumed._cache.clear()
+            self.resume_fns.clear()
             self.entries = ()
             self.failures.clear()
             self.warned_limit = False
@@ -95,7 +116,9 @@ class FunctionCache:
                 self._warn_limit(failure)
                 return self.fn(*args, **kwargs)
             entry = compile_call(self.fn, args, kwargs, self.backend, name=self.name,
-                                 slow=self.call_slow)
+                                 slow=self.call_slow, fullgraph=self.fullgraph,
+                                 resumes=None if self.fullgraph else self.resume_for,
+                                 continuation=self.continuation)
             index = len(self.entries)
             if entry.reason is not None:
                 if self.fullgraph:
@@ -103,7 +126,12 @@ class FunctionCache:
                 if fallback_log.isEnabledFor(logging.INFO):
                     r = entry.reason
                     fallback_log.info("%s (%s) runs eagerly: %s\n  hint: %s", self.name, self.where, r, r.hint)
-            elif graph_log.isEnabledFor(logging.INFO) and entry.gm is not None:
+            if entry.break_reason is not None and breaks_log.isEnabledFor(logging.INFO):
+                r = entry.break_reason
+                breaks_log.info("graph break in %s (%s): %s\n  the graph runs, then the instruction "
+                                "natively, then %s", self.name, self.where, r,
+                                " or ".join(f.__name__ for f in entry.resumes))
+            if entry.reason is None and graph_log.isEnabledFor(logging.INFO) and entry.gm is not None:
                 graph_log.info("graph of %s (%s), entry %d:\n%s", self.name, self.where, index,
                                entry.graph_code)
                 graph_log.debug("entry %d of %s, as it runs:\n%s", index, self.name, entry.source_text)

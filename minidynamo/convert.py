@@ -19,22 +19,16 @@ from . import codegen
 from .backends import backend_name, compile_with, lookup_backend
 from .backends import eager as eager_backend
 from .config import config
-from .exc import InternalError, Unsupported, unsupported
+from .exc import InternalError, Unsupported
 from .globalstate import GlobalState
 from .graph import OutputGraph
 from .triton.capture import direct_launch_nodes
 from .guards import Guard
-from .interpreter.translator import trace
+from .breaks import BreakTail, why_no_break
+from .interpreter.translator import StoppedForBreak, trace
+from .rebuild import Rebuilder
 from .logs import get_logger
 from .sources import AttrSource, Namespace, ObjectSource
-from .variables.base import VariableTracker
-from .variables.builtins import BuiltinVariable
-from .variables.constant import ConstantVariable
-from .variables.dicts import DictVariable, SetVariable
-from .variables.lists import ListVariable, TupleVariable
-from .variables.objects import ClassVariable, ModuleVariable
-from .variables.tensor import TensorVariable
-from .variables.torch import TorchVariable
 
 
 program_log = get_logger("graph")
@@ -44,7 +38,9 @@ internal_log = get_logger("fallbacks")
 @dataclass(eq=False, repr=False)
 class CacheEntry:
     run: object  # the generated entry function
-    kind: str  # "graph", "eager" (fallback), or "constant" (no tensor work: no graph)
+    # "graph", "eager" (fallback), "constant" (no tensor work: no graph), or "break" (the
+    # graph up to a declined instruction, which runs natively, then a resume function)
+    kind: str
     guards: list
     guard_exprs: list
     source_text: str
@@ -68,6 +64,9 @@ class CacheEntry:
     # Builds the launch program after the first call (then dropped); what came of it.
     _upgrade: object = None
     program_note: str = ""
+    # A graph break: the decline the graph broke at, and the resume functions it calls.
+    break_reason: Unsupported | None = None
+    resumes: tuple = ()
 
     def after_first_call(self) -> bool:
         """Once the first call has resolved the graph's Triton launchers: rebuild the entry
@@ -136,7 +135,8 @@ class CacheEntry:
     def describe(self, guards: str = "words") -> str:
         """A few readable lines: kind, hits, compile time, guards, then the graph's code
         or why the entry runs eagerly. `guards="code"` lists the guard expressions."""
-        head = {"graph": "graph", "eager": "eager fallback", "constant": "constant (no tensor work)"}
+        head = {"graph": "graph", "eager": "eager fallback", "constant": "constant (no tensor work)",
+                "break": "graph break"}
         lines = [f"{head.get(self.kind, self.kind)} entry: {self.hit_count} hits, "
                  f"compiled in {self.compile_time_ms:.1f} ms, {len(self.guards)} guards"]
         if guards == "code":
@@ -150,6 +150,10 @@ class CacheEntry:
             lines.append(code)
         if self.program_note:
             lines.append(f"launch program: {self.program_note}")
+        if self.break_reason is not None:
+            lines.append(f"breaks at: {self.break_reason}")
+            lines.append("  then runs that instruction natively and continues in "
+                         + " or ".join(f"{r.__name__} ({len(r.cache_entries())} entries)" for r in self.resumes))
         return "\n".join(lines)
 
     def __str__(self):
@@ -179,55 +183,6 @@ def _defaults_guards(fn) -> list[Guard]:
     return out
 
 
-class _OutputBuilder:
-    """Return value tracker → (graph outputs, Python expression rebuilding the value).
-    A graph output is `out_name[i]` (the compiled graph's result tuple), or with
-    `node_ref` the name the inlined graph code gives that node."""
-
-    def __init__(self, output: OutputGraph, ns: Namespace, out_name: str, node_ref=None):
-        self.output = output
-        self.ns = ns
-        self.out_name = out_name
-        self.node_ref = node_ref
-        self.nodes: list = []
-        self._index: dict = {}
-
-    def expr(self, v: VariableTracker) -> str:
-        if isinstance(v, TensorVariable):
-            if v.node.op == "placeholder" and v.source is not None:
-                return v.source.expr(self.ns)  # an input returned unchanged: the same object
-            i = self._index.get(v.node)
-            if i is None:
-                i = self._index[v.node] = len(self.nodes)
-                self.nodes.append(v.node)
-            return f"{self.out_name}[{i}]" if self.node_ref is None else self.node_ref(v.node)
-        if v.source is not None and not isinstance(v, ConstantVariable):
-            return v.source.expr(self.ns)  # containers/objects from outside: same object
-        if isinstance(v, ConstantVariable):
-            value = v.value
-            if type(value) in (int, str, bool, bytes) or value is None:
-                return repr(value)
-            return self.ns.bind(value, "c")
-        if isinstance(v, TupleVariable):
-            inner = "".join(self.expr(i) + ", " for i in v.items)
-            if v.tuple_type is tuple:
-                return f"({inner})"
-            return f"{self.ns.bind(v.tuple_type, 't')}(({inner}))"
-        if isinstance(v, ListVariable):
-            return "[" + ", ".join(self.expr(i) for i in v.items) + "]"
-        if isinstance(v, DictVariable):
-            body = ", ".join(f"{self._key(k)}: {self.expr(x)}" for k, x in v.items.items())
-            return "{" + body + "}" if v.dict_type is dict else f"{self.ns.bind(v.dict_type, 't')}({{{body}}})"
-        if isinstance(v, SetVariable):
-            return f"{self.ns.bind(v.python_type(), 't')}({self.ns.bind(frozenset(v.values), 'c')})"
-        if isinstance(v, (BuiltinVariable, ClassVariable, TorchVariable, ModuleVariable)):
-            return self.ns.bind(v.as_python_constant(), "c")
-        unsupported("construct", f"returning {v.describe()}, which exists only inside the trace")
-
-    def _key(self, k) -> str:
-        return repr(k) if type(k) in (int, str, bool) or k is None else self.ns.bind(k, "k")
-
-
 def _prune_unused_inputs(output: OutputGraph) -> None:
     kept = []
     for inp in output.inputs:
@@ -238,26 +193,67 @@ def _prune_unused_inputs(output: OutputGraph) -> None:
     output.inputs = kept
 
 
-def compile_call(fn, args, kwargs, backend, *, name: str, slow=None) -> CacheEntry:
-    """Trace `fn(*args, **kwargs)` and build its cache entry (graph or eager fallback).
-    With `slow` (the cache's miss path, called with the arguments) the entry also gets a
-    `fast_call` variant that goes there itself when a guard fails."""
-    start = time.perf_counter()
-    ns = Namespace(codegen.pick_prefix(fn))
-    params, call_args = codegen.signature_parts(fn, ns)
+def _new_output(fn) -> OutputGraph:
     output = OutputGraph(fn.__qualname__)
     for g in _defaults_guards(fn):
         output.guards.add(g)
-    out_name = ns.prefix + "out"
-    miss = ns.bind(codegen.MISS, "MISS")
+    return output
+
+
+def _trace_frame(fn, args, kwargs, output, stop_at=None):
+    """(result tracker, global state) of one trace of the call into `output`; with
+    `stop_at`, the StoppedForBreak holding the translator in place of the result."""
     state = GlobalState()  # what the trace assumes of grad mode, default dtype, autocast...
     try:
+        result = trace(output, fn, args, kwargs, stop_at)
+    except StoppedForBreak as stopped:
+        result = stopped
+    finally:
+        output.leave_state(state.expected["grad mode"])
+    return result, state
+
+
+class _ReturnTail:
+    """The end of an entry that returns: rebuild the return value."""
+
+    def __init__(self, result):
+        self.result = result
+
+    def roots(self) -> list:
+        return [self.result]
+
+    def lines(self, rb) -> list[str]:
+        value = rb.expr(self.result)
+        return [*rb.prelude, f"return {value}"]
+
+
+def compile_call(fn, args, kwargs, backend, *, name: str, slow=None, fullgraph: bool = False,
+                 resumes=None, continuation: bool = False) -> CacheEntry:
+    """Trace `fn(*args, **kwargs)` and build its cache entry (graph, graph break, or eager
+    fallback). With `slow` (the cache's miss path, called with the arguments) the entry
+    also gets a `fast_call` variant that goes there itself when a guard fails. With
+    `resumes` (target, nulls, live → resume function) the frame may break (breaks.py);
+    `continuation`: the entry belongs to a resume function and returns a Continue there."""
+    start = time.perf_counter()
+    ns = Namespace(codegen.pick_prefix(fn))
+    params, call_args = codegen.signature_parts(fn, ns)
+    out_name = ns.prefix + "out"
+    miss = ns.bind(codegen.MISS, "MISS")
+    output = _new_output(fn)
+    breaking = None
+    try:
         try:
-            result = trace(output, fn, args, kwargs)
-        finally:
-            output.leave_state(state.expected["grad mode"])
-        builder = _OutputBuilder(output, ns, out_name)
-        rebuild = builder.expr(result)
+            result, state = _trace_frame(fn, args, kwargs, output)
+            tail = _ReturnTail(result)
+            rb = Rebuilder(ns, out_name)
+            rb.prepare(tail.roots())
+            tail.lines(rb)
+        except Unsupported as reason:
+            if resumes is None or getattr(reason, "break_at", None) is None:
+                raise
+            breaking = reason
+            output, tail, state, rb = _restart_for_break(fn, args, kwargs, name, reason, ns, out_name,
+                                                         fullgraph, resumes, continuation, backend)
     except Unsupported as reason:
         return _eager_entry(fn, output, ns, params, call_args, miss, reason, name, start, slow)
     except Exception as e:  # not a decline: a bug of minidynamo's
@@ -278,13 +274,13 @@ def compile_call(fn, args, kwargs, backend, *, name: str, slow=None) -> CacheEnt
     has_work = output.op_count > 0 or output.kernels
     inlined = False
     if has_work:
-        output.graph.output(tuple(builder.nodes))
+        output.graph.output(tuple(rb.nodes))
         if lookup_backend(backend) is eager_backend:
             # The eager backend runs the graph's code as is: emit it into the entry
             # itself (no GraphModule to build, no call into forward per call); Triton
             # launch nodes become direct calls of their launchers.
             with direct_launch_nodes(output.graph):
-                inlined = _inline_graph(fn, output, ns, out_name, result, body)
+                inlined = _inline_graph(fn, output, ns, tail, body)
         if not inlined:
             gm = fx.GraphModule(holder(output.submodules), output.graph, class_name=f"{name}_graph")
             gm._minidynamo_kernels = output.kernels  # the graph owns its Triton side table
@@ -293,20 +289,57 @@ def compile_call(fn, args, kwargs, backend, *, name: str, slow=None) -> CacheEnt
             inputs = ", ".join(inp.source.expr(ns) for inp in output.inputs)
             body.append(f"    {out_name} = {ns.bind(compiled, 'compiled')}({inputs})")
     if not inlined:
-        body.append(f"    return {rebuild}")
+        rb = Rebuilder(ns, out_name)
+        rb.prepare(tail.roots())
+        body += ["    " + line for line in tail.lines(rb)]
     checks = output.guards.check_expressions(ns)
     run, text, fast = _entry_functions(fn, name, params, call_args, checks, body, ns, miss,
                                        slow, f"<minidynamo entry {name}>")
     upgrade = None
-    if inlined and output.kernels:
+    if inlined and output.kernels and breaking is None:
         def upgrade():
-            return _program_entry(fn, output, ns, result, params, call_args, checks, body,
+            return _program_entry(fn, output, ns, tail, params, call_args, checks, body,
                                   miss, slow, name)
-    return CacheEntry(run, "graph" if has_work else "constant", output.guards.ordered(),
+    kind = "break" if breaking is not None else "graph" if has_work else "constant"
+    if breaking is not None:  # as for a fallback's reason: its frames would keep the arguments alive
+        breaking.__traceback__ = breaking.__context__ = breaking.__cause__ = None
+    return CacheEntry(run, kind, output.guards.ordered(),
                       guard_exprs, text, params, ns, gm, compiled, None,
                       (time.perf_counter() - start) * 1e3, hits, fast_call=fast,
                       graph=output.graph if inlined else None, graph_name=f"{name}_graph",
-                      kernels=output.kernels, submodules=output.submodules, _upgrade=upgrade)
+                      kernels=output.kernels, submodules=output.submodules, _upgrade=upgrade,
+                      break_reason=breaking, resumes=tuple(getattr(tail, "functions", ())))
+
+
+def _restart_for_break(fn, args, kwargs, name, reason, ns, out_name, fullgraph, resumes, continuation,
+                       backend):
+    """Trace again up to the instruction `reason` declined and make the break's tail;
+    Unsupported (the original reason, saying why not) when the frame cannot break there."""
+    index, step = reason.break_at
+    output = _new_output(fn)
+    stopped, state = _trace_frame(fn, args, kwargs, output, stop_at=step)
+    if not isinstance(stopped, StoppedForBreak):
+        raise _no_break(reason, "the trace did not reach it again")
+    tx = stopped.tx
+    if tx.ip != index:
+        raise _no_break(reason, "the trace took another path when restarted")
+    why = why_no_break(tx, index, fullgraph)
+    if why is not None:
+        raise _no_break(reason, why)
+    tail = BreakTail(tx, index, resumes, continuation, getattr(reason, "inside_call", False), backend)
+    rb = Rebuilder(ns, out_name)
+    rb.prepare(tail.roots())
+    try:
+        tail.lines(rb)
+    except Unsupported as e:
+        raise _no_break(reason, e.detail) from None
+    return output, tail, state, rb
+
+
+def _no_break(reason: Unsupported, why: str) -> Unsupported:
+    """The original decline, noting why the graph could not break there instead."""
+    reason.no_break = why
+    return reason
 
 
 def _entry_functions(fn, name, params, call_args, checks, body, ns, miss, slow, filename):
@@ -330,7 +363,7 @@ def guard_miss(*args, **kwargs):
     return codegen.MISS
 
 
-def _program_entry(fn, output, ns, result, params, call_args, checks, body, miss, slow, name):
+def _program_entry(fn, output, ns, tail, params, call_args, checks, body, miss, slow, name):
     """(note, (run, text, fast_call) or None): the entry rebuilt around the graph's launch
     program — guards, then the program while the launch state it was built for holds, else
     the plain graph (`body`) as before."""
@@ -341,7 +374,9 @@ def _program_entry(fn, output, ns, result, params, call_args, checks, body, miss
         lines, builder = program_lines(output.graph, ns, input_exprs, var_name)
         if lines is None:
             return f"not used: {builder}", None
-        lines.append(f"return {_OutputBuilder(output, ns, ns.prefix + 'out', var_name).expr(result)}")
+        rb = Rebuilder(ns, ns.prefix + "out", var_name)
+        rb.prepare(tail.roots())
+        lines += tail.lines(rb)
         new_body = [body[0], f"    if not ({builder.conds}):", *("        " + x for x in lines), *body[1:]]
         new = _entry_functions(fn, name, params, call_args, checks, new_body, ns, miss, slow,
                                f"<minidynamo entry {name}>")
@@ -375,16 +410,16 @@ def _var_namer(fn, ns):
     return var_name
 
 
-def _inline_graph(fn, output, ns, out_name, result, body) -> bool:
+def _inline_graph(fn, output, ns, tail, body) -> bool:
     """Append the graph's statements and the return to `body`; False if it cannot be."""
     var_name = _var_namer(fn, ns)
     input_exprs = {inp.node: inp.source.expr(ns) for inp in output.inputs}
     lines = codegen.graph_lines(output.graph, ns, input_exprs, var_name)
     if lines is None:
         return False
-    rebuild = _OutputBuilder(output, ns, out_name, var_name).expr(result)
-    body.extend("    " + line for line in lines)
-    body.append(f"    return {rebuild}")
+    rb = Rebuilder(ns, ns.prefix + "out", var_name)
+    rb.prepare(tail.roots())
+    body.extend("    " + line for line in lines + tail.lines(rb))
     return True
 
 

@@ -20,6 +20,7 @@ CATEGORIES = {
     "construct": "a Python construct the interpreter does not model",
     "backend": "the backend failed to compile the graph",
     "internal": "an internal error of minidynamo's, turned into a fallback by config.suppress_errors",
+    "graph_break": "an explicit minidynamo.graph_break()",
 }
 
 # What to change, per category: shown by explain() and the fallbacks log.
@@ -36,6 +37,7 @@ HINTS = {
     "construct": "see docs/supported.md for the constructs that are traced",
     "backend": "check the backend: it raised, or returned something that cannot run the graph",
     "internal": "this is a bug in minidynamo: please report it with the message",
+    "graph_break": "remove the minidynamo.graph_break() call to capture the code around it as one graph",
 }
 
 # (filename, lineno) of the instruction being traced; set by the translator.

@@ -23,6 +23,11 @@ class BreakReason:
     hint: str
 
     @property
+    def reason(self) -> str:
+        """torch's field name: the reason in one line."""
+        return f"[{self.category}] {self.detail}"
+
+    @property
     def filename(self) -> str | None:
         m = _WHERE.match(self.where or "")
         return m.group(1) if m else None
@@ -82,7 +87,8 @@ class ExplainOutput:
     graphs: list  # fx.GraphModules
     guards: list  # GuardInfo, in the order the entry checks them
     guard_sources: list  # the source name of each guard
-    break_reasons: list  # BreakReason (at most one: a fallback is for the whole call)
+    # BreakReason: each graph break (in call order), and a whole-call fallback's reason
+    break_reasons: list
     ops_per_graph: list
     compile_time_ms: float
     entry_source: str  # the generated entry function, as it would run
@@ -91,12 +97,26 @@ class ExplainOutput:
     kind: str = "graph"  # "graph", "eager" (fallback) or "constant" (no tensor work)
     name: str = ""
     where: str = ""
+    graph_break_count: int = 0
+    # What ran after a break: one line per resume function entry ("resume_in_f_at_7: graph")
+    resumed: list = field(default_factory=list)
+
+    @property
+    def out_guards(self) -> list:
+        """torch's field name for `guards`."""
+        return self.guards
+
+    @property
+    def op_count(self) -> int:
+        return sum(self.ops_per_graph)
 
     def __str__(self):
         ops = sum(self.ops_per_graph)
         graphs = f"{self.graph_count} graph{'s' if self.graph_count != 1 else ''}"
         what = {"eager": "runs eagerly", "constant": "no tensor work (no graph)"}.get(
             self.kind, f"{graphs}, {ops} ops")
+        if self.graph_break_count:
+            what += f", {self.graph_break_count} graph break{'s' if self.graph_break_count != 1 else ''}"
         n = len(self.guards)
         lines = [f"{self.name} ({self.where}): {what}, {n} guard{'s' if n != 1 else ''}, "
                  f"traced in {self.compile_time_ms:.1f} ms"]
@@ -111,10 +131,13 @@ class ExplainOutput:
             lines.append("Triton launches:")
             lines.extend(f"    {launch}" for launch in self.launches)
         for b in self.break_reasons:
-            lines.append(f"runs eagerly: [{b.category}] {b.detail}")
+            lines.append(f"{'graph break' if self.graph_break_count else 'runs eagerly'}: [{b.category}] {b.detail}")
             if b.where:
                 lines.append(f"    at {b.where}")
             lines.append(f"    hint: {b.hint}")
+        if self.resumed:
+            lines.append("after the breaks:")
+            lines.extend(f"    {r}" for r in self.resumed)
         return "\n".join(lines)
 
 
@@ -154,11 +177,13 @@ def explain(fn, backend=None):
             capture.__qualname__ = capture.__name__ = backend_name(backend)
         reasons = []
         try:
-            entry = compile_call(fn, args, kwargs, capture, name=name)
+            entry = compile_call(fn, args, kwargs, capture, name=name, resumes=_no_resume)
         except BackendError as e:
             gm = graphs[-1] if graphs else None
             reasons.append(BreakReason("backend", str(e), None, HINTS["backend"]))
             return _output(name, where, graphs, [], [], reasons, 0.0, "", _launches(gm), "eager")
+        if entry.kind == "break":
+            return _explain_breaks(fn, name, where, args, kwargs, backend)
         if entry.reason is not None:
             r = entry.reason
             reasons.append(BreakReason(r.category, r.detail, r.where, r.hint))
@@ -167,6 +192,54 @@ def explain(fn, backend=None):
         return _output(name, where, graphs, guards, [g.source for g in guards], reasons,
                        entry.compile_time_ms, entry.source_text, _launches(entry.gm), entry.kind)
     return run
+
+
+def _no_resume(target, nulls, live):
+    """Stands for a resume function while explain traces on the side: never called."""
+    def resume(*args):
+        raise AssertionError("explain never runs its entries")
+    resume.__name__ = "resume"
+    resume.cache_entries = lambda: []
+    return resume
+
+
+def _explain_breaks(fn, name, where, args, kwargs, backend) -> ExplainOutput:
+    """A call that breaks: what comes after a break depends on real values, so the call
+    runs for real (as torch._dynamo.explain runs it), through a private cache, and every
+    entry it made is reported in call order."""
+    from .backends import lookup_backend
+    graphs = []
+
+    def capture(gm, example_inputs):
+        graphs.append(gm)
+        return gm.forward if backend is None else lookup_backend(backend)(gm, example_inputs)
+
+    capture._minidynamo_trusted = backend is None
+    opt = OptimizedFunction(fn, capture)
+    opt(*args, **kwargs)
+    root = opt._cache
+    entries = [(name, e) for e in root.entries]
+    for resumed in root.resume_fns.values():
+        entries += [(resumed._fn.__name__, e) for e in resumed._cache.entries]
+    entries.sort(key=lambda pair: pair[1].created)
+    reasons, resumed_lines, ms = [], [], 0.0
+    breaks = 0
+    for label, e in entries:
+        ms += e.compile_time_ms
+        r = e.break_reason or e.reason
+        if r is not None:
+            reasons.append(BreakReason(r.category, r.detail, r.where, r.hint))
+        breaks += e.break_reason is not None
+        if label != name:
+            resumed_lines.append(f"{label}: {e.kind}" + (f" ({e.reason})" if e.reason else ""))
+    first = root.entries[0]
+    guards = [GuardInfo(g.source.name(), g.kind, x, g.describe()) for g, x in zip(first.guards, first.guard_exprs)]
+    launches = [launch for gm in graphs for launch in _launches(gm)]
+    out = _output(name, where, graphs, guards, [g.source for g in guards], reasons, ms,
+                  first.source_text, launches, "break")
+    out.graph_break_count = breaks
+    out.resumed = resumed_lines
+    return out
 
 
 def _output(name, where, graphs, guards, sources, reasons, ms, text, launches, kind) -> ExplainOutput:

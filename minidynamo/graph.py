@@ -64,6 +64,7 @@ class OutputGraph:
         self.op_count = 0
         # Trackers of values read from the frame, per source (aliasing preserved).
         self.wrapped: dict = {}
+        self.iterators: dict = {}  # source → (real iterator, tracker): see builder._wrap_iterator
 
     # --- inputs ------------------------------------------------------------------
     def add_input(self, source: Source, value: torch.Tensor):

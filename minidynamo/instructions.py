@@ -40,6 +40,11 @@ class Inst:
     arg: Any = None
     target: int | None = None  # instruction index for jumps
     lineno: int | None = None
+    # Where it came from: the index of its `bytecode.Instr` among the items of
+    # `bytecode.Bytecode.from_code(code)`, and whether it is the first canonical
+    # instruction made from it (only those can be resumed at: see resume.py).
+    origin: int | None = None
+    first: bool = True
 
     def __repr__(self):
         tgt = f" -> {self.target}" if self.target is not None else ""
@@ -134,7 +139,7 @@ def normalize(code) -> list[Inst]:
     pending_labels: list = []
     try_begins: list[tuple[int, Any]] = []
     in_prologue = True  # before RESUME (3.11+)
-    for item in stream:
+    for position, item in enumerate(stream):
         if isinstance(item, bc.Label):
             pending_labels.append(item)
             continue
@@ -149,6 +154,8 @@ def normalize(code) -> list[Inst]:
             new = [Inst("MAKE_CELL", item.arg.name, None, item.lineno)]
         else:
             new = _rewrite(item, label_index)
+        for k, inst in enumerate(new):
+            inst.origin, inst.first = position, k == 0
         if new:
             for label in pending_labels:
                 label_index[label] = len(insts)
@@ -204,7 +211,7 @@ def _insert_setup_except(insts: list[Inst], marks: list[tuple[int, int]]) -> lis
     for i, inst in enumerate(insts):
         if i in mark_set:
             # Jumps to position i land on the SETUP_EXCEPT (shift counts it before i).
-            out.append(Inst("SETUP_EXCEPT", None, None, inst.lineno))
+            out.append(Inst("SETUP_EXCEPT", None, None, inst.lineno, inst.origin))
         out.append(inst)
     for inst in out:
         if inst.target is not None and inst.opname != "SETUP_EXCEPT":

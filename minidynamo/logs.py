@@ -11,6 +11,7 @@ channel, `all` (or `+all`) every channel:
 | bytecode | | each traced code object's normalized instructions |
 | trace | each traced or inlined call, and what it returned | every instruction and the stack top |
 | fallbacks | each call that runs eagerly: category, detail, file:line, hint | |
+| graph_breaks | each graph break, once: the declined instruction's file:line and reason, the resume functions | |
 
 Off, a channel emits nothing, whatever the root logger's level: like torch.compile, a
 program with `logging.basicConfig(level=logging.DEBUG)` gets no minidynamo records until
@@ -26,7 +27,7 @@ from __future__ import annotations
 import logging
 import os
 
-CHANNELS = ("recompiles", "guards", "graph", "bytecode", "trace", "fallbacks")
+CHANNELS = ("recompiles", "guards", "graph", "bytecode", "trace", "fallbacks", "graph_breaks")
 OFF = logging.CRITICAL + 1  # the level of a channel switched off: no record passes
 _handler: logging.Handler | None = None
 

@@ -192,6 +192,30 @@ class ItemSource(Source):
         return self.base.depth + 1
 
 
+def iterator_state(it) -> tuple:
+    """(sequence, position) of a list, tuple or range iterator, read without advancing it."""
+    reduced = it.__reduce__()
+    return (reduced[1][0], reduced[2]) if len(reduced) > 2 else ((), 0)
+
+
+@dataclass(frozen=True)
+class IteratorSource(Source):
+    """The sequence a list/tuple/range iterator walks (`part="seq"`) or its position."""
+
+    base: Source
+    part: str
+
+    def expr(self, ns):
+        return f"{ns.bind(iterator_state, 'iterator_state')}({self.base.expr(ns)})[{int(self.part == 'pos')}]"
+
+    def name(self):
+        return f"{'position' if self.part == 'pos' else 'sequence'} of iterator {self.base.name()}"
+
+    @property
+    def depth(self):
+        return self.base.depth + 1
+
+
 @dataclass(frozen=True, eq=False)
 class CallSource(Source):
     """The result of calling a pure query with no arguments (`torch.jit.is_tracing()`)."""

@@ -43,6 +43,14 @@ class _Return(Exception):
         self.value = value
 
 
+class StoppedForBreak(Exception):
+    """Internal: a restarted trace reached the instruction the frame breaks at; the
+    translator (`tx`) holds the stack and locals just before it."""
+
+    def __init__(self, tx):
+        self.tx = tx
+
+
 class _Yield(Exception):
     """Internal: YIELD_VALUE suspends a generator's run loop (its stack and ip are kept)."""
 
@@ -78,6 +86,10 @@ class InstructionTranslator(LoadStoreOps, StackOps, BinaryOps, JumpOps, BuildOps
         self.counter = counter if counter is not None else [0]
         self.logs = logs  # a _TraceLogs while the trace or bytecode log is on, else None
         self.generator = False  # run as a generator: YIELD_VALUE suspends (contextmanager bodies)
+        # The frame being optimized (not an inlined call): a decline inside it is marked with
+        # the instruction it happened at, and `stop_at` (an instruction count) stops it there.
+        self.is_root = False
+        self.stop_at = None
 
     # --- the run loop --------------------------------------------------------------
     def run(self):
@@ -90,16 +102,24 @@ class InstructionTranslator(LoadStoreOps, StackOps, BinaryOps, JumpOps, BuildOps
         filename = self.code.co_filename
         last_line = None
         counter = self.counter
+        limit = MAX_INSTRUCTIONS if self.stop_at is None else min(MAX_INSTRUCTIONS, self.stop_at - 1)
         token = current_location.set((filename, self.code.co_firstlineno))
+        start = self.ip
+        step = counter[0]
         try:
             while True:
-                inst = insts[self.ip]
+                start = self.ip
+                inst = insts[start]
                 self.ip += 1
                 if inst.lineno is not None and inst.lineno != last_line:
                     last_line = inst.lineno
                     current_location.set((filename, last_line))
                 counter[0] += 1
-                if counter[0] > MAX_INSTRUCTIONS:
+                step = counter[0]
+                if step > limit:
+                    if counter[0] == self.stop_at:
+                        self.ip = start
+                        raise StoppedForBreak(self)
                     unsupported("construct", "the trace ran too many instructions (an unbounded loop?)")
                 handler = dispatch.get(inst.opname)
                 if handler is None:
@@ -107,7 +127,13 @@ class InstructionTranslator(LoadStoreOps, StackOps, BinaryOps, JumpOps, BuildOps
                 handler(self, inst)
         except _Return as r:
             return r.value
-        except (Unsupported, _Yield):
+        except Unsupported as e:
+            if not self.is_root:
+                e.inside_call = True  # declined inside a call the frame made (breaks.py)
+            elif getattr(e, "break_at", None) is None:
+                e.break_at = (start, step)  # where this frame could break (breaks.py)
+            raise
+        except (_Yield, StoppedForBreak):
             raise
         except Exception as e:
             # Not a decline: a bug of the tracer's. Remember the innermost instruction.
@@ -198,9 +224,13 @@ def make_cells(code, f_locals: dict, free_cells: dict) -> dict:
     return cells
 
 
-def trace(output: OutputGraph, fn, args: tuple, kwargs: dict):
-    """Trace a call of the plain function `fn`; returns the tracker of its return value."""
-    code = fn.__code__
+def trace(output: OutputGraph, fn, args: tuple, kwargs: dict, stop_at: int | None = None):
+    """Trace a call of the plain function `fn`; returns the tracker of its return value.
+    With `stop_at` (the instruction count a decline happened at), raise StoppedForBreak
+    just before that instruction instead. A resume function (resume.py) is traced as its
+    original code from the resume point, its stack and locals bound from the arguments."""
+    info = getattr(fn, "_minidynamo_resume", None)
+    code = fn.__code__ if info is None else info.code
     if code.co_flags & _NOT_PLAIN:
         unsupported("generator", f"{fn.__qualname__} is a generator or coroutine function")
     try:
@@ -210,8 +240,13 @@ def trace(output: OutputGraph, fn, args: tuple, kwargs: dict):
     bound.apply_defaults()
     logs = _TraceLogs.if_enabled()
     tx = InstructionTranslator(output, code, {}, {}, fn.__globals__, logs=logs)
+    tx.is_root, tx.stop_at = True, stop_at
     f_locals = {name: wrap(tx, value, LocalSource(name)) for name, value in bound.arguments.items()}
     from ..variables.functions import UserFunctionVariable
+    if info is not None:
+        stack = iter([f_locals.pop(name) for name in info.stack_names])
+        tx.stack = [NULL if null else next(stack) for null in info.nulls]
+        tx.ip = info.target
     tx.f_locals = f_locals
     tx.cells = make_cells(code, f_locals, UserFunctionVariable(fn).closure_cells(tx))
     return tx.run()

@@ -10,13 +10,13 @@ import torch
 
 from ..exc import unsupported
 from ..guards import Guard
-from ..sources import AttrSource, ItemSource
+from ..sources import AttrSource, ItemSource, IteratorSource, iterator_state
 from .autograd import FunctionApplyVariable, is_function_apply
 from .builtins import BuiltinVariable, is_builtin_callable
 from .constant import ConstantVariable, is_constant_value
 from .dicts import DictVariable, SetVariable
 from .functions import CachedFunctionVariable, PartialVariable, UserFunctionVariable, UserMethodVariable
-from .lists import ListVariable, TupleVariable
+from .lists import IteratorVariable, ListVariable, TupleVariable
 from .objects import ClassVariable, ModuleVariable, UserObjectVariable
 from .tensor import TensorVariable, size_variable
 from .torch import TorchVariable, is_torch_object
@@ -135,6 +135,8 @@ def _wrap(tx, value, source):
     if isinstance(value, type):
         _guard(tx, "ID_MATCH", source, value)
         return ClassVariable(value, source)
+    if type(value) in _ITERATORS and source is not None:
+        return _wrap_iterator(tx, value, source)
     if isinstance(value, (types.GeneratorType, types.CoroutineType)):
         unsupported("generator", f"a {type(value).__name__} object")
     if isinstance(value, (types.BuiltinFunctionType, types.BuiltinMethodType)):
@@ -143,6 +145,31 @@ def _wrap(tx, value, source):
         unsupported("construct", f"a {type(value).__name__} object is not traced")
     _guard(tx, "TYPE_MATCH", source, type(value))
     return UserObjectVariable(value, source)
+
+
+_ITERATORS = (type(iter([])), type(iter(())), type(iter(range(0))))
+
+
+def _wrap_iterator(tx, value, source):
+    """A list, tuple or range iterator (a resume function gets the loop's iterator): the
+    sequence it walks, guarded like any value, and its position, guarded by value. One
+    object reached twice is one tracker (advancing it through either name is one walk)."""
+    seen = tx.output.iterators
+    for other_source, (obj, var) in seen.items():
+        _guard(tx, "ALIAS_MATCH", source, obj is value, other=other_source)
+        if obj is value:
+            return var
+    _guard(tx, "TYPE_MATCH", source, type(value))
+    seq, pos = iterator_state(value)
+    seq_var = wrap(tx, seq, IteratorSource(source, "seq"))
+    _guard(tx, "EQUALS_MATCH", IteratorSource(source, "pos"), pos)
+    if isinstance(seq_var, ListVariable):
+        var = IteratorVariable(seq_var.items, owner=seq_var)
+    else:
+        var = IteratorVariable(list(seq_var.iter_items(tx)))
+    var.index = pos
+    seen[source] = (value, var)
+    return var
 
 
 def wrap_fake_result(output, node, result, what: str):

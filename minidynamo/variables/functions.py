@@ -112,8 +112,11 @@ class UserFunctionVariable(BaseFunctionVariable):
         return f"function {self.fn.__qualname__!r}"
 
     def call_function(self, tx, args, kwargs):
-        if is_compiler_disabled(self.fn):  # its wrapper switches the eval-frame hook off
-            unsupported("call", f"{self.fn.__qualname__} is wrapped by torch.compiler.disable: it runs eagerly",
+        if getattr(self.fn, "_minidynamo_graph_break", False):
+            unsupported("graph_break", "minidynamo.graph_break()")
+        if is_compiler_disabled(self.fn):  # runs eagerly (torch's wrapper switches the eval-frame hook off)
+            which = "minidynamo.disable" if getattr(self.fn, "_minidynamo_disable", False) else "torch.compiler.disable"
+            unsupported("call", f"{self.fn.__qualname__} is wrapped by {which}: it runs eagerly",
                         hint="the disabled function always runs eagerly; call it outside the optimized "
                              "function if the rest should be captured")
         from .contexts import GeneratorContextVariable, is_contextmanager_function

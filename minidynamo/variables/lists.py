@@ -270,19 +270,20 @@ def iterator_of(tx, v) -> "IteratorVariable":
     if isinstance(v, IteratorVariable):
         return v
     if isinstance(v, ListVariable):
-        return IteratorVariable(v.items)  # live, as CPython's list iterator
+        return IteratorVariable(v.items, owner=v)  # live, as CPython's list iterator
     return IteratorVariable(v.iter_items(tx))
 
 
 class IteratorVariable(VariableTracker):
     """A live iterator: FOR_ITER advances it in place."""
 
-    __slots__ = ("items", "index")
+    __slots__ = ("items", "index", "owner")
 
-    def __init__(self, items):
+    def __init__(self, items, owner=None):
         super().__init__(None)
         self.items = items  # a Python list of trackers (a list tracker's live items, or LiveItems)
         self.index = 0
+        self.owner = owner  # the list tracker whose items these are, if any
 
     def python_type(self):
         return type(iter([]))

@@ -113,5 +113,6 @@ def qualified_name(fn) -> str:
 
 
 def is_compiler_disabled(fn) -> bool:
-    """A `torch.compiler.disable` / `torch._dynamo.disable` wrapper: always runs eagerly."""
-    return getattr(fn, "_torchdynamo_disable", False) is True
+    """A `minidynamo.disable` / `torch.compiler.disable` / `torch._dynamo.disable` wrapper:
+    always runs eagerly."""
+    return getattr(fn, "_torchdynamo_disable", False) is True or getattr(fn, "_minidynamo_disable", False) is True

@@ -1,0 +1,295 @@
+"""Graph breaks: where a trace declines one instruction of the function's own frame, the
+entry runs the graph of everything before it, rebuilds the value stack and the live
+locals, executes that instruction natively, and hands the rest of the frame to a resume
+function (resume.py), optimized in its turn.
+
+How a break is made (convert.py drives it):
+1. The trace raises Unsupported; the frame's translator marked on it which of its own
+   instructions was running (`break_at`: index and the trace's instruction count).
+2. `why_no_break` decides whether that instruction can break here (below).
+3. The trace restarts from scratch and stops just before that instruction (the count
+   says which visit, for loops): trackers cannot be rolled back, a new trace is simple
+   and costs milliseconds. Its stack and locals are the state at the break.
+4. `BreakTail` renders the rest of the entry: the native instruction in Python source
+   (a call, a store, a truth test: the same semantics as the bytecode, version-free)
+   and one `return` per way out — a resume function for the next instruction, or for
+   each side of a conditional jump on a tensor.
+
+The native instruction and everything after it run outside the trace, so each side
+effect happens once, in program order: the trace itself never wrote to outside objects.
+"""
+from __future__ import annotations
+
+import weakref
+from dataclasses import dataclass
+
+from ._compat import PY311, PY313
+from .exc import Unsupported, unsupported
+from .liveness import live_locals
+from .resume import Continue, drive, why_not_resumable
+from .variables.base import NULL
+from .variables.constant import ConstantVariable
+from .variables.contexts import ContextManagerVariable, _Method
+
+_CALLS = {"CALL", "CALL_KW", "CALL_FUNCTION", "CALL_FUNCTION_KW", "CALL_FUNCTION_EX"}
+_JUMPS = {"POP_JUMP_IF_TRUE", "POP_JUMP_IF_FALSE", "POP_JUMP_IF_NONE", "POP_JUMP_IF_NOT_NONE",
+          "JUMP_IF_TRUE_OR_POP", "JUMP_IF_FALSE_OR_POP"}
+_STORES = {"STORE_ATTR", "STORE_SUBSCR", "DELETE_SUBSCR", "STORE_GLOBAL", "DELETE_ATTR"}
+_FORMATS = {"FORMAT_VALUE", "FORMAT_SIMPLE", "FORMAT_WITH_SPEC"}
+BREAKABLE = _CALLS | _JUMPS | _STORES | _FORMATS | {"TO_BOOL", "UNARY_NOT"}
+
+
+class Native:
+    """A value the native instruction produced: a variable of the entry, not a tracker."""
+
+    def __init__(self, name: str):
+        self.name = name
+
+
+@dataclass
+class Exit:
+    """One way out of the native instruction: `cond` (a Python condition, or None for
+    the last, unconditional one), the instruction to resume at, and the value stack
+    there (trackers, NULL, or Native values)."""
+    cond: str | None
+    target: int
+    stack: list
+
+
+def why_no_break(tx, index: int, fullgraph: bool) -> str | None:
+    """Why the frame cannot break at instruction `index` (None: it can). `tx` is the
+    frame's translator stopped before the instruction."""
+    inst = tx.instructions[index]
+    if fullgraph:
+        return "fullgraph=True"
+    if inst.opname not in BREAKABLE:
+        return f"{inst.opname} is not an instruction a graph can break at"
+    if inst.opname == "TO_BOOL" and not _jump_after(tx, index):
+        return "a truth test not followed by a jump"
+    if any(isinstance(v, (_Method, ContextManagerVariable)) for v in tx.stack):
+        return "inside a with block"
+    return None
+
+
+def _jump_after(tx, index: int):
+    nxt = tx.instructions[index + 1] if index + 1 < len(tx.instructions) else None
+    return nxt if nxt is not None and nxt.opname in ("POP_JUMP_IF_TRUE", "POP_JUMP_IF_FALSE") else None
+
+
+def describe_instruction(tx, index: int) -> str:
+    inst = tx.instructions[index]
+    return inst.opname if inst.opname not in _CALLS else "a call"
+
+
+class BreakTail:
+    """The part of a break entry after the graph. `lines(rebuilder)` renders it (called
+    twice by convert.py: once to learn the graph outputs, once with their final names)."""
+
+    def __init__(self, tx, index: int, resumes, continuation: bool, inside_call: bool = False,
+                 backend=None):
+        self.tx = tx
+        self.inside_call = inside_call  # the decline happened inside the function this call calls
+        self.backend = backend
+        self.index = index
+        self.resumes = resumes  # makes the optimized resume functions: see cache.FunctionCache
+        self.continuation = continuation  # a resume function's entry: return Continue
+        self.exits = None  # filled by the first render
+        self.functions = []  # the resume functions, per exit
+
+    def roots(self) -> list:
+        return [v for v in self.tx.stack if v is not NULL] + list(self.tx.f_locals.values())
+
+    def lines(self, rb) -> list[str]:
+        inst = self.tx.instructions[self.index]
+        native, exits = self._native(rb, inst)
+        self.functions = []
+        out = []
+        for ex in exits:
+            args, fn = self._resume_call(rb, ex)
+            call = (f"{rb.ns.bind(Continue, 'Continue')}({fn}, ({args}))" if self.continuation
+                    else f"{rb.ns.bind(drive, 'drive')}({fn}, ({args}))")
+            if ex.cond is None:
+                out.append(f"return {call}")
+            else:
+                out += [f"if {ex.cond}:", f"    return {call}"]
+        self.exits = exits
+        # The prelude (containers rebuilt for the operands, stack and locals: their state
+        # at the break) runs before the native instruction, which may change them.
+        where = f"# {self.tx.code.co_filename}:{inst.lineno}: {inst.opname} runs natively"
+        return [*rb.prelude, where, *native, *out]
+
+    def _resume_call(self, rb, ex: Exit):
+        tx = self.tx
+        nulls = tuple(v is NULL for v in ex.stack)
+        live = live_locals(tx.code, ex.target)
+        bound = [n for n in tx.code.co_varnames if n in tx.f_locals]
+        names = tuple(n for n in bound if live is None or n in live)
+        why = why_not_resumable(tx.code, ex.target)
+        if why is not None:
+            unsupported("construct", f"cannot resume after a graph break here: {why}")
+        fn = self.resumes(ex.target, nulls, names)
+        self.functions.append(fn)
+        values = [v.name if isinstance(v, Native) else rb.expr(v) for v in ex.stack if v is not NULL]
+        values += [rb.expr(tx.f_locals[n]) for n in names]
+        return "".join(v + ", " for v in values), rb.ns.bind(fn, "resume")
+
+    # --- the native instruction -------------------------------------------------------
+    def _native(self, rb, inst) -> tuple[list[str], list[Exit]]:
+        tx, index, st = self.tx, self.index, self.tx.stack
+        op = inst.opname
+        e = rb.expr
+        result = Native(f"{rb.ns.prefix}r")
+        rb.ns.reserve(result.name)
+        nxt = index + 1
+        if op in _CALLS:
+            fn, args, kwargs, used = _call_operands(tx, inst)
+            callee = self._callee(rb, fn)
+            if op == "CALL_FUNCTION_EX":
+                parts = [f"*{e(args)}"] + ([f"**{e(kwargs)}"] if kwargs is not None else [])
+            else:
+                parts = [e(a) for a in args] + [f"{k}={e(v)}" for k, v in kwargs.items()]
+            if isinstance(callee, tuple):  # a method: its function optimized, self first
+                callee, parts = callee[0], [callee[1], *parts]
+            return [f"{result.name} = {callee}({', '.join(parts)})"], [Exit(None, nxt, st[:-used] + [result])]
+        if op in ("POP_JUMP_IF_TRUE", "POP_JUMP_IF_FALSE", "TO_BOOL"):
+            jump = inst if op != "TO_BOOL" else _jump_after(tx, index)
+            after = nxt if op != "TO_BOOL" else nxt + 1
+            cond = e(st[-1])
+            taken, other = (jump.target, after) if jump.opname == "POP_JUMP_IF_TRUE" else (after, jump.target)
+            return [], [Exit(cond, taken, st[:-1]), Exit(None, other, st[:-1])]
+        if op in ("POP_JUMP_IF_NONE", "POP_JUMP_IF_NOT_NONE"):
+            cond = f"{e(st[-1])} is {'' if op.endswith('_NONE') and 'NOT' not in op else 'not '}None"
+            return [], [Exit(cond, inst.target, st[:-1]), Exit(None, nxt, st[:-1])]
+        if op in ("JUMP_IF_TRUE_OR_POP", "JUMP_IF_FALSE_OR_POP"):
+            cond = e(st[-1]) if op == "JUMP_IF_TRUE_OR_POP" else f"not {e(st[-1])}"
+            return [], [Exit(cond, inst.target, list(st)), Exit(None, nxt, st[:-1])]
+        if op == "UNARY_NOT":
+            return [f"{result.name} = not {e(st[-1])}"], [Exit(None, nxt, st[:-1] + [result])]
+        if op == "STORE_ATTR":
+            return [f"{e(st[-1])}.{inst.arg} = {e(st[-2])}"], [Exit(None, nxt, st[:-2])]
+        if op == "DELETE_ATTR":
+            return [f"del {e(st[-1])}.{inst.arg}"], [Exit(None, nxt, st[:-1])]
+        if op == "STORE_SUBSCR":
+            return [f"{e(st[-2])}[{e(st[-1])}] = {e(st[-3])}"], [Exit(None, nxt, st[:-3])]
+        if op == "DELETE_SUBSCR":
+            return [f"del {e(st[-2])}[{e(st[-1])}]"], [Exit(None, nxt, st[:-2])]
+        if op == "STORE_GLOBAL":
+            g = rb.ns.bind(tx.f_globals, "G")
+            return [f"{g}[{inst.arg!r}] = {e(st[-1])}"], [Exit(None, nxt, st[:-1])]
+        if op in _FORMATS:
+            return self._format(rb, inst, result)
+        unsupported("construct", f"cannot run {op} natively")  # BREAKABLE and this table disagree
+
+    def _callee(self, rb, fn):
+        """What the native call calls. When the decline happened inside a Python function
+        this call runs, that function is optimized on its own (it breaks where it must and
+        its other code is captured), as a frame would be; else the callable itself."""
+        if not self.inside_call or self.backend is None:
+            return rb.expr(fn)
+        target = optimizable_callee(fn)
+        if target is None:
+            return rb.expr(fn)
+        func, obj = target
+        optimized = rb.ns.bind(optimized_function(func, self.backend), "optimized")
+        return optimized if obj is None else (optimized, rb.expr(obj))
+
+    def _format(self, rb, inst, result):
+        st, e, nxt = self.tx.stack, rb.expr, self.index + 1
+        fmt = rb.ns.bind(format, "format")
+        if inst.opname == "FORMAT_SIMPLE":
+            return [f"{result.name} = {fmt}({e(st[-1])}, '')"], [Exit(None, nxt, st[:-1] + [result])]
+        if inst.opname == "FORMAT_WITH_SPEC":
+            return [f"{result.name} = {fmt}({e(st[-2])}, {e(st[-1])})"], [Exit(None, nxt, st[:-2] + [result])]
+        flags = inst.arg
+        has_spec = bool(flags & 0x04)
+        value = e(st[-2] if has_spec else st[-1])
+        conv = {0: None, 1: "str", 2: "repr", 3: "ascii"}[flags & 0x03]
+        if conv is not None:
+            value = f"{rb.ns.bind(__builtins__[conv] if isinstance(__builtins__, dict) else getattr(__builtins__, conv), conv)}({value})"
+        spec = e(st[-1]) if has_spec else "''"
+        used = 2 if has_spec else 1
+        return [f"{result.name} = {fmt}({value}, {spec})"], [Exit(None, nxt, st[:-used] + [result])]
+
+
+def optimizable_callee(fn):
+    """(function, self tracker or None) for a call the break may run optimized: a plain
+    Python function (or a method of one) that is not torch's own and not disabled."""
+    from .variables.functions import UserFunctionVariable, UserMethodVariable
+    from .variables.purity import is_compiler_disabled
+    obj = None
+    if isinstance(fn, UserMethodVariable):
+        fn, obj = fn.func, fn.obj
+    if not isinstance(fn, UserFunctionVariable):
+        return None
+    func = fn.fn
+    module = getattr(func, "__module__", None) or ""
+    if module == "torch" or module.startswith(("torch.", "minidynamo")) or is_compiler_disabled(func):
+        return None
+    if getattr(func, "_minidynamo_resume", None) is not None or func.__code__.co_flags & 0x2A0:
+        return None  # generators, coroutines
+    return func, obj
+
+
+_optimized: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+
+
+def optimized_function(func, backend):
+    """The optimized version of `func` that breaks in callees use (one per function and
+    backend, made on first use)."""
+    from .api import OptimizedFunction
+    per_fn = _optimized.setdefault(func, {})
+    key = backend if isinstance(backend, str) else id(backend)
+    found = per_fn.get(key)
+    if found is None:
+        found = per_fn[key] = OptimizedFunction(func, backend)
+    return found
+
+
+def _call_operands(tx, inst):
+    """(callable, positional args, keyword args, stack slots used) of the call `inst`
+    about to run, read off the stack without popping (layouts: see opcodes/calls.py).
+    For CALL_FUNCTION_EX: (callable, *args tracker, **kwargs tracker or None, used)."""
+    st, op = tx.stack, inst.opname
+    if op == "CALL_FUNCTION_EX":
+        has_kw = bool(inst.arg & 1)
+        kw = st[-1] if has_kw else None
+        star = st[-2] if has_kw else st[-1]
+        used = 1 + has_kw + 1 + (1 if PY311 else 0)
+        below = st[-used:]
+        fn = below[0] if (PY313 or not PY311) else below[1]
+        return fn, star, kw, used
+    names = None
+    if op == "CALL_KW":
+        names = st[-1].as_python_constant()
+        items, used = st[-(inst.arg + 3):-1], inst.arg + 3
+    elif op == "CALL_FUNCTION_KW":
+        names = st[-1].as_python_constant()
+        items, used = st[-(inst.arg + 2):-1], inst.arg + 2
+    elif op == "CALL_FUNCTION":
+        items, used = st[-(inst.arg + 1):], inst.arg + 1
+        items = [NULL, *items]
+    else:  # CALL
+        names = tx.kw_names
+        items, used = st[-(inst.arg + 2):], inst.arg + 2
+    first, second, args = items[0], items[1], list(items[2:])
+    if PY313 and op in ("CALL", "CALL_KW"):
+        fn = first
+        if second is not NULL:
+            args = [second, *args]
+    elif first is NULL:
+        fn = second
+    else:
+        fn, args = first, [second, *args]
+    kwargs = {}
+    if names:
+        n = len(names)
+        kwargs = dict(zip(names, args[-n:]))
+        args = args[:-n]
+    return fn, args, kwargs, used
+
+
+def is_break_candidate(reason: Unsupported) -> bool:
+    return getattr(reason, "break_at", None) is not None
+
+
+__all__ = ["BreakTail", "why_no_break", "Native", "Exit", "ConstantVariable"]

@@ -1,0 +1,67 @@
+"""Which locals a resume function needs: those some path from the resume point reads
+before writing them (backward dataflow over normalize(code)).
+
+Exception handlers are reached from anywhere in their protected region; the regions are
+not kept by normalize, so every handler counts as a successor of every instruction: a
+local an `except` block reads stays live wherever the block could start. Code that can
+read its frame by name (`locals()`, `vars()`, `eval`, `exec`) keeps every local.
+"""
+from __future__ import annotations
+
+import weakref
+
+from .instructions import normalize
+
+_READS = {"LOAD_FAST", "LOAD_FAST_AND_CLEAR", "DELETE_FAST", "LOAD_FAST_CHECK"}
+_WRITES = {"STORE_FAST"}
+_NO_FALLTHROUGH = {"JUMP", "RETURN_VALUE", "RAISE_VARARGS", "RERAISE"}
+# Handler entries: 3.11+ handlers start with PUSH_EXC_INFO; 3.10 blocks name them.
+_HANDLER_SETUPS = {"SETUP_FINALLY", "SETUP_WITH", "SETUP_ASYNC_WITH"}
+_FRAME_READERS = {"locals", "vars", "eval", "exec"}
+
+_cache: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+
+
+def live_locals(code, index: int) -> frozenset | None:
+    """Locals read before written on some path from instruction `index`; None when any
+    local may be read (the frame is read by name)."""
+    table = _cache.get(code)
+    if table is None:
+        table = _cache[code] = _analyse(code)
+    return None if table is _ALL else table[index]
+
+
+_ALL = object()
+
+
+def _analyse(code):
+    if _FRAME_READERS & set(code.co_names):
+        return _ALL
+    insts = normalize(code)
+    n = len(insts)
+    handlers = [i for i, inst in enumerate(insts) if inst.opname == "PUSH_EXC_INFO"]
+    handlers += [inst.target for inst in insts if inst.opname in _HANDLER_SETUPS and inst.target is not None]
+    succ = []
+    for i, inst in enumerate(insts):
+        s = []
+        if inst.opname not in _NO_FALLTHROUGH and i + 1 < n:
+            s.append(i + 1)
+        if inst.target is not None:
+            s.append(inst.target)
+        succ.append([t for t in s if t < n])
+    live = [frozenset()] * (n + 1)
+    changed = True
+    while changed:
+        changed = False
+        from_handlers = frozenset().union(*(live[h] for h in handlers)) if handlers else frozenset()
+        for i in range(n - 1, -1, -1):
+            inst = insts[i]
+            out = from_handlers.union(*(live[t] for t in succ[i])) if succ[i] else from_handlers
+            if inst.opname in _WRITES:
+                out = out - {inst.arg}
+            if inst.opname in _READS:
+                out = out | {inst.arg}
+            if out != live[i]:
+                live[i] = out
+                changed = True
+    return live

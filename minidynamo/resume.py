@@ -1,0 +1,154 @@
+"""Resume functions: the rest of a frame after a graph break, as a real function.
+
+A resume function is the original code object with a new signature and a prologue:
+its parameters are the value stack at the resume point (`___stack0`, ... with the NULL
+slots of the call protocol left out) and the live locals by name; the prologue pushes
+the stack back (a NULL slot as `PUSH_NULL`, on 3.10 as a trampoline callable: see
+`call_self`) and jumps to the resume instruction. Everything else is the original
+bytecode, so line numbers, exception tables and closures stay as they were.
+
+It is generated with the `bytecode` package from the *original* code object (never
+from another resume function), so paths that break at the same place share one code
+object. When minidynamo traces a resume function it does not read this code: it starts
+the translator on the original instructions at the resume index with the stack and
+locals bound from the arguments (`ResumeInfo`); the code object runs only natively
+(an eager fallback of the resume function).
+
+Resume functions are called in tail position. A break inside one returns a
+`Continue(next, args)` instead of calling `next`, and the entry of the optimized
+function drives the chain (`drive`): a loop with a break in its body costs no Python
+stack per iteration.
+"""
+from __future__ import annotations
+
+import types
+import weakref
+from dataclasses import dataclass
+
+import bytecode as bc
+
+from ._compat import PY311
+from .instructions import normalize
+
+_CO_VARARGS = 0x04
+_CO_VARKEYWORDS = 0x08
+
+
+def call_self(f, *args, **kwargs):
+    """3.10 has no PUSH_NULL: a NULL slot under callable `f` is rebuilt as this function
+    with `f` as its `self`, so CALL_METHOD calls `call_self(f, *args)` = `f(*args)`."""
+    return f(*args, **kwargs)
+
+
+class Continue:
+    """What a resume function's entry returns at a break: call `fn(*args)` next."""
+
+    __slots__ = ("fn", "args")
+
+    def __init__(self, fn, args: tuple):
+        self.fn = fn
+        self.args = args
+
+
+def drive(fn, args: tuple):
+    """Call `fn(*args)` and every continuation it hands back; the final value."""
+    result = fn(*args)
+    while type(result) is Continue:
+        result = result.fn(*result.args)
+    return result
+
+
+@dataclass(frozen=True)
+class ResumeInfo:
+    """How to trace a resume function: the original code and function, the index (in
+    normalize(code)) to start at, which stack slots are NULL, and the parameter names
+    (the non-NULL stack slots first, then the live locals)."""
+    code: types.CodeType
+    fn: types.FunctionType
+    target: int
+    nulls: tuple
+    params: tuple
+
+    @property
+    def stack_names(self) -> tuple:
+        return self.params[:sum(1 for n in self.nulls if not n)]
+
+    @property
+    def live(self) -> tuple:
+        return self.params[len(self.stack_names):]
+
+
+def resume_name(code, target: int) -> str:
+    inst = normalize(code)[target]
+    return f"resume_in_{code.co_name}_at_{inst.lineno}".replace("<", "").replace(">", "")
+
+
+def why_not_resumable(code, target: int) -> str | None:
+    """Why the frame cannot be resumed at `target`, or None when it can."""
+    insts = normalize(code)
+    if target >= len(insts):
+        return "the resume point is past the end of the code"
+    if not insts[target].first:
+        return f"the resume point {insts[target]!r} is the second half of a fused instruction"
+    if code.co_cellvars:
+        return (f"the function has cell variables ({', '.join(code.co_cellvars)}: locals an inner "
+                "function closes over), which a resume function cannot take over yet")
+    return None
+
+
+_codes: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+
+
+def resume_code(code, target: int, nulls: tuple, live: tuple) -> types.CodeType:
+    """The code object of the resume function of `code` at normalized index `target`
+    (cached per code object and layout)."""
+    per_code = _codes.setdefault(code, {})
+    key = (target, nulls, live)
+    found = per_code.get(key)
+    if found is None:
+        found = per_code[key] = _generate(code, target, nulls, live)
+    return found
+
+
+def _generate(code, target: int, nulls: tuple, live: tuple) -> types.CodeType:
+    origin = normalize(code)[target].origin
+    b = bc.Bytecode.from_code(code, conserve_exception_block_stackdepth=True)
+    items = list(b)
+    at = items[origin]
+    line = at.lineno if isinstance(at, bc.Instr) else None
+    label = bc.Label()
+    items.insert(origin, label)
+    start = 0
+    if PY311:  # MAKE_CELL / COPY_FREE_VARS / RESUME stay first
+        start = next(i for i, it in enumerate(items) if isinstance(it, bc.Instr) and it.name == "RESUME") + 1
+    names, prologue = [], []
+    for null in nulls:
+        if not null:
+            names.append(f"___stack{len(names)}")
+            prologue.append(bc.Instr("LOAD_FAST", names[-1], lineno=line))
+        elif PY311:
+            prologue.append(bc.Instr("PUSH_NULL", lineno=line))
+        else:
+            prologue.append(bc.Instr("LOAD_CONST", call_self, lineno=line))
+    prologue.append(bc.Instr("JUMP_FORWARD", label, lineno=line))
+    b.clear()
+    b.extend(items[:start] + prologue + items[start:])
+    b.argnames = names + list(live)
+    b.argcount = len(b.argnames)
+    b.posonlyargcount = 0
+    b.kwonlyargcount = 0
+    b.flags = b.flags & ~(_CO_VARARGS | _CO_VARKEYWORDS)
+    b.name = resume_name(code, target)
+    if PY311:
+        b.qualname = f"{getattr(code, 'co_qualname', code.co_name)}.<{b.name}>"
+    return b.to_code()
+
+
+def resume_function(fn: types.FunctionType, code, target: int, nulls: tuple, live: tuple):
+    """A plain function running `code` (fn's original code) from `target`, with fn's
+    globals and closure, carrying the ResumeInfo the tracer reads."""
+    new_code = resume_code(code, target, nulls, live)
+    resumed = types.FunctionType(new_code, fn.__globals__, new_code.co_name, None, fn.__closure__)
+    resumed.__qualname__ = getattr(new_code, "co_qualname", new_code.co_name)
+    resumed._minidynamo_resume = ResumeInfo(code, fn, target, nulls, tuple(new_code.co_varnames[:new_code.co_argcount]))
+    return resumed
