@@ -27,6 +27,7 @@ from ._compat import PY311, PY313
 from .exc import Unsupported, unsupported
 from .liveness import live_locals
 from .resume import Continue, drive, why_not_resumable
+from .side_effects import writeback_lines
 from .variables.base import NULL
 from .variables.constant import ConstantVariable
 from .variables.contexts import ContextManagerVariable, _Method
@@ -115,8 +116,9 @@ class BreakTail:
         self.exits = exits
         # The prelude (containers rebuilt for the operands, stack and locals: their state
         # at the break) runs before the native instruction, which may change them.
+        writeback = writeback_lines(rb, self.tx.output)
         where = f"# {self.tx.code.co_filename}:{inst.lineno}: {inst.opname} runs natively"
-        return [*rb.prelude, where, *native, *out]
+        return [*rb.prelude, *writeback, where, *native, *out]
 
     def _resume_call(self, rb, ex: Exit):
         tx = self.tx
@@ -243,6 +245,12 @@ def optimized_function(func, backend):
     if found is None:
         found = per_fn[key] = OptimizedFunction(func, backend)
     return found
+
+
+def optimized_callees(backend) -> list:
+    """The optimized callees made for `backend` so far."""
+    key = backend if isinstance(backend, str) else id(backend)
+    return [per_fn[key] for per_fn in list(_optimized.values()) if key in per_fn]
 
 
 def _call_operands(tx, inst):

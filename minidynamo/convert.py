@@ -27,6 +27,7 @@ from .guards import Guard
 from .breaks import BreakTail, why_no_break
 from .interpreter.translator import StoppedForBreak, trace
 from .rebuild import Rebuilder
+from .side_effects import mutation_guards, writeback_lines
 from .logs import get_logger
 from .sources import AttrSource, Namespace, ObjectSource
 
@@ -214,17 +215,20 @@ def _trace_frame(fn, args, kwargs, output, stop_at=None):
 
 
 class _ReturnTail:
-    """The end of an entry that returns: rebuild the return value."""
+    """The end of an entry that returns: write back what the trace changed in outside
+    containers, rebuild the return value."""
 
-    def __init__(self, result):
+    def __init__(self, result, output):
         self.result = result
+        self.output = output
 
     def roots(self) -> list:
         return [self.result]
 
     def lines(self, rb) -> list[str]:
         value = rb.expr(self.result)
-        return [*rb.prelude, f"return {value}"]
+        writeback = writeback_lines(rb, self.output)
+        return [*rb.prelude, *writeback, f"return {value}"]
 
 
 def compile_call(fn, args, kwargs, backend, *, name: str, slow=None, fullgraph: bool = False,
@@ -244,7 +248,8 @@ def compile_call(fn, args, kwargs, backend, *, name: str, slow=None, fullgraph: 
     try:
         try:
             result, state = _trace_frame(fn, args, kwargs, output)
-            tail = _ReturnTail(result)
+            tail = _ReturnTail(result, output)
+            mutation_guards(output)
             rb = Rebuilder(ns, out_name)
             rb.prepare(tail.roots())
             tail.lines(rb)
@@ -330,6 +335,7 @@ def _restart_for_break(fn, args, kwargs, name, reason, ns, out_name, fullgraph, 
     rb = Rebuilder(ns, out_name)
     rb.prepare(tail.roots())
     try:
+        mutation_guards(output)
         tail.lines(rb)
     except Unsupported as e:
         raise _no_break(reason, e.detail) from None

@@ -218,9 +218,13 @@ def _explain_breaks(fn, name, where, args, kwargs, backend) -> ExplainOutput:
     opt = OptimizedFunction(fn, capture)
     opt(*args, **kwargs)
     root = opt._cache
-    entries = [(name, e) for e in root.entries]
-    for resumed in root.resume_fns.values():
-        entries += [(resumed._fn.__name__, e) for e in resumed._cache.entries]
+    from .breaks import optimized_callees
+    entries = []
+    for cache in [root, *(o._cache for o in optimized_callees(capture))]:
+        label = name if cache is root else cache.name
+        entries += [(label, e) for e in cache.entries]
+        for resumed in cache.resume_fns.values():
+            entries += [(resumed._fn.__name__, e) for e in resumed._cache.entries]
     entries.sort(key=lambda pair: pair[1].created)
     reasons, resumed_lines, ms = [], [], 0.0
     breaks = 0

@@ -65,6 +65,15 @@ class OutputGraph:
         # Trackers of values read from the frame, per source (aliasing preserved).
         self.wrapped: dict = {}
         self.iterators: dict = {}  # source → (real iterator, tracker): see builder._wrap_iterator
+        # Lists and dicts from outside that the trace changed, in the order first changed:
+        # the entry writes their final contents back after the graph (see side_effects.py).
+        self.mutated: dict = {}  # id(tracker) → (tracker, what was done first)
+        self.containers: dict = {}  # id(list or dict read from the frame) → (it, tracker, source)
+
+    def record_mutation(self, var, what: str) -> None:
+        if id(var) not in self.mutated:
+            var.items  # read it all (and guard it) before it changes
+            self.mutated[id(var)] = (var, what)
 
     # --- inputs ------------------------------------------------------------------
     def add_input(self, source: Source, value: torch.Tensor):

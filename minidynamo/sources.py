@@ -195,7 +195,9 @@ class ItemSource(Source):
 def iterator_state(it) -> tuple:
     """(sequence, position) of a list, tuple or range iterator, read without advancing it."""
     reduced = it.__reduce__()
-    return (reduced[1][0], reduced[2]) if len(reduced) > 2 else ((), 0)
+    if len(reduced) < 3:  # exhausted
+        return (), 0
+    return reduced[1][0], reduced[2] or 0  # 3.13: a range iterator's range starts where it is
 
 
 @dataclass(frozen=True)

@@ -45,7 +45,7 @@ def binary_op(tx, name: str, a: VariableTracker, b: VariableTracker, inplace: bo
     if isinstance(a, BaseListVariable):
         if name == "add" and isinstance(b, BaseListVariable) and type(a) is type(b):
             if inplace and isinstance(a, ListVariable):
-                a.check_mutable("+=")
+                a.check_mutable("+=", tx)
                 a.items.extend(b.items)
                 return a
             if isinstance(a, ListVariable):
@@ -54,13 +54,13 @@ def binary_op(tx, name: str, a: VariableTracker, b: VariableTracker, inplace: bo
             size = torch.Size in (a.python_type(), b.python_type())
             return TupleVariable(a.items + b.items, tuple_type=torch.Size if size else tuple)
         if name == "add" and inplace and isinstance(a, ListVariable):
-            a.check_mutable("+=")
+            a.check_mutable("+=", tx)
             a.items.extend(b.iter_items(tx))
             return a
         if name == "mul" and b.is_python_constant() and isinstance(b.as_python_constant(), int):
             n = b.as_python_constant()
             if inplace and isinstance(a, ListVariable):
-                a.check_mutable("*=")
+                a.check_mutable("*=", tx)
                 a.items[:] = a.items * n
                 return a
             return a.new_like(a.items * n)

@@ -38,8 +38,16 @@ def wrap(tx, value, source):
     hit = memo.get(source)
     if hit is not None and hit[0] is value:
         return hit[1]
+    if type(value) in (list, dict):  # one object reached by two names is one tracker
+        seen = tx.output.containers.get(id(value))
+        if seen is not None and seen[0] is value:
+            _guard(tx, "ALIAS_MATCH", source, True, other=seen[2])
+            memo[source] = (value, seen[1])
+            return seen[1]
     var = _wrap(tx, value, source)
     memo[source] = (value, var)
+    if type(value) in (list, dict):
+        tx.output.containers[id(value)] = (value, var, source)
     return var
 
 
@@ -126,6 +134,12 @@ def _wrap(tx, value, source):
             if issubclass(value, torch.nn.Module):
                 return ClassVariable(value, source)
         return TorchVariable(value, source)
+    if type(value) is types.BuiltinMethodType and type(getattr(value, "__self__", None)) in (list, dict) \
+            and source is not None:  # `lst.append` handed over a graph break
+        _guard(tx, "TYPE_MATCH", source, types.BuiltinMethodType)
+        _guard(tx, "EQUALS_MATCH", AttrSource(source, "__name__"), value.__name__)
+        from .functions import BoundMethodVariable
+        return BoundMethodVariable(wrap(tx, value.__self__, AttrSource(source, "__self__")), value.__name__)
     if is_builtin_callable(value):
         _guard(tx, "ID_MATCH", source, value)
         return BuiltinVariable(value, source)

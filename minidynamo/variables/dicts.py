@@ -82,9 +82,9 @@ class DictVariable(VariableTracker):
     def var_getattr(self, tx, name):
         return self.method_getattr(tx, name)
 
-    def check_mutable(self, what):
-        if self.source is not None:
-            unsupported("side_effect", f"{what} on the dict {self.source.name()!r}, which outlives the call")
+    def check_mutable(self, what, tx):
+        if self.source is not None:  # a dict from outside: its final contents are written back
+            tx.output.record_mutation(self, f"{what} on the dict {self.source.name()!r}")
 
     def getitem(self, tx, key):
         k = _key(tx, key)
@@ -93,11 +93,11 @@ class DictVariable(VariableTracker):
         return self.items[k]
 
     def setitem(self, tx, key, value):
-        self.check_mutable("item assignment")
+        self.check_mutable("item assignment", tx)
         self.items[_key(tx, key)] = value
 
     def delitem(self, tx, key):
-        self.check_mutable("item deletion")
+        self.check_mutable("item deletion", tx)
         k = _key(tx, key)
         if k not in self.items:
             unsupported("exceptions", f"KeyError: {k!r}")
@@ -122,7 +122,7 @@ class DictVariable(VariableTracker):
         if name == "copy" and n == 0:
             return DictVariable(self.items)
         if name == "pop" and n in (1, 2):
-            self.check_mutable("dict.pop")
+            self.check_mutable("dict.pop", tx)
             k = _key(tx, args[0])
             if k in self.items:
                 return self.items.pop(k)
@@ -132,18 +132,18 @@ class DictVariable(VariableTracker):
         if name == "setdefault" and n in (1, 2):
             k = _key(tx, args[0])
             if k not in self.items:
-                self.check_mutable("dict.setdefault")
+                self.check_mutable("dict.setdefault", tx)
                 self.items[k] = args[1] if n == 2 else ConstantVariable(None)
             return self.items[k]
         if name == "update" and n <= 1:
-            self.check_mutable("dict.update")
+            self.check_mutable("dict.update", tx)
             if args:
                 self.update_from(tx, args[0])
             for k, v in kwargs.items():
                 self.items[k] = v
             return ConstantVariable(None)
         if name == "clear" and n == 0:
-            self.check_mutable("dict.clear")
+            self.check_mutable("dict.clear", tx)
             self.items.clear()
             return ConstantVariable(None)
         return super().call_method(tx, name, args, kwargs)

@@ -336,9 +336,12 @@ class CachedFunctionVariable(VariableTracker):
                                 "by their identity)")
         graph = tx.output.graph
         before = set(graph.nodes)
+        changed = len(tx.output.mutated)
         try:
             return UserFunctionVariable(self.wrapper.__wrapped__).call_function(tx, args, kwargs)
         except Unsupported:
+            if len(tx.output.mutated) != changed:
+                raise  # the attempt changed an outside container's tracker: no way back
             for node in reversed(list(graph.nodes)):  # what the attempt recorded is dropped
                 if node not in before and node.op != "placeholder":  # (inputs: pruned if unused)
                     graph.erase_node(node)

@@ -145,12 +145,12 @@ class ListVariable(BaseListVariable):
     def describe(self):
         return f"list of length {self._length_for_messages()}"
 
-    def check_mutable(self, what: str):
-        if self.source is not None:
-            unsupported("side_effect", f"{what} on the list {self.source.name()!r}, which outlives the call")
+    def check_mutable(self, what: str, tx):
+        if self.source is not None:  # a list from outside: its final contents are written back
+            tx.output.record_mutation(self, f"{what} on the list {self.source.name()!r}")
 
     def setitem(self, tx, key, value):
-        self.check_mutable("item assignment")
+        self.check_mutable("item assignment", tx)
         k = _index(tx, key, len(self.items), "list")
         if isinstance(k, slice):
             self.items[k] = value.iter_items(tx)
@@ -158,14 +158,14 @@ class ListVariable(BaseListVariable):
             self.items[k] = value
 
     def delitem(self, tx, key):
-        self.check_mutable("item deletion")
+        self.check_mutable("item deletion", tx)
         k = _index(tx, key, len(self.items), "list")
         del self.items[k]
 
     def call_method(self, tx, name, args, kwargs):
         n = len(args)
         if name in _MUTATORS:
-            self.check_mutable(f"list.{name}")
+            self.check_mutable(f"list.{name}", tx)
         if name == "append" and n == 1:
             self.items.append(args[0])
         elif name == "extend" and n == 1:
