@@ -20,6 +20,7 @@ effect happens once, in program order: the trace itself never wrote to outside o
 """
 from __future__ import annotations
 
+import types
 import weakref
 from dataclasses import dataclass
 
@@ -37,7 +38,7 @@ _JUMPS = {"POP_JUMP_IF_TRUE", "POP_JUMP_IF_FALSE", "POP_JUMP_IF_NONE", "POP_JUMP
           "JUMP_IF_TRUE_OR_POP", "JUMP_IF_FALSE_OR_POP"}
 _STORES = {"STORE_ATTR", "STORE_SUBSCR", "DELETE_SUBSCR", "STORE_GLOBAL", "DELETE_ATTR"}
 _FORMATS = {"FORMAT_VALUE", "FORMAT_SIMPLE", "FORMAT_WITH_SPEC"}
-BREAKABLE = _CALLS | _JUMPS | _STORES | _FORMATS | {"TO_BOOL", "UNARY_NOT"}
+BREAKABLE = _CALLS | _JUMPS | _STORES | _FORMATS | {"TO_BOOL", "UNARY_NOT", "LOAD_ATTR"}
 
 
 class Native:
@@ -167,6 +168,11 @@ class BreakTail:
             return [], [Exit(cond, inst.target, list(st)), Exit(None, nxt, st[:-1])]
         if op == "UNARY_NOT":
             return [f"{result.name} = not {e(st[-1])}"], [Exit(None, nxt, st[:-1] + [result])]
+        if op == "LOAD_ATTR":  # an attribute the trace cannot read (ctx.saved_tensors, a C property)
+            is_method, name = inst.arg
+            lines = [f"{result.name} = {rb.ns.bind(getattr, 'getattr')}({e(st[-1])}, {name!r})"]
+            pushed = [result] if not is_method else [result, NULL] if PY313 else [NULL, result]
+            return lines, [Exit(None, nxt, st[:-1] + pushed)]
         if op == "STORE_ATTR":
             return [f"{e(st[-1])}.{inst.arg} = {e(st[-2])}"], [Exit(None, nxt, st[:-2])]
         if op == "DELETE_ATTR":
@@ -188,6 +194,10 @@ class BreakTail:
         its other code is captured), as a frame would be; else the callable itself."""
         if not self.inside_call or self.backend is None:
             return rb.expr(fn)
+        from .variables.autograd import FunctionApplyVariable
+        if isinstance(fn, FunctionApplyVariable):  # its forward declined: run it as a frame of its own
+            rb.expr(fn)  # reachable (else no break)
+            return rb.ns.bind(optimized_apply(fn.fn_cls, self.backend), "apply")
         target = optimizable_callee(fn)
         if target is None:
             return rb.expr(fn)
@@ -244,6 +254,28 @@ def optimized_function(func, backend):
     found = per_fn.get(key)
     if found is None:
         found = per_fn[key] = OptimizedFunction(func, backend)
+    return found
+
+
+_applies: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+
+
+def optimized_apply(cls, backend):
+    """`apply` of a subclass of the autograd.Function `cls` whose forward and backward are
+    optimized functions: where the forward cannot be captured as one Function node, its
+    frames still are (with breaks), as they would be when torch calls them."""
+    import torch
+    per_cls = _applies.setdefault(cls, {})
+    key = backend if isinstance(backend, str) else id(backend)
+    found = per_cls.get(key)
+    if found is None:
+        attrs = {"__module__": cls.__module__, "__qualname__": cls.__qualname__}
+        for name in ("forward", "backward"):
+            method = getattr(cls, name)
+            base = getattr(torch.autograd.Function, name)
+            if isinstance(method, types.FunctionType) and method is not base:
+                attrs[name] = staticmethod(optimized_function(method, backend))
+        found = per_cls[key] = type(cls.__name__, (cls,), attrs).apply
     return found
 
 
