@@ -31,7 +31,7 @@ from .resume import Continue, drive, why_not_resumable
 from .side_effects import writeback_lines
 from .variables.base import NULL
 from .variables.constant import ConstantVariable
-from .variables.contexts import ContextManagerVariable, _Method
+from .variables.contexts import ContextManagerVariable, _Method, exit_across_break
 
 _CALLS = {"CALL", "CALL_KW", "CALL_FUNCTION", "CALL_FUNCTION_KW", "CALL_FUNCTION_EX"}
 _JUMPS = {"POP_JUMP_IF_TRUE", "POP_JUMP_IF_FALSE", "POP_JUMP_IF_NONE", "POP_JUMP_IF_NOT_NONE",
@@ -68,8 +68,14 @@ def why_no_break(tx, index: int, fullgraph: bool) -> str | None:
         return f"{inst.opname} is not an instruction a graph can break at"
     if inst.opname == "TO_BOOL" and not _jump_after(tx, index):
         return "a truth test not followed by a jump"
-    if any(isinstance(v, (_Method, ContextManagerVariable)) for v in tx.stack):
-        return "inside a with block"
+    for v in tx.stack:
+        if isinstance(v, ContextManagerVariable) or (isinstance(v, _Method) and v.name != "__exit__"):
+            return "inside a with block"
+        if isinstance(v, _Method):
+            if not PY311:
+                return "inside a with block (Python 3.10 keeps with blocks on a block stack)"
+            if exit_across_break(v) is None:
+                return f"inside a with block over {v.cm.describe()}"
     return None
 
 

@@ -17,6 +17,7 @@ from .sources import Namespace
 from .variables.base import VariableTracker
 from .variables.builtins import BuiltinVariable
 from .variables.constant import ConstantVariable
+from .variables.contexts import _Method, exit_across_break
 from .variables.dicts import DictVariable, SetVariable
 from .variables.functions import BoundMethodVariable, UserFunctionVariable, UserMethodVariable
 from .variables.lists import IteratorVariable, ListVariable, LiveItems, TupleVariable
@@ -92,6 +93,11 @@ class Rebuilder:
             if name.isidentifier() and not keyword.iskeyword(name):
                 return f"{self.expr(v.obj)}.{name}"
             return f"{self.ns.bind(getattr, 'getattr')}({self.expr(v.obj)}, {name!r})"
+        if isinstance(v, _Method) and v.name == "__exit__":  # a with region a graph break splits
+            real = exit_across_break(v)
+            if real is None:
+                unsupported("exceptions", f"a graph break inside a with block over {v.cm.describe()}")
+            return self.ns.bind(real, "exit")
         if isinstance(v, UserMethodVariable):
             return f"{self.ns.bind(types.MethodType, 'MethodType')}({self.expr(v.func)}, {self.expr(v.obj)})"
         unsupported("construct", f"{v.describe()}, which exists only inside the trace, would have to "

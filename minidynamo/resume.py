@@ -141,7 +141,9 @@ def _generate(code, target: int, nulls: tuple, live: tuple) -> types.CodeType:
     b.name = resume_name(code, target)
     if PY311:
         b.qualname = f"{getattr(code, 'co_qualname', code.co_name)}.<{b.name}>"
-    return b.to_code()
+    # The stack never grows past the original's: the prologue rebuilds a stack the original
+    # code had at that point. The exception table keeps the depths read from the original.
+    return b.to_code(stacksize=code.co_stacksize, compute_exception_stack_depths=False)
 
 
 def resume_function(fn: types.FunctionType, code, target: int, nulls: tuple, live: tuple):

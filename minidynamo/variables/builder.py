@@ -14,6 +14,7 @@ from ..sources import AttrSource, ItemSource, IteratorSource, iterator_state
 from .autograd import FunctionApplyVariable, is_function_apply
 from .builtins import BuiltinVariable, is_builtin_callable
 from .constant import ConstantVariable, is_constant_value
+from .contexts import GradModeExit, null_exit, wrap_exit
 from .dicts import DictVariable, SetVariable
 from .functions import CachedFunctionVariable, PartialVariable, UserFunctionVariable, UserMethodVariable
 from .lists import IteratorVariable, ListVariable, TupleVariable
@@ -149,6 +150,13 @@ def _wrap(tx, value, source):
     if isinstance(value, type):
         _guard(tx, "ID_MATCH", source, value)
         return ClassVariable(value, source)
+    if isinstance(value, GradModeExit) or value is null_exit:  # a region split by a graph break
+        _guard(tx, "TYPE_MATCH", source, type(value))
+        if isinstance(value, GradModeExit):
+            _guard(tx, "EQUALS_MATCH", AttrSource(source, "prev"), value.prev)
+        else:
+            _guard(tx, "ID_MATCH", source, value)
+        return wrap_exit(value)
     if type(value) in _ITERATORS and source is not None:
         return _wrap_iterator(tx, value, source)
     if isinstance(value, (types.GeneratorType, types.CoroutineType)):

@@ -78,6 +78,49 @@ class GradModeVariable(ContextManagerVariable):
         return f"{self.manager_type.__name__} (grad {'on' if self.enabled else 'off'})"
 
 
+class GradModeExit:
+    """The `__exit__` of a grad-mode region a graph break splits: the region was entered
+    by the graph before the break; this leaves it (normal end or exception) in the resume
+    function, restoring the mode from before the region."""
+
+    __slots__ = ("prev",)
+
+    def __init__(self, prev: bool):
+        self.prev = prev
+
+    def __call__(self, *exc_info):
+        torch._C._set_grad_enabled(self.prev)
+        return False
+
+    def __repr__(self):
+        return f"<leave grad-mode region: back to {self.prev}>"
+
+
+def null_exit(*exc_info):
+    """The `__exit__` of a `contextlib.nullcontext()` region a graph break splits."""
+    return False
+
+
+def exit_across_break(method) -> object | None:
+    """The real callable standing for the bound `__exit__` of a region that a graph break
+    splits (`_Method`), or None when that region cannot be carried across a break."""
+    cm = method.cm
+    if isinstance(cm, GradModeVariable) and cm.prev is not None:
+        return GradModeExit(cm.prev)
+    if isinstance(cm, NullContextVariable):
+        return null_exit
+    return None
+
+
+def wrap_exit(value) -> "_Method":
+    """A resume function's tracker for a real exit made by `exit_across_break`."""
+    if isinstance(value, GradModeExit):
+        cm = GradModeVariable(not value.prev, torch.set_grad_enabled)
+        cm.prev = value.prev
+        return _Method(cm, "__exit__")
+    return _Method(NullContextVariable(ConstantVariable(None)), "__exit__")
+
+
 def _set_grad(tx, enabled: bool) -> bool:
     """Grad mode on or off from here on, in the trace and in the graph; the mode before."""
     prev = torch.is_grad_enabled()
