@@ -234,7 +234,7 @@ def trace(output: OutputGraph, fn, args: tuple, kwargs: dict, stop_at: int | Non
     if code.co_flags & _NOT_PLAIN:
         unsupported("generator", f"{fn.__qualname__} is a generator or coroutine function")
     try:
-        bound = inspect.signature(fn).bind(*args, **kwargs)
+        bound = inspect.signature(fn, follow_wrapped=False).bind(*args, **kwargs)
     except TypeError as e:
         unsupported("exceptions", f"TypeError: {fn.__name__}() {e}")
     bound.apply_defaults()
