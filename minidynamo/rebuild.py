@@ -19,12 +19,21 @@ from .variables.builtins import BuiltinVariable
 from .variables.constant import ConstantVariable
 from .variables.contexts import _Method, exit_across_break
 from .variables.dicts import DictVariable, SetVariable
-from .variables.functions import BoundMethodVariable, UserFunctionVariable, UserMethodVariable
+from .variables.functions import (BoundMethodVariable, NestedFunctionVariable, RealCellVariable,
+                                  UserFunctionVariable, UserMethodVariable)
 from .variables.lists import IteratorVariable, ListVariable, LiveItems, TupleVariable
 from .variables.objects import ClassVariable, ModuleVariable
 from .variables.tensor import TensorVariable
 from .variables.torch import TorchVariable
 from .variables.triton import TritonKernelVariable
+
+
+def make_function(code, fn_globals, qualname, defaults, kwdefaults, closure):
+    """A function made by MAKE_FUNCTION during the trace, made again for real."""
+    fn = types.FunctionType(code, fn_globals, code.co_name, defaults, closure)
+    fn.__qualname__ = qualname
+    fn.__kwdefaults__ = kwdefaults
+    return fn
 
 
 def list_iterator(items: list, index: int):
@@ -82,7 +91,7 @@ class Rebuilder:
             if v.tuple_type is tuple:
                 return f"({inner})"
             return f"{self.ns.bind(v.tuple_type, 't')}(({inner}))"
-        if isinstance(v, (ListVariable, DictVariable, SetVariable, IteratorVariable)):
+        if isinstance(v, (ListVariable, DictVariable, SetVariable, IteratorVariable, NestedFunctionVariable)):
             return self._mutable(v)
         if isinstance(v, (BuiltinVariable, ClassVariable, TorchVariable, ModuleVariable)):
             return self.ns.bind(v.as_python_constant(), "c")
@@ -127,7 +136,21 @@ class Rebuilder:
             return "{" + body + "}" if v.dict_type is dict else f"{self.ns.bind(v.dict_type, 't')}({{{body}}})"
         if isinstance(v, SetVariable):
             return f"{self.ns.bind(v.python_type(), 't')}({self.ns.bind(frozenset(v.values), 'c')})"
+        if isinstance(v, NestedFunctionVariable):
+            return self._function(v)
         return self._iterator(v)
+
+    def _function(self, v: NestedFunctionVariable) -> str:
+        cells = []
+        for cell in (v.closure.items if v.closure is not None else ()):
+            if not isinstance(cell, RealCellVariable):
+                unsupported("construct", f"{v.describe()} closes over a variable of the traced frame")
+            cells.append(self.ns.bind(cell.cell, "cell"))
+        closure = f"({''.join(c + ', ' for c in cells)})" if cells else "None"
+        defaults = self.expr(v.defaults_var) if v.defaults_var is not None else "None"
+        kwdefaults = self.expr(v.kwdefaults_var) if v.kwdefaults_var is not None else "None"
+        return (f"{self.ns.bind(make_function, 'make_function')}({self.ns.bind(v.code, 'code')}, "
+                f"{self.ns.bind(v.globals, 'G')}, {v.name!r}, {defaults}, {kwdefaults}, {closure})")
 
     def _iterator(self, v: IteratorVariable) -> str:
         owner = v.owner if v.owner is not None else self._list_owning(v.items)

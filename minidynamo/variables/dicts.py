@@ -149,6 +149,7 @@ class DictVariable(VariableTracker):
         return super().call_method(tx, name, args, kwargs)
 
     def update_from(self, tx, other):
+        self.check_mutable("dict update", tx)
         if isinstance(other, DictVariable):
             self.items.update(other.items)
         else:

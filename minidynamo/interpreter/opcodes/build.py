@@ -47,7 +47,9 @@ class BuildOps:
 
     def LIST_APPEND(self, inst):
         v = self.pop()
-        self.stack[-inst.arg].items.append(v)
+        target = self.stack[-inst.arg]
+        target.check_mutable("list.append", self)  # a comprehension's list handed over a break
+        target.items.append(v)
 
     def SET_ADD(self, inst):
         v = self.pop()
@@ -60,7 +62,9 @@ class BuildOps:
 
     def LIST_EXTEND(self, inst):
         v = self.pop()
-        self.stack[-inst.arg].items.extend(v.iter_items(self))
+        target = self.stack[-inst.arg]
+        target.check_mutable("list.extend", self)
+        target.items.extend(v.iter_items(self))
 
     def SET_UPDATE(self, inst):
         v = self.pop()
