@@ -204,6 +204,9 @@ class BreakTail:
         if isinstance(fn, FunctionApplyVariable):  # its forward declined: run it as a frame of its own
             rb.expr(fn)  # reachable (else no break)
             return rb.ns.bind(optimized_apply(fn.fn_cls, self.backend), "apply")
+        module_call = optimized_module_call(fn, self.backend)
+        if module_call is not None:
+            return rb.ns.bind(module_call, "module_call"), rb.expr(fn)
         target = optimizable_callee(fn)
         if target is None:
             return rb.expr(fn)
@@ -233,19 +236,27 @@ def optimizable_callee(fn):
     """(function, self tracker or None) for a call the break may run optimized: a plain
     Python function (or a method of one) that is not torch's own and not disabled."""
     from .variables.functions import UserFunctionVariable, UserMethodVariable
-    from .variables.purity import is_compiler_disabled
     obj = None
     if isinstance(fn, UserMethodVariable):
         fn, obj = fn.func, fn.obj
     if not isinstance(fn, UserFunctionVariable):
         return None
-    func = fn.fn
+    func = optimizable_callee_function(fn.fn)
+    return None if func is None else (func, obj)
+
+
+def optimizable_callee_function(func):
+    """`func` when a break may run it optimized on its own: a plain Python function, not
+    torch's own, not disabled, not a generator or coroutine."""
+    from .variables.purity import is_compiler_disabled
+    if not isinstance(func, types.FunctionType):
+        return None
     module = getattr(func, "__module__", None) or ""
     if module == "torch" or module.startswith(("torch.", "minidynamo")) or is_compiler_disabled(func):
         return None
     if getattr(func, "_minidynamo_resume", None) is not None or func.__code__.co_flags & 0x2A0:
         return None  # generators, coroutines
-    return func, obj
+    return func
 
 
 _optimized: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
@@ -283,6 +294,39 @@ def optimized_apply(cls, backend):
                 attrs[name] = staticmethod(optimized_function(method, backend))
         found = per_cls[key] = type(cls.__name__, (cls,), attrs).apply
     return found
+
+
+def optimized_module_call(fn, backend):
+    """For a call of an nn.Module whose forward declined: a function calling the module
+    with its forward optimized on its own, while the module runs plainly (its class's
+    forward, no hooks); else the module itself is called."""
+    import torch
+    from .variables.objects import UserObjectVariable
+    if not isinstance(fn, UserObjectVariable) or not isinstance(fn.value, torch.nn.Module):
+        return None
+    cls = type(fn.value)
+    forward = getattr(cls, "forward", None)
+    if cls.__call__ is not torch.nn.Module.__call__ or optimizable_callee_function(forward) is None:
+        return None
+    key = (cls, backend if isinstance(backend, str) else id(backend))
+    found = _module_calls.get(key)
+    if found is None:
+        optimized = optimized_function(forward, backend)
+        hooks = torch.nn.modules.module
+
+        def call(module, *args, **kwargs):
+            if type(module).forward is forward and "forward" not in module.__dict__ and not (
+                    module._forward_hooks or module._forward_pre_hooks or module._backward_hooks
+                    or module._backward_pre_hooks or hooks._global_forward_hooks
+                    or hooks._global_forward_pre_hooks or hooks._global_backward_hooks
+                    or hooks._global_backward_pre_hooks):
+                return optimized(module, *args, **kwargs)
+            return module(*args, **kwargs)
+        found = _module_calls[key] = call
+    return found
+
+
+_module_calls: dict = {}
 
 
 def optimized_callees(backend) -> list:
