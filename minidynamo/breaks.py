@@ -66,6 +66,8 @@ def why_no_break(tx, index: int, fullgraph: bool) -> str | None:
         return "fullgraph=True"
     if inst.opname not in BREAKABLE:
         return f"{inst.opname} is not an instruction a graph can break at"
+    if inst.in_try:
+        return "inside a try block (the native instruction would run outside its handlers)"
     if inst.opname == "TO_BOOL" and not _jump_after(tx, index):
         return "a truth test not followed by a jump"
     for v in tx.stack:

@@ -31,7 +31,7 @@ from typing import Any
 
 import bytecode as bc
 
-from ._compat import PY312, PY313
+from ._compat import PY311, PY312, PY313
 
 
 @dataclass(eq=False)
@@ -45,6 +45,7 @@ class Inst:
     # instruction made from it (only those can be resumed at: see resume.py).
     origin: int | None = None
     first: bool = True
+    in_try: bool = False  # inside the body of a user try statement (breaks.py)
 
     def __repr__(self):
         tgt = f" -> {self.target}" if self.target is not None else ""
@@ -138,6 +139,8 @@ def normalize(code) -> list[Inst]:
     label_index: dict = {}
     pending_labels: list = []
     try_begins: list[tuple[int, Any]] = []
+    try_ranges: list = []  # [start, end or None, handler label] of each protected range
+    open_ranges: dict = {}  # id(TryBegin) → its entry in try_ranges
     in_prologue = True  # before RESUME (3.11+)
     for position, item in enumerate(stream):
         if isinstance(item, bc.Label):
@@ -145,8 +148,13 @@ def normalize(code) -> list[Inst]:
             continue
         if isinstance(item, bc.TryBegin):
             try_begins.append((len(insts), item.target))
+            open_ranges[id(item)] = [len(insts), None, item.target]
+            try_ranges.append(open_ranges[id(item)])
             continue
         if isinstance(item, bc.TryEnd):
+            entry = open_ranges.pop(id(item.entry), None)
+            if entry is not None:
+                entry[1] = len(insts)
             continue
         if item.name == "RESUME":
             in_prologue = False
@@ -186,10 +194,33 @@ def normalize(code) -> list[Inst]:
         and insts[label_index[target]].opname == "PUSH_EXC_INFO"
         and not _with_cleanup(insts, label_index[target])
     )
+    user_handlers = {h for _, h in marks}
+    for start, end, target in try_ranges:
+        if label_index.get(target) in user_handlers:
+            for inst in insts[start:len(insts) if end is None else end]:
+                inst.in_try = True
+    if not PY311:
+        _mark_try_blocks(insts)
     if marks:
         insts = _insert_setup_except(insts, marks)
     _cache[code] = insts
     return insts
+
+
+def _mark_try_blocks(insts: list[Inst]) -> None:
+    """3.10: the instructions between a SETUP_FINALLY and its POP_BLOCK are a try body."""
+    blocks: list[str] = []
+    for inst in insts:
+        if inst.opname == "POP_BLOCK":
+            if blocks:
+                blocks.pop()
+            continue
+        if "try" in blocks:
+            inst.in_try = True
+        if inst.opname == "SETUP_FINALLY":
+            blocks.append("try")
+        elif inst.opname in ("SETUP_WITH", "SETUP_ASYNC_WITH"):
+            blocks.append("with")
 
 
 def _with_cleanup(insts: list[Inst], handler: int) -> bool:
