@@ -68,8 +68,6 @@ def why_no_break(tx, index: int, fullgraph: bool) -> str | None:
         return f"{inst.opname} is not an instruction a graph can break at"
     if inst.in_try:
         return "inside a try block (the native instruction would run outside its handlers)"
-    if inst.opname == "TO_BOOL" and not _jump_after(tx, index):
-        return "a truth test not followed by a jump"
     for v in tx.stack:
         if isinstance(v, ContextManagerVariable) or (isinstance(v, _Method) and v.name != "__exit__"):
             return "inside a with block"
@@ -111,6 +109,10 @@ class BreakTail:
 
     def lines(self, rb) -> list[str]:
         inst = self.tx.instructions[self.index]
+        # Outside containers get their new contents first: what is rebuilt next may read
+        # them (an iterator over an outside list resumes at its position in the new list).
+        writeback = writeback_lines(rb, self.tx.output)
+        before = len(rb.prelude)
         native, exits = self._native(rb, inst)
         self.functions = []
         out = []
@@ -125,9 +127,8 @@ class BreakTail:
         self.exits = exits
         # The prelude (containers rebuilt for the operands, stack and locals: their state
         # at the break) runs before the native instruction, which may change them.
-        writeback = writeback_lines(rb, self.tx.output)
         where = f"# {self.tx.code.co_filename}:{inst.lineno}: {inst.opname} runs natively"
-        return [*rb.prelude, *writeback, where, *native, *out]
+        return [*rb.prelude[:before], *writeback, *rb.prelude[before:], where, *native, *out]
 
     def _resume_call(self, rb, ex: Exit):
         tx = self.tx
@@ -162,6 +163,8 @@ class BreakTail:
             if isinstance(callee, tuple):  # a method: its function optimized, self first
                 callee, parts = callee[0], [callee[1], *parts]
             return [f"{result.name} = {callee}({', '.join(parts)})"], [Exit(None, nxt, st[:-used] + [result])]
+        if op == "TO_BOOL" and _jump_after(tx, index) is None:  # a truth value used as a value
+            return [f"{result.name} = {rb.ns.bind(bool, 'bool')}({e(st[-1])})"], [Exit(None, nxt, st[:-1] + [result])]
         if op in ("POP_JUMP_IF_TRUE", "POP_JUMP_IF_FALSE", "TO_BOOL"):
             jump = inst if op != "TO_BOOL" else _jump_after(tx, index)
             after = nxt if op != "TO_BOOL" else nxt + 1

@@ -226,9 +226,10 @@ class _ReturnTail:
         return [self.result]
 
     def lines(self, rb) -> list[str]:
-        value = rb.expr(self.result)
         writeback = writeback_lines(rb, self.output)
-        return [*rb.prelude, *writeback, f"return {value}"]
+        before = len(rb.prelude)
+        value = rb.expr(self.result)
+        return [*rb.prelude[:before], *writeback, *rb.prelude[before:], f"return {value}"]
 
 
 def compile_call(fn, args, kwargs, backend, *, name: str, slow=None, fullgraph: bool = False,
@@ -276,7 +277,9 @@ def compile_call(fn, args, kwargs, backend, *, name: str, slow=None, fullgraph: 
     hits = [0]
     body = [f"    {ns.bind(hits, 'hits')}[0] += 1"]
     gm = compiled = None
-    has_work = output.op_count > 0 or output.kernels
+    # Any call in the graph is work, a state change (`torch.set_grad_enabled(False)`) too.
+    has_work = output.op_count > 0 or output.kernels or any(
+        n.op == "call_function" for n in output.graph.nodes)
     inlined = False
     if has_work:
         output.graph.output(tuple(rb.nodes))

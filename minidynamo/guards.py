@@ -46,7 +46,7 @@ class Guard:
             return f"type({e}) is {ns.bind(self.expected, 'type')}"
         if kind == "EQUALS_MATCH":
             v = self.expected
-            t = ns.bind(type(v), "type")
+            t = ns.bind(self.meta.get("type", type(v)), "type")  # meta: a set guarded by a frozen copy
             if v is None or type(v) is bool:
                 return f"{e} is {v!r}"
             exact = type(v) in (int, str, bytes) or (type(v) is float and v == v and abs(v) != float("inf"))

@@ -156,12 +156,14 @@ class Rebuilder:
         owner = v.owner if v.owner is not None else self._list_owning(v.items)
         if owner is not None:  # iterating a list made in the trace: the same list, live
             return f"{self.ns.bind(list_iterator, 'list_iterator')}({self.expr(owner)}, {v.index})"
-        if isinstance(v.items, LiveItems):
-            rest = []
-            while (item := v.items.at(v.index + len(rest))) is not None:
-                rest.append(item)
-        else:
-            rest = list(v.items[v.index:])
+        if v.rest is None:  # read once: pulling live items advances what they pull from
+            if isinstance(v.items, LiveItems):
+                v.rest = []
+                while (item := v.items.at(v.index + len(v.rest))) is not None:
+                    v.rest.append(item)
+            else:
+                v.rest = list(v.items[v.index:])
+        rest = v.rest
         ints = [r.value for r in rest if isinstance(r, ConstantVariable) and type(r.value) is int]
         if len(ints) == len(rest) and len(rest) >= 2:
             step = ints[1] - ints[0]

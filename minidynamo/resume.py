@@ -68,6 +68,7 @@ class ResumeInfo:
     target: int
     nulls: tuple
     params: tuple
+    originals: tuple  # the original code's name of each parameter (a local renamed if needed)
 
     @property
     def stack_names(self) -> tuple:
@@ -131,9 +132,15 @@ def _generate(code, target: int, nulls: tuple, live: tuple) -> types.CodeType:
         else:
             prologue.append(bc.Instr("LOAD_CONST", call_self, lineno=line))
     prologue.append(bc.Instr("JUMP_FORWARD", label, lineno=line))
+    # A local whose name is no identifier (pytest's rewritten asserts make `@py_assert1`)
+    # cannot be a parameter of generated Python code: it gets a name that can.
+    renamed = {n: f"___local{i}" for i, n in enumerate(live) if not _is_identifier(n)}
+    body = items[start:]
+    if renamed:
+        body = [_rename(it, renamed) for it in body]
     b.clear()
-    b.extend(items[:start] + prologue + items[start:])
-    b.argnames = names + list(live)
+    b.extend(items[:start] + prologue + body)
+    b.argnames = names + [renamed.get(n, n) for n in live]
     b.argcount = len(b.argnames)
     b.posonlyargcount = 0
     b.kwonlyargcount = 0
@@ -146,11 +153,31 @@ def _generate(code, target: int, nulls: tuple, live: tuple) -> types.CodeType:
     return b.to_code(stacksize=code.co_stacksize, compute_exception_stack_depths=False)
 
 
+def _is_identifier(name: str) -> bool:
+    import keyword
+    return name.isidentifier() and not keyword.iskeyword(name)
+
+
+_LOCAL_OPS = {"LOAD_FAST", "STORE_FAST", "DELETE_FAST", "LOAD_FAST_CHECK", "LOAD_FAST_AND_CLEAR",
+              "STORE_FAST_MAYBE_NULL", "LOAD_FAST_LOAD_FAST", "STORE_FAST_STORE_FAST",
+              "STORE_FAST_LOAD_FAST"}
+
+
+def _rename(item, renamed: dict):
+    if not isinstance(item, bc.Instr) or item.name not in _LOCAL_OPS:
+        return item
+    arg = item.arg
+    new = tuple(renamed.get(a, a) for a in arg) if isinstance(arg, tuple) else renamed.get(arg, arg)
+    return item if new == arg else bc.Instr(item.name, new, location=item.location)
+
+
 def resume_function(fn: types.FunctionType, code, target: int, nulls: tuple, live: tuple):
     """A plain function running `code` (fn's original code) from `target`, with fn's
     globals and closure, carrying the ResumeInfo the tracer reads."""
     new_code = resume_code(code, target, nulls, live)
     resumed = types.FunctionType(new_code, fn.__globals__, new_code.co_name, None, fn.__closure__)
     resumed.__qualname__ = getattr(new_code, "co_qualname", new_code.co_name)
-    resumed._minidynamo_resume = ResumeInfo(code, fn, target, nulls, tuple(new_code.co_varnames[:new_code.co_argcount]))
+    params = tuple(new_code.co_varnames[:new_code.co_argcount])
+    stack = params[:len(params) - len(live)]
+    resumed._minidynamo_resume = ResumeInfo(code, fn, target, nulls, params, stack + tuple(live))
     return resumed

@@ -841,9 +841,6 @@ def test_break_inside_enable_grad():
     differ(f, t().requires_grad_(), top=REGION_KIND)
 
 
-@pytest.mark.xfail(PY >= (3, 11), strict=True,
-                   reason="a resume function with no tensor work after the region ends is a "
-                          "constant entry that never restores grad mode: it stays off after the call")
 def test_grad_mode_restored_when_nothing_follows_the_region():
     def f(x):
         y = x * 2
@@ -854,9 +851,6 @@ def test_grad_mode_restored_when_nothing_follows_the_region():
     differ(f, t().requires_grad_(), top=REGION_KIND)
 
 
-@pytest.mark.xfail(PY >= (3, 11), strict=True,
-                   reason="the resume entry traced under one outer grad mode restores that mode "
-                          "when called under the other one")
 def test_grad_region_under_both_outer_modes():
     def f(x):
         with torch.enable_grad():
@@ -927,9 +921,6 @@ def test_nonlocal_counter_falls_back():
     differ(f, t(), top="eager", graphs=0)
 
 
-@pytest.mark.xfail(strict=True, reason="a function made in the frame and live across the break "
-                                       "is guarded by identity in the resume function: a new "
-                                       "object each call, so every call traces again")
 def test_lambda_made_before_break():
     def f(x):
         y = x + 1
@@ -940,9 +931,6 @@ def test_lambda_made_before_break():
     differ(f, t(), top="break")
 
 
-@pytest.mark.xfail(PY < (3, 12), strict=True,
-                   reason="up to 3.11 the comprehension is a function made in the frame, live "
-                          "across the break: guarded by identity, every call traces again")
 def test_comprehension_over_tolist():
     def f(x):
         y = x + 1
@@ -964,8 +952,6 @@ def test_loop_over_tensor_rows():
     differ(f, t(5, 3), top="break")
 
 
-@pytest.mark.xfail(strict=True, reason="a dict iterator is rebuilt empty: the break's tail is "
-                                       "rendered twice and the first rendering exhausts it")
 @pytest.mark.parametrize("how", ["plain", "keys", "values", "items"])
 def test_loop_over_dict(how):
     def f(d):
@@ -979,9 +965,6 @@ def test_loop_over_dict(how):
     differ(f, {"a": t(), "b": t(seed=1), "c": t(seed=2)}, top="break")
 
 
-@pytest.mark.xfail(strict=True, reason="the list iterator is rebuilt before the list's new contents "
-                                       "are written back; __setstate__ clamps its position to the "
-                                       "old length and an item is visited twice")
 def test_list_growing_while_iterated():
     def f(x, work):
         for v in work:
@@ -1135,9 +1118,8 @@ def test_not_of_a_tensor_as_a_value():
         ok = not (y > 0).any()
         return y, ok
 
-    # 3.13 compiles `not` to TO_BOOL + UNARY_NOT: a truth test not followed by a jump does
-    # not break, and the whole call runs eagerly.
-    differ(f, t(), -t().abs(), top="break" if PY < (3, 13) else "eager")
+    # 3.13 compiles `not` to TO_BOOL + UNARY_NOT: the truth test breaks on its own.
+    differ(f, t(), -t().abs(), top="break")
 
 
 def test_item_in_a_slice_bound():
@@ -1478,9 +1460,6 @@ def test_containers_created_inside_survive_the_break():
     differ(f, t(), top="break")
 
 
-@pytest.mark.xfail(strict=True, reason="the EQUALS_MATCH guard of a set holds the set object itself, "
-                                       "which the native s.add(3) then changes: every call traces "
-                                       "the resume function again")
 def test_set_created_inside_changed_after_break():
     def f(x):
         s = {1, 2}
@@ -1491,9 +1470,6 @@ def test_set_created_inside_changed_after_break():
     differ(f, t(), top="break")
 
 
-@pytest.mark.xfail(strict=True, reason="the EQUALS_MATCH guard of a set argument holds the caller's "
-                                       "set object: changed in place, it still passes, and the stale "
-                                       "entry runs")
 def test_set_argument_changed_between_calls():
     def f(x, s):
         y = x * 2
@@ -1589,8 +1565,6 @@ def test_global_state_changed_by_native_call():
     differ(f, t().requires_grad_(), top="break")
 
 
-@pytest.mark.xfail(strict=True, reason="a grad-mode change traced in a resume function with no "
-                                       "tensor work (a constant entry) is dropped: grad mode stays off")
 def test_grad_mode_set_after_the_last_tensor_op():
     def f(x):
         _grad_off()
@@ -1602,8 +1576,6 @@ def test_grad_mode_set_after_the_last_tensor_op():
     differ(f, t().requires_grad_(), top="break")
 
 
-@pytest.mark.xfail(strict=True, reason="a grad-mode change traced in a frame with no tensor work "
-                                       "(a constant entry) is dropped, break or not")
 def test_grad_mode_set_without_tensor_work():
     def f(x):
         torch.set_grad_enabled(False)
@@ -1651,9 +1623,6 @@ def test_triton_launches_around_break():
     assert all(len(gm._minidynamo_kernels) == 1 for gm in info.backend.graphs)
 
 
-@pytest.mark.xfail(strict=True, reason="pytest's assertion rewriting names locals '@py_assert1': the "
-                                       "resume function gets them as parameters and building its "
-                                       "entry raises ValueError")
 def test_assert_on_a_tensor():
     def f(x):
         y = x.abs()

@@ -247,6 +247,8 @@ def trace(output: OutputGraph, fn, args: tuple, kwargs: dict, stop_at: int | Non
         stack = iter([f_locals.pop(name) for name in info.stack_names])
         tx.stack = [NULL if null else next(stack) for null in info.nulls]
         tx.ip = info.target
+        f_locals = {original: f_locals[param] for param, original in zip(info.params, info.originals)
+                    if param in f_locals}
     tx.f_locals = f_locals
     tx.cells = make_cells(code, f_locals, UserFunctionVariable(fn).closure_cells(tx))
     return tx.run()

@@ -96,8 +96,9 @@ def _wrap(tx, value, source):
         _guard(tx, "TYPE_MATCH", source, dict)
         return DictVariable({}, source, lazy=entries, size=len(value))
     if type(value) in (set, frozenset) and all(is_constant_value(v) for v in value):
-        _guard(tx, "EQUALS_MATCH", source, value)
-        return SetVariable(value, source, set_type=type(value))
+        snapshot = frozenset(value)  # a set changes in place: guard and trace its contents now
+        _guard(tx, "EQUALS_MATCH", source, snapshot, type=type(value))
+        return SetVariable(set(snapshot), source, set_type=type(value))
     if isinstance(value, functools.partial):
         _guard(tx, "TYPE_MATCH", source, type(value))
         if source is not None:
@@ -113,6 +114,16 @@ def _wrap(tx, value, source):
         _guard(tx, "ID_MATCH", source, value)
         return CachedFunctionVariable(value, source)
     if isinstance(value, types.FunctionType):
+        if source is not None and _made_per_call(value):
+            # A lambda or inner def is a new object on every call (one handed to a resume
+            # function, too): pin what the trace uses of it, not its identity.
+            _guard(tx, "TYPE_MATCH", source, types.FunctionType)
+            _guard(tx, "ID_MATCH", AttrSource(source, "__code__"), value.__code__)
+            _guard(tx, "ID_MATCH", AttrSource(source, "__globals__"), value.__globals__)
+            _guard(tx, "EQUALS_MATCH", AttrSource(source, "__defaults__"), value.__defaults__)
+            _guard(tx, "EQUALS_MATCH", AttrSource(source, "__kwdefaults__"), value.__kwdefaults__)
+            _guard(tx, "EQUALS_MATCH", AttrSource(source, "__dict__"), {})
+            return UserFunctionVariable(value, source)
         _guard(tx, "ID_MATCH", source, value)
         return UserFunctionVariable(value, source)
     if is_function_apply(value):  # `my_op = MyFunction.apply` at import
@@ -170,6 +181,15 @@ def _wrap(tx, value, source):
 
 
 _ITERATORS = (type(iter([])), type(iter(())), type(iter(range(0))))
+
+
+def _made_per_call(fn) -> bool:
+    """A nested function (`f.<locals>.g`, a lambda, 3.10's `<listcomp>`) without a closure
+    whose defaults are constants and that carries no attributes: its code, globals and
+    defaults say all a trace uses of it."""
+    return "<" in fn.__qualname__ and fn.__closure__ is None \
+        and not fn.__dict__ and all(is_constant_value(d) for d in (fn.__defaults__ or ())) \
+        and all(is_constant_value(d) for d in (fn.__kwdefaults__ or {}).values())
 
 
 def _wrap_iterator(tx, value, source):

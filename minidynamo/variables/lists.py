@@ -277,13 +277,14 @@ def iterator_of(tx, v) -> "IteratorVariable":
 class IteratorVariable(VariableTracker):
     """A live iterator: FOR_ITER advances it in place."""
 
-    __slots__ = ("items", "index", "owner")
+    __slots__ = ("items", "index", "owner", "rest")
 
     def __init__(self, items, owner=None):
         super().__init__(None)
         self.items = items  # a Python list of trackers (a list tracker's live items, or LiveItems)
         self.index = 0
         self.owner = owner  # the list tracker whose items these are, if any
+        self.rest = None  # what was left, once a graph break read it (rebuild.py)
 
     def python_type(self):
         return type(iter([]))
