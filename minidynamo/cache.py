@@ -184,6 +184,10 @@ class FunctionCache:
             last = next(f for f in reversed(self.failures) if (f.kind, f.source) == top)
             why = (f"; the guard that keeps failing: {top[0]} on {top[1]} ({counts[top]} of "
                    f"{len(self.failures)} recompiles), last: {last.reason}")
+        if self.continuation and "iterator" in why:
+            why += (" (a graph break inside a loop: each iteration resumes at another position of "
+                    "the loop, so the iterations past the limit run eagerly; move the break out of "
+                    "the loop to capture them all)")
         msg = (f"minidynamo: {self.name} ({self.where}) reached cache_size_limit "
                f"({config.cache_size_limit}){why}. New variants run eagerly.")
         recompile_log.warning(msg)
