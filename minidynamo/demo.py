@@ -1,7 +1,7 @@
 """A tour of minidynamo: `python -m minidynamo.demo`.
 
 Traces a small function, shows its graph and guards, changes a shape to trigger a
-recompile (and prints why), shows a function that runs eagerly (and why), and times
+recompile (and prints why), breaks a graph around a `print` (and shows both graphs), and times
 eager vs minidynamo vs torch.compile(backend="eager") on this machine.
 """
 from __future__ import annotations
@@ -28,8 +28,9 @@ def f(x, y, scale=2.0):
 
 
 def chatty(x):
+    y = torch.relu(x) * 2
     print("  (chatty prints while it runs)")
-    return x * 2
+    return y.sum() + 1
 
 
 def add_mul(x, y):
@@ -71,15 +72,21 @@ def recompile_section() -> None:
     print(f"cache entries now: {len(f.cache_entries())}")
 
 
-def fallback_section() -> None:
-    heading("5. A function that cannot be traced runs eagerly")
+def break_section() -> None:
+    heading("5. A graph break: what cannot be traced runs natively between two graphs")
+    print(inspect.getsource(chatty).rstrip())
     opt = minidynamo.optimize(chatty)
     opt(torch.ones(3))
     entry = opt.cache_entries()[0]
-    print(f"entry kind: {entry.kind}")
-    print(f"reason: {entry.reason}")
+    print(f"\nentry kind: {entry.kind}")
+    print(f"breaks at: {entry.break_reason}")
+    print("graph before the break:")
+    print(entry.gm.code.strip())
+    resumed = entry.resumes[0]
+    print(f"then the print runs natively, then {resumed.__name__}, traced in its turn:")
+    print(resumed.cache_entries()[0].gm.code.strip())
     opt(torch.ones(3))
-    print("second call: the eager entry's guards pass, so no new trace; it prints once per call")
+    print("second call: both entries' guards pass, no new trace; it prints once per call")
 
 
 def triton_section() -> None:
@@ -167,7 +174,7 @@ def main() -> None:
     warm_up()
     trace_section()
     recompile_section()
-    fallback_section()
+    break_section()
     triton_section()
     speed_section()
 
