@@ -66,6 +66,39 @@ class Info:
     def kinds(self) -> list:
         return [e.kind for e in self.entries]
 
+    @property
+    def tree(self) -> list:
+        """Every entry: the function's, its resume functions' (recursively) and those of
+        the callees a break optimized on their own (see `entry_tree`)."""
+        return entry_tree(self.opt, self.backend)
+
+    @property
+    def break_reason(self):
+        """The Unsupported the first entry broke at (kind "break")."""
+        return self.entries[0].break_reason
+
+
+def entry_tree(opt, backend=None, seen=None) -> list:
+    """The cache entries of `opt` and, recursively, of the resume functions of its break
+    entries; with `backend`, also those of the callees a break optimized on their own with
+    it (a declined call inside a called Python function runs that function optimized)."""
+    top = seen is None
+    seen = set() if seen is None else seen
+    if id(opt) in seen:
+        return []
+    seen.add(id(opt))
+    out = []
+    for e in opt.cache_entries():
+        out.append(e)
+        if e.kind == "break":
+            for r in e.resumes:
+                out += entry_tree(r, None, seen)
+    if top and backend is not None:
+        from minidynamo.breaks import optimized_callees
+        for c in optimized_callees(backend):
+            out += entry_tree(c, None, seen)
+    return out
+
 
 @dataclass
 class Outcome:
@@ -218,14 +251,21 @@ def check(fn, *arg_sets, kind, graphs=None, backend=None, reason=None, fullgraph
           same_entry=True):
     """Run `fn` eagerly and optimized on copies of each argument set and compare everything.
 
-    kind: the cache entry kind every call must end up in ("graph", "eager", "constant").
-    graphs: expected number of backend calls over all argument sets (default: one per
-      argument set for kind="graph" when `same_entry` is False, else 1; 0 otherwise).
-    reason: for kind="eager", the Unsupported category the fallback must have.
+    kind: the cache entry kind every call must end up in ("graph", "eager", "constant",
+      or "break": the function's own entries break; the entries of their resume functions
+      may be of any kind, and the second call must trace nothing anywhere in that tree).
+    graphs: expected number of backend calls over all argument sets, the graphs of resume
+      functions and of callees included (default: one per entry for kind="graph", 0 for
+      "eager" and "constant"; not checked for "break" unless given).
+    reason: for kind="eager", the Unsupported category the fallback must have; for
+      kind="break", the category of the decline every entry of the function broke at.
     same_entry: all argument sets must hit one cache entry (no recompile).
+    Unless kind="eager" (or fullgraph_check=False), the first argument set is also run
+      under fullgraph=True: what traced whole must trace whole there too, and what broke
+      must raise Unsupported there (fullgraph=True never breaks), of category `reason`.
     Returns Info (backend, the optimized function, its entries).
     """
-    assert kind in ("graph", "eager", "constant"), kind
+    assert kind in ("graph", "eager", "constant", "break"), kind
     backend = backend or CountingBackend()
     opt = minidynamo.optimize(backend=backend)(fn)
     for n, arg_set in enumerate(arg_sets):
@@ -235,6 +275,7 @@ def check(fn, *arg_sets, kind, graphs=None, backend=None, reason=None, fullgraph
         expected = _run(fn, eager_args, eager_kwargs)
         for attempt in ("first call", "second call (cache hit)"):
             entries_before = len(opt.cache_entries())
+            tree_before = (len(entry_tree(opt, backend)), getattr(backend, "calls", None))
             opt_args, opt_kwargs = _clone(arg_set.args, arg_set.kwargs)
             got = _run(opt, opt_args, opt_kwargs)
             what = f"{fn.__name__}, argument set {n}, {attempt}"
@@ -253,23 +294,34 @@ def check(fn, *arg_sets, kind, graphs=None, backend=None, reason=None, fullgraph
             entries = opt.cache_entries()
             if attempt.startswith("second"):
                 assert len(entries) == entries_before, f"{what}: re-traced instead of hitting the cache"
+                if kind == "break":
+                    tree_after = (len(entry_tree(opt, backend)), getattr(backend, "calls", None))
+                    assert tree_after == tree_before, (f"{what}: a resume function traced again "
+                                                       f"(entries, graphs) {tree_before} -> {tree_after}")
             assert entries and entries[-1].kind == kind or any(e.kind == kind for e in entries), \
-                f"{what}: entry kinds {[e.kind for e in entries]}, expected {kind!r}" + (
-                    f" ({entries[-1].reason})" if entries and entries[-1].reason else "")
+                f"{what}: entry kinds {[e.kind for e in entries]}, expected {kind!r}" + _why(entries[-1:])
     entries = opt.cache_entries()
     bad = [e for e in entries if e.kind != kind]
-    assert not bad, f"entry kinds {[e.kind for e in entries]}, expected all {kind!r}" + "".join(
-        f"\n  fallback: {e.reason}" for e in bad if e.reason)
+    assert not bad, f"entry kinds {[e.kind for e in entries]}, expected all {kind!r}" + _why(bad)
     if same_entry:
         assert len(entries) == 1, f"{len(entries)} cache entries, expected one: {opt.guard_failures()}"
-    if graphs is None:
+    if graphs is None and kind != "break":
         graphs = len(entries) if kind == "graph" else 0
-    assert backend.calls == graphs, f"backend called {backend.calls} times, expected {graphs}"
+    if graphs is not None:
+        assert backend.calls == graphs, (f"backend called {backend.calls} times, expected {graphs} "
+                                         f"(entry kinds {[e.kind for e in entry_tree(opt, backend)]})")
     if kind == "eager":
         if reason is not None:
             assert entries[0].reason.category == reason, entries[0].reason
-    elif fullgraph_check:
-        # What traced without a fallback must also trace under fullgraph=True.
+    elif kind == "break":
+        for e in entries:
+            assert e.break_reason is not None and e.reason is None, e
+            assert e.resumes, f"a break entry without resume functions: {e.break_reason}"
+            if reason is not None:
+                assert e.break_reason.category == reason, e.break_reason
+    if kind != "eager" and fullgraph_check:
+        # What traced without a fallback must also trace under fullgraph=True; what broke
+        # must be refused there, with the same category.
         strict = minidynamo.optimize(backend=CountingBackend(), fullgraph=True)(fn)
         first = arg_sets[0] if isinstance(arg_sets[0], Args) else (
             Args(*arg_sets[0]) if isinstance(arg_sets[0], tuple) else Args(arg_sets[0]))
@@ -277,15 +329,29 @@ def check(fn, *arg_sets, kind, graphs=None, backend=None, reason=None, fullgraph
         with contextlib.redirect_stdout(io.StringIO()):
             try:
                 strict(*a, **k)
-            except minidynamo.Unsupported:
-                raise
+            except minidynamo.Unsupported as e:
+                if kind != "break":
+                    raise
+                if reason is not None:
+                    assert e.category == reason, f"fullgraph=True refused with {e}, the break was {reason!r}"
             except Exception:  # noqa: BLE001 - the user's own exception, already compared
-                pass
+                if kind == "break":
+                    raise AssertionError("fullgraph=True ran a call that broke without Unsupported")
+            else:
+                if kind == "break":
+                    raise AssertionError("fullgraph=True traced a call that broke: fullgraph never breaks")
     return Info(backend, opt, entries)
 
 
+def _why(entries) -> str:
+    return "".join(f"\n  fallback: {e.reason}" for e in entries if e.reason) + "".join(
+        f"\n  break: {e.break_reason}" for e in entries if e.break_reason)
+
+
 def check_fallback(fn, *arg_sets, reason=None, **kw):
-    """A construct that must run eagerly; fullgraph=True must refuse it with `reason`."""
+    """A construct that must run eagerly as a whole call (it cannot break: inside a `with`
+    block or a `try`, a frame with cell variables...); fullgraph=True must refuse it with
+    `reason`."""
     info = check(fn, *arg_sets, kind="eager", reason=reason, **kw)
     first = arg_sets[0] if isinstance(arg_sets[0], Args) else (
         Args(*arg_sets[0]) if isinstance(arg_sets[0], tuple) else Args(arg_sets[0]))

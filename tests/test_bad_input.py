@@ -253,10 +253,12 @@ def test_backend_that_raises_is_a_backend_error_naming_it():
         raise ValueError("cannot compile this")
 
     def f(x):
-        ran.append(1)  # never runs: the trace does not execute the function
-        return x * 2
+        y = x
+        keep = lambda: y  # noqa: E731 - a cell variable: the frame cannot break
+        ran.append(1)
+        print("runs eagerly")  # declined: the whole call runs eagerly, no graph
+        return keep() * 2
 
-    # `ran.append` would make the trace decline; use a function with tensor work only
     def g(x):
         return x * 2
     opt = minidynamo.optimize(backend=exploding_backend)(g)
@@ -265,10 +267,10 @@ def test_backend_that_raises_is_a_backend_error_naming_it():
             opt(torch.ones(2))
         assert isinstance(info.value.__cause__, ValueError)
     assert not ran
-    # a function that cannot be traced never reaches the backend: it just runs, once per call
+    # a function that runs eagerly as a whole never reaches the backend: it just runs, once per call
     opt_f = minidynamo.optimize(backend=exploding_backend)(f)
     torch.testing.assert_close(opt_f(torch.ones(2)), torch.full((2,), 2.0))
-    assert ran == [1]
+    assert ran == [1] and [e.kind for e in opt_f.cache_entries()] == ["eager"]
 
 
 @pytest.mark.parametrize("result", [3, None, "gm", [1]])

@@ -200,6 +200,25 @@ def test_check_itself_catches_a_wrong_graph():
         check(f, torch.randn(3), kind="graph", backend=wrong_backend, graphs=0)
 
 
+def test_check_itself_catches_a_wrong_graph_after_a_break():
+    """... and when a resume function's graph is wrong, or a break was expected and none
+    happened (or one of another category)."""
+    def wrong_backend(gm, example_inputs):
+        return lambda *a: tuple(t + 1 for t in gm.forward(*a))
+
+    def f(x):
+        print("break here")
+        return x * 2
+
+    with pytest.raises(AssertionError):
+        check(f, torch.randn(3), kind="break", backend=wrong_backend)
+    check(f, torch.randn(3), kind="break", reason="side_effect")
+    with pytest.raises(AssertionError):
+        check(f, torch.randn(3), kind="break", reason="call")
+    with pytest.raises(AssertionError):
+        check(lambda x: x * 2, torch.randn(3), kind="break")
+
+
 def test_check_itself_catches_lost_identity():
     def f(x, lst):
         return lst

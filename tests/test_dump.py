@@ -77,13 +77,38 @@ def test_user_backend_entry_runs_its_graph_module(dump_dir):
 
 def test_eager_fallback_entry(dump_dir):
     def h(x):
+        y = x
+        keep = lambda: y  # noqa: E731 - a cell variable: the frame cannot break, the call runs eagerly
         print("side effect")
-        return x
+        return keep()
     minidynamo.optimize(h)(torch.ones(2))
+    assert sorted(os.listdir(dump_dir)) == ["h_entry0.py"]
     text = (dump_dir / "h_entry0.py").read_text()
+    assert "kind: eager" in text
     assert "runs eagerly because: [side_effect] print() writes output" in text
     assert _run(dump_dir / "h_entry0.py") == ("guards: pass\n"
                                               "then: h is not available outside the traced process\n")
+
+
+def test_break_entry(dump_dir):
+    def h(x):
+        y = x * 2
+        print("side effect")
+        return y + 1
+    opt = minidynamo.optimize(h)
+    opt(torch.ones(2))
+    (entry,) = opt.cache_entries()
+    assert entry.kind == "break"
+    (resume,) = entry.resumes
+    # One file for the entry, one for its resume function's entry.
+    assert sorted(os.listdir(dump_dir)) == sorted(["h_entry0.py", f"{resume.__name__}_entry0.py"])
+    text = (dump_dir / "h_entry0.py").read_text()
+    assert "kind: break" in text and "runs natively" in text
+    # The dump runs the graph and the native print, then needs the resume function, which
+    # only exists in the traced process.
+    out = _run(dump_dir / "h_entry0.py")
+    assert out.startswith("guards: pass\nside effect\nthen: ") and \
+        out.endswith(" is not available outside the traced process\n"), out
 
 
 def test_triton_entry_decides_but_cannot_launch(dump_dir):
@@ -146,9 +171,10 @@ def test_unwritable_dump_dir_warns_once_and_the_calls_go_on(tmp_path, monkeypatc
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # once: later entries of any function say nothing
         same_outcome(f, opt_f, torch.randn(16, 4), y[:1], k=2)
-        same_outcome(h, opt_h, x)
+        same_outcome(h, opt_h, x)  # the entries of its resume function say nothing either
     assert [e.kind for e in opt_f.cache_entries()] == ["graph", "graph"]
-    assert [e.kind for e in opt_h.cache_entries()] == ["eager"]
+    (entry,) = opt_h.cache_entries()
+    assert entry.kind == "break" and [len(r.cache_entries()) for r in entry.resumes] == [1]
     assert blocker.read_text() == ""
 
 

@@ -1,6 +1,11 @@
-"""Constructs that run eagerly: the entry kind is "eager", the results are eager's,
-side effects happen exactly once per call, the fallback is cached under its guards, and
-fullgraph=True refuses with the category and the user's file:line."""
+"""Constructs the trace declines. Where the declined instruction is a call, a conditional
+jump or a store of the optimized function's own frame, the graph breaks there (entry kind
+"break"): the graph before it runs, the instruction runs natively, a resume function
+carries on. Elsewhere (inside a `with` block or a `try`, an opcode that is not a call, jump
+or store, a frame with cell variables) the whole call runs eagerly (kind "eager"). Either
+way the results are eager's, side effects happen exactly once per call, the entry is
+cached under its guards, and fullgraph=True (which never breaks) refuses with the category
+and the user's file:line."""
 import json  # noqa: F401 - loaded, so the traced `import json` runs no code
 import time
 import zlib
@@ -9,7 +14,7 @@ import pytest
 import torch
 
 import minidynamo
-from helpers import CountingBackend, assert_uses, by_version, check, check_fallback
+from helpers import CountingBackend, assert_uses, by_version, check, check_fallback, entry_tree
 
 COUNTER = 0
 LOG = []
@@ -30,14 +35,21 @@ def test_data_dependent_branch():
             return y
         return -y
 
-    check_fallback(f, torch.ones(3), torch.full((3,), -1.0), reason="data_dependent")
+    # One entry breaks at the branch (its graph computes y and the condition); each side
+    # is a resume function of its own: `return y` (no tensor work) and `return -y`.
+    info = check(f, torch.ones(3), torch.full((3,), -1.0), kind="break", reason="data_dependent", graphs=2)
+    assert sorted(e.kind for e in info.tree) == ["break", "constant", "graph"]
+    assert len(info.entries[0].resumes) == 2
 
 
 def test_item_and_tolist():
     def f(x):
         return x.max().item() * 2, x.tolist()
 
-    check_fallback(f, t(), reason="data_dependent")
+    info = check(f, t(), kind="break", reason="data_dependent")
+    # .item() breaks, then .tolist() in the resume function.
+    assert [str(e.break_reason.detail) for e in info.tree if e.kind == "break"] == [
+        "Tensor.item() reads a tensor value into Python", "Tensor.tolist() reads tensor values into Python"]
 
 
 def test_print_happens_once():
@@ -46,7 +58,7 @@ def test_print_happens_once():
         print("shape", tuple(y.shape))
         return y
 
-    check_fallback(f, t(), reason="side_effect")  # stdout compared: exactly one line per call
+    check(f, t(), kind="break", reason="side_effect")  # stdout compared: exactly one line per call
 
 
 def test_print_in_inlined_helper():
@@ -56,6 +68,18 @@ def test_print_in_inlined_helper():
 
     def f(x):
         return helper(x) + 1
+
+    # The call to helper breaks f; helper runs optimized on its own and breaks at its print.
+    info = check(f, t(), kind="break", reason="side_effect", graphs=2)
+    assert [e.kind for e in info.tree].count("break") == 2
+
+
+def test_whole_call_fallback_prints_once():
+    def f(x):
+        y = x + 1
+        keep = lambda: y  # noqa: E731 - a cell variable: the frame cannot break
+        print("shape", tuple(y.shape))
+        return keep()
 
     check_fallback(f, t(), reason="side_effect")
 
@@ -74,7 +98,8 @@ def test_global_write_happens_once():
         torch.testing.assert_close(opt(x), x + before + i)
     assert COUNTER == before + 3
     kinds = [e.kind for e in opt.cache_entries()]
-    assert kinds and set(kinds) == {"eager"}
+    assert kinds and set(kinds) == {"break"}  # the store runs natively, once per call
+    assert {e.break_reason.category for e in opt.cache_entries()} == {"side_effect"}
     with pytest.raises(minidynamo.Unsupported, match="side_effect"):
         minidynamo.optimize(backend=CountingBackend(), fullgraph=True)(f)(x)
     assert COUNTER == before + 3  # the refused trace ran nothing
@@ -88,10 +113,11 @@ def test_outside_list_append_happens_once():
     LOG.clear()
     opt = minidynamo.optimize(backend=CountingBackend())(f)
     for _ in range(3):
-        opt(t())
+        torch.testing.assert_close(opt(torch.ones(4, 3)), torch.full((4, 3), 2.0))
     assert LOG == [4, 4, 4]
-    assert [e.kind for e in opt.cache_entries()] == ["eager"]
-    assert opt.cache_entries()[0].reason.category == "side_effect"
+    # The append is traced and replayed after the graph: no fallback, no break.
+    kinds = [e.kind for e in opt.cache_entries()]
+    assert kinds and set(kinds) == {"graph"}, kinds
 
 
 def test_outside_object_attribute_write():
@@ -102,7 +128,7 @@ def test_outside_object_attribute_write():
         s.n = s.n + 1
         return x + 1
 
-    check_fallback(f, (State(), t()), reason="side_effect")
+    check(f, (State(), t()), kind="break", reason="side_effect")
 
 
 def test_generator_function_call():
@@ -113,7 +139,10 @@ def test_generator_function_call():
     def f(x):
         return list(gen(x))
 
-    check_fallback(f, t(), reason="generator")
+    info = check(f, t(), kind="break", reason="generator")
+    # The resume function gets the generator object and runs eagerly.
+    assert [e.kind for e in info.tree] == ["break", "eager"]
+    assert info.tree[1].reason.category == "generator"
 
 
 def test_try_except():
@@ -125,7 +154,7 @@ def test_try_except():
         return y
 
     assert_uses(f, by_version(py310=("SETUP_FINALLY",), py311=("PUSH_EXC_INFO",)))
-    check_fallback(f, t(), reason="exceptions")
+    check(f, t(), kind="graph")  # the body does not raise: the handler is never reached
 
 
 def test_try_except_catching_real_error():
@@ -135,7 +164,10 @@ def test_try_except_catching_real_error():
         except RuntimeError as e:
             return str(e)[:20]
 
-    check_fallback(f, (t(4, 3), t(5, 3)), reason="exceptions")
+    # A decline inside a try body runs the whole call eagerly (no break inside a try):
+    # the handler catches eager's error.
+    check_fallback(f, (t(4, 3), t(5, 3)), reason="torch_op")
+    check(f, (t(4, 3), t(4, 3)), kind="graph")
 
 
 def test_try_finally():
@@ -147,7 +179,19 @@ def test_try_finally():
             out.append(1)
         return out
 
-    check_fallback(f, t(), reason="exceptions")
+    check(f, t(), kind="graph")
+
+
+def test_decline_inside_a_try_body_runs_the_whole_call_eagerly():
+    def f(x):
+        y = x + 1
+        try:
+            print("inside")
+        finally:
+            y = y * 2
+        return y
+
+    check_fallback(f, t(), reason="side_effect")
 
 
 class _OwnManager:
@@ -161,12 +205,24 @@ class _OwnManager:
 def test_with_statement():
     """A context manager other than those traced (grad mode, autocast, nullcontext:
     tests/test_context_managers.py) runs the call eagerly."""
+    def f(x, manager):
+        with manager:
+            return x * 2
+
+    assert_uses(f, by_version(py310=("SETUP_WITH",), py311=("BEFORE_WITH",)))
+    check_fallback(f, (t().requires_grad_(), _OwnManager()), reason="exceptions")
+
+
+def test_with_statement_over_a_manager_made_inside():
     def f(x):
         with _OwnManager():
             return x * 2
 
-    assert_uses(f, by_version(py310=("SETUP_WITH",), py311=("BEFORE_WITH",)))
-    check_fallback(f, t().requires_grad_(), reason="call")  # creating the context manager
+    # Creating the manager is a call the trace declines: it breaks there, and the resume
+    # function (the with statement over it) runs eagerly.
+    info = check(f, t().requires_grad_(), kind="break", reason="call")
+    assert [e.kind for e in info.tree] == ["break", "eager"]
+    assert info.tree[1].reason.category == "exceptions"
 
 
 def test_c_extension_calls():
@@ -176,8 +232,8 @@ def test_c_extension_calls():
     def g(x):
         return x + zlib.crc32(b"abc") % 7
 
-    check_fallback(f, t(), reason="call")
-    check_fallback(g, t(), reason="call")
+    check(f, t(), kind="break", reason="call")
+    check(g, t(), kind="break", reason="call")
 
 
 def test_raise_reaches_caller_unchanged():
@@ -187,13 +243,27 @@ def test_raise_reaches_caller_unchanged():
         return x
 
     assert_uses(f, "RAISE_VARARGS")
-    check_fallback(f, t(), reason="exceptions")  # compares type and message
+    # Creating the exception breaks (the call runs natively); the raise itself, in the
+    # resume function, runs eagerly there.
+    check(f, t(), kind="break", reason="exceptions")  # compares type and message
+    check(f, t(5, 3), kind="constant")  # no raise: nothing declined
     opt = minidynamo.optimize(backend=CountingBackend())(f)
     with pytest.raises(Boom, match="bad size 4"):
         opt(t())
     with pytest.raises(Boom, match="bad size 4"):
         opt(t())
     assert len(opt.cache_entries()) == 1
+
+
+def test_raise_of_a_ready_exception_falls_back():
+    error = Boom("bad size")
+
+    def f(x):
+        if x.shape[0] == 4:
+            raise error
+        return x
+
+    check_fallback(f, t(), reason="exceptions")
 
 
 def test_raise_in_inlined_helper():
@@ -205,31 +275,57 @@ def test_raise_in_inlined_helper():
         check_shape(x)
         return x + 1
 
-    check_fallback(f, t(), reason="exceptions")
+    check(f, t(), kind="break", reason="exceptions")
 
 
 def test_torch_op_error_same_message():
     def f(x, y):
         return torch.cat([x, y], dim=1)
 
-    check_fallback(f, (t(4, 3), t(2, 3)), reason="torch_op")
+    # The op fails while tracing: the graph breaks there and the op runs natively, raising
+    # eager's error.
+    check(f, (t(4, 3), t(2, 3)), kind="break", reason="torch_op")
 
 
 def test_fallback_is_cached_under_guards():
     traced = []
 
     def f(x):
-        traced.append(1)  # an outside list: runs only in eager calls
-        return x + 1
+        y = x
+        keep = lambda: y  # noqa: E731 - a cell variable: the frame cannot break
+        print("called")  # declined: the whole call runs eagerly
+        traced.append(1)  # an outside list, after the decline: runs in eager calls only
+        return keep() + 1
 
     opt = minidynamo.optimize(backend=CountingBackend())(f)
     for _ in range(4):
         opt(t())
-    assert len(opt.cache_entries()) == 1
+    assert [e.kind for e in opt.cache_entries()] == ["eager"]
     assert opt.cache_entries()[0].hit_count == 4
     assert len(traced) == 4
     opt(t(2))  # the guards of the fallback are those gathered before the refusal
     assert len(traced) == 5
+
+
+def test_break_is_cached_under_guards(capsys):
+    def f(x):
+        y = x + 1
+        print("called")
+        return y * 2
+
+    backend = CountingBackend()
+    opt = minidynamo.optimize(backend=backend)(f)
+    for _ in range(4):
+        torch.testing.assert_close(opt(torch.ones(4, 3)), torch.full((4, 3), 4.0))
+    assert capsys.readouterr().out == "called\n" * 4
+    (entry,) = opt.cache_entries()
+    assert entry.kind == "break" and entry.hit_count == 4
+    (resumed,) = [e for r in entry.resumes for e in r.cache_entries()]
+    assert resumed.kind == "graph" and resumed.hit_count == 4
+    assert backend.calls == 2  # the graph before the print, the one after it
+    opt(t(2))  # new guards: a new break entry, and its resume function recompiles too
+    assert capsys.readouterr().out == "called\n"
+    assert sorted(e.kind for e in entry_tree(opt)) == ["break", "break", "graph", "graph"]
 
 
 def test_fullgraph_message_has_file_and_line():
@@ -278,5 +374,5 @@ def test_unbound_local():
 def test_str_join_of_list_comp():
     def f(x):
         return ",".join(str(d) for d in x.shape), x + 1
-    check(f, t(), kind="eager")
+    check(f, t(), kind="break", reason="generator")
 

@@ -6,7 +6,7 @@ import contextlib
 
 import pytest
 import torch
-from helpers import CountingBackend, same_outcome
+from helpers import CountingBackend, same, same_outcome
 
 import minidynamo
 
@@ -152,21 +152,37 @@ def test_process_constant_query_is_pinned_by_identity(monkeypatch):
 
 # --- a trace changes nothing ---------------------------------------------------------------
 @contextlib.contextmanager
-def _unchanged(what):
-    """The process-wide state the trace could touch is the same afterwards."""
+def _unchanged(what, like=None):
+    """The process-wide state the trace could touch is the same afterwards. With `like`
+    (a plain call), the state afterwards is the one that call leaves instead: what a
+    graph break runs natively changes what eager changes, and nothing else does."""
     from torch._C._dynamo import eval_frame
 
     def state():
         prior = eval_frame.set_eval_frame(False)  # False (run cached code only) is benign
         return (torch.is_grad_enabled(), torch.get_default_dtype(), torch.get_num_threads(),
                 torch.is_autocast_enabled("cpu"), torch.get_rng_state().clone(), prior)
+
+    def restore(s):
+        torch.set_grad_enabled(s[0])
+        torch.set_default_dtype(s[1])
+        torch.set_num_threads(s[2])
+        torch.set_autocast_enabled("cpu", s[3])
+        torch.set_rng_state(s[4])
     eval_frame.set_eval_frame(False)  # so that a trace setting None would show
-    before = state()
+    before = start = state()
+    if like is not None:
+        try:
+            like()
+            before = state()
+        finally:
+            restore(start)
     try:
         yield
         after = state()
     finally:
         eval_frame.set_eval_frame(None)
+        restore(start)
     for name, b, a in zip(("grad mode", "default dtype", "threads", "autocast", "RNG state",
                            "eval-frame callback"), before, after):
         same = torch.equal(a, b) if isinstance(a, torch.Tensor) else a == b
@@ -202,23 +218,27 @@ def _random(x):
                          ids=lambda f: f.__name__)
 def test_explain_and_declined_traces_change_nothing(fn):
     x = torch.ones(4, 3)
-    with _unchanged("explain()"):
-        minidynamo.explain(fn)(x)
-    if fn is _random:
+    if fn is _random:  # traced whole: explain runs nothing
+        with _unchanged("explain()"):
+            minidynamo.explain(fn)(x)
         return
+    # The others break at a declined call: explain runs the call for real, as the plain
+    # call would, and the traces around the break add nothing to what it changes.
+    with _unchanged("explain()", like=lambda: fn(x.clone())):
+        minidynamo.explain(fn)(x)
     opt, _ = opt_of(fn)
-    threads = torch.get_num_threads()
-    try:
-        same_outcome(fn, opt, x)  # runs eagerly, like the plain call
-    finally:
-        torch.set_num_threads(threads)
-    assert opt.cache_entries()[0].kind == "eager"
+    for attempt in ("first call", "second call (cache hit)"):
+        expected = []
+        with _unchanged(f"an optimized {attempt}", like=lambda: expected.append(fn(x.clone()))):
+            got = opt(x.clone())  # the declined call runs natively: the plain call's state
+        same(got, expected[0], attempt)
+    assert [e.kind for e in opt.cache_entries()] == ["break"]
 
 
 def test_compiler_disable_is_named():
     opt, _ = opt_of(_uses_compiler_disable)
     opt(torch.ones(2))
-    reason = opt.cache_entries()[0].reason
+    reason = opt.cache_entries()[0].break_reason
     assert reason.category == "call" and "_disabled_helper is wrapped by torch.compiler.disable" in str(reason)
 
 
@@ -227,7 +247,7 @@ def test_stateful_c_function_is_declined_before_it_runs_and_named():
     with _unchanged("a declined trace"):
         minidynamo.explain(_sets_grad_mode)(torch.ones(2))
     opt(torch.ones(2))
-    assert "torch._C._set_grad_enabled is not a torch operator" in str(opt.cache_entries()[0].reason)
+    assert "torch._C._set_grad_enabled is not a torch operator" in str(opt.cache_entries()[0].break_reason)
 
 
 def test_reasons_name_the_real_qualified_function():

@@ -1,6 +1,7 @@
 """Inspection: the exact plain-words message of each guard kind's failure, the recompile
 records and error, the cache-size-limit warning, cache entries as text, explain() on
 every kind of call, and the fallback reason of each category in exc.CATEGORIES."""
+import copy
 import inspect
 import math
 import re
@@ -13,7 +14,7 @@ import torch
 
 import minidynamo
 from minidynamo.exc import CATEGORIES, HINTS
-from helpers import CountingBackend
+from helpers import CountingBackend, same
 from kernels import capture_kernels as K
 from kernels import mutation_corpus as MC
 
@@ -265,15 +266,32 @@ def test_cache_entry_describe():
 
 def test_eager_entry_describe():
     def f(x):
+        y = x
+        keep = lambda: y  # noqa: E731 - a cell variable: the frame cannot break, the call runs eagerly
+        print("side effect")
+        return keep() + 1
+    opt = minidynamo.optimize(f)
+    opt(X)
+    (entry,) = opt.cache_entries()
+    assert entry.kind == "eager" and entry.graph_code is None
+    lines = entry.describe().splitlines()
+    assert lines[0].startswith("eager fallback entry: 1 hits")
+    assert lines[-1].startswith("runs eagerly: [side_effect] print() writes output (at ")
+
+
+def test_break_entry_describe():
+    def f(x):
         print("side effect")
         return x + 1
     opt = minidynamo.optimize(f)
     opt(X)
     (entry,) = opt.cache_entries()
-    assert entry.graph_code is None
+    assert entry.kind == "break" and entry.reason is None
+    (resume,) = entry.resumes
     lines = entry.describe().splitlines()
-    assert lines[0].startswith("eager fallback entry: 1 hits")
-    assert lines[-1].startswith("runs eagerly: [side_effect] print() writes output (at ")
+    assert lines[0].startswith("graph break entry: 1 hits")
+    assert lines[-2].startswith("breaks at: [side_effect] print() writes output (at ")
+    assert lines[-1] == f"  then runs that instruction natively and continues in {resume.__name__} (1 entries)"
 
 
 # --- explain ----------------------------------------------------------------------------
@@ -321,16 +339,39 @@ def test_explain_leaves_the_real_cache_and_backend_alone():
     assert x.tolist() == [1.0] * 5
 
 
-def test_explain_does_not_run_side_effects():
+def test_explain_does_not_run_side_effects(capsys):
     calls = []
 
     def f(x):
-        calls.append(1)
+        calls.append(1)  # traced: the real call replays it after the graph
         return x
     out = minidynamo.explain(f)(X)
-    assert calls == [] and out.kind == "eager"
+    assert calls == [] and out.kind == "constant" and out.break_reasons == []
+
+    def g(x):
+        y = x
+        keep = lambda: y  # noqa: E731 - a cell variable: the frame cannot break
+        calls.append(1)
+        print("side effect")
+        return keep()
+    out = minidynamo.explain(g)(X)
+    assert calls == [] and out.kind == "eager" and capsys.readouterr().out == ""
     (reason,) = out.break_reasons
     assert reason.category == "side_effect"
+
+
+def test_explain_runs_a_call_that_breaks_once(capsys):
+    calls = []
+
+    def f(x):
+        y = x + 1
+        print("side effect")  # breaks: what comes after depends on real values
+        calls.append(1)
+        return y
+    out = minidynamo.explain(f)(X)
+    assert calls == [1] and capsys.readouterr().out == "side effect\n"
+    assert out.kind == "break" and out.graph_break_count == 1
+    assert [r.category for r in out.break_reasons] == ["side_effect"]
 
 
 def test_explain_constant_and_lambda():
@@ -393,8 +434,11 @@ def c_call(x):
     return x + (o is None)
 
 
+ERROR = ValueError("no")
+
+
 def c_exceptions(x):
-    raise ValueError("no")  # marker
+    raise ERROR  # marker
 
 
 def c_generator(x):
@@ -423,6 +467,12 @@ def c_construct(x):
     return x
 
 
+def c_graph_break(x):
+    y = x + 1
+    minidynamo.graph_break()  # marker
+    return y * 2
+
+
 def c_opcode(x, p):
     match p:  # noqa: E999  # marker
         case [a, b]:  # marker
@@ -437,6 +487,9 @@ def _marker_lines(fn):
 
 GEN_NAME = "'<genexpr>'" if sys.version_info < (3, 11) else "'c_generator.<locals>.<genexpr>'"
 
+# (category, function, arguments, detail); the first ones break (the declined instruction is
+# a call, a jump or a store of the function's own frame), the others run eagerly as a whole.
+BREAKS = ("data_dependent", "side_effect", "call", "graph_break", "generator")
 FALLBACKS = [
     ("data_dependent", c_data_dependent, (X,),
      "the truth value of tensor gt () depends on its data (branching on a tensor: compute the condition "
@@ -444,7 +497,8 @@ FALLBACKS = [
     ("side_effect", c_side_effect, (X,), "print() writes output"),
     ("call", c_call, (X,), "creating a Plain object while tracing (build it outside the optimized function "
                            "and pass it in)"),
-    ("exceptions", c_exceptions, (X,), "raising ValueError (the eager run raises it)"),
+    ("graph_break", c_graph_break, (X,), "minidynamo.graph_break()"),
+    ("exceptions", c_exceptions, (X,), "a raise statement (the exception is raised by the eager run)"),
     ("generator", c_generator, (X,), f"calling function {GEN_NAME}, a generator or coroutine function"),
     ("torch_op", c_torch_op, (X,), "tensor @ raised RuntimeError: a and b must have same reduction dim, "
                                    "but got [4, 3] X [4, 3]."),
@@ -461,23 +515,35 @@ def test_fallback_reason(category, fn, args, detail):
     out = minidynamo.explain(fn)(*args)
     if category == "opcode" and out.kind != "eager":
         pytest.skip("the match statement is traced now; no other opcode is known to be declined")
-    (reason,) = out.break_reasons
+    kind = "break" if category in BREAKS else "eager"
+    assert out.kind == kind, out
+    reason, *later = out.break_reasons
+    # c_generator's resume function gets the generator object: it runs eagerly, for the same reason.
+    assert [r.category for r in later] == (["generator"] if category == "generator" else []), later
     assert (reason.category, reason.detail) == (category, detail)
     assert reason.hint == HINTS[category] and reason.filename == __file__
     assert reason.lineno in _marker_lines(fn)
     assert reason.where.startswith(f"{__file__}:{reason.lineno}: ")
-    assert str(out).splitlines()[-3:] == [f"runs eagerly: [{category}] {detail}", f"    at {reason.where}",
-                                          f"    hint: {HINTS[category]}"]
-    # The real call: the same reason on the eager entry, the same result as eager.
+    text = str(out).splitlines()
+    if kind == "eager":
+        assert text[-3:] == [f"runs eagerly: [{category}] {detail}", f"    at {reason.where}",
+                             f"    hint: {HINTS[category]}"]
+        assert out.graph_break_count == 0
+    else:
+        at = text.index(f"graph break: [{category}] {detail}")
+        assert text[at + 1:at + 3] == [f"    at {reason.where}", f"    hint: {HINTS[category]}"]
+        assert "after the breaks:" in text[at + 3:] and out.graph_break_count == 1
+    # The real call: the same reason on its entry, the same outcome as eager.
     opt = minidynamo.optimize(fn)
     raises = {"exceptions": ValueError, "torch_op": RuntimeError}.get(category)
     if raises is None:
-        opt(*args)
+        same(opt(*copy.deepcopy(args)), fn(*copy.deepcopy(args)))
     else:
         with pytest.raises(raises):
             opt(*args)
     entry = opt.cache_entries()[0]
-    assert entry.kind == "eager" and (entry.reason.category, entry.reason.detail) == (category, detail)
+    why = entry.break_reason if kind == "break" else entry.reason
+    assert entry.kind == kind and (why.category, why.detail) == (category, detail)
 
 
 def test_backend_failure_reason():

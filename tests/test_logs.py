@@ -64,8 +64,10 @@ def test_recompiles_debug_shows_the_guard(caplog):
 
 def test_guards_graph_fallbacks_channels(caplog):
     def g(x):
+        y = x
+        keep = lambda: y  # noqa: E731 - a cell variable: the frame cannot break, the call runs eagerly
         print("side effect")
-        return x
+        return keep()
 
     with caplog.at_level(logging.DEBUG, logger="minidynamo"):
         minidynamo.set_logs("guards", "graph", "fallbacks")
@@ -78,10 +80,30 @@ def test_guards_graph_fallbacks_channels(caplog):
     (graph,) = _messages(caplog, "graph")
     assert graph.splitlines()[:2] == [f"graph of f ({where}), entry 0:", "def forward(self, x):"]
     (fallback,) = _messages(caplog, "fallbacks")
-    line = g.__code__.co_firstlineno + 1
+    line = g.__code__.co_firstlineno + 3
     assert fallback == (f"g ({__file__}:{g.__code__.co_firstlineno}) runs eagerly: [side_effect] print() "
                         f"writes output (at {__file__}:{line}: print(\"side effect\"))\n"
                         f"  hint: {minidynamo.exc.HINTS['side_effect']}")
+
+
+def test_graph_breaks_channel(caplog):
+    def g(x):
+        y = x + 1
+        print("side effect")
+        return y * 2
+
+    with caplog.at_level(logging.DEBUG, logger="minidynamo"):
+        minidynamo.set_logs("graph_breaks", "fallbacks")
+        opt = minidynamo.optimize(g)
+        opt(torch.ones(3))
+        opt(torch.ones(3))  # a cache hit logs nothing
+    (resume,) = opt.cache_entries()[0].resumes
+    line = g.__code__.co_firstlineno + 2
+    assert _messages(caplog, "graph_breaks") == [
+        f"graph break in g ({__file__}:{g.__code__.co_firstlineno}): [side_effect] print() writes output "
+        f"(at {__file__}:{line}: print(\"side effect\"))\n"
+        f"  the graph runs, then the instruction natively, then {resume.__name__}"]
+    assert _messages(caplog, "fallbacks") == []  # a break is not a fallback
 
 
 def test_graph_debug_shows_the_entry(caplog):
@@ -143,13 +165,36 @@ def test_trace_channel_instructions(caplog):
 
 def test_trace_stopped_by_a_fallback(caplog):
     def g(x):
+        y = x
+        keep = lambda: y  # noqa: E731 - a cell variable: the frame cannot break
         print("no")
-        return x
+        return keep()
 
     with caplog.at_level(logging.DEBUG, logger="minidynamo"):
         minidynamo.set_logs("trace")
         minidynamo.optimize(g)(torch.ones(3))
-    assert _messages(caplog, "trace")[-1].startswith("g stopped after ")
+    msgs = _messages(caplog, "trace")
+    assert msgs[-1].startswith("g stopped after ")
+    # Every "stopped" line names the reason (the trace may be restarted to the same point).
+    stopped = [m for m in msgs if m.startswith("g stopped after ")]
+    assert stopped and all(": [side_effect] print() writes output (at " in m for m in stopped), msgs
+
+
+def test_trace_stopped_by_a_break(caplog):
+    def g(x):
+        y = x + 1
+        print("no")
+        return y * 2
+
+    with caplog.at_level(logging.DEBUG, logger="minidynamo"):
+        minidynamo.set_logs("trace")
+        minidynamo.optimize(g)(torch.ones(3))
+    msgs = _messages(caplog, "trace")
+    stopped = [m for m in msgs if m.startswith("g stopped after ")]
+    where = f"{__file__}:{g.__code__.co_firstlineno + 2}: print(\"no\")"
+    assert stopped and all(m.endswith(f": [side_effect] print() writes output (at {where})")
+                           for m in stopped), stopped
+    assert msgs[-1].startswith("g returned tensor ")  # the resume function, traced to its end
 
 
 def test_off_means_no_per_trace_logging_state(monkeypatch):

@@ -1,6 +1,6 @@
 """Module hooks are read on every call, as Module.__call__ reads them: adding one after
-the first call recompiles (then runs eagerly: hooks are not traced); removing it goes
-back to the graph."""
+the first call recompiles (then the graph breaks at the module's call, which runs
+natively with its hooks: hooks are not traced); removing it goes back to the graph."""
 import pytest
 import torch
 from helpers import CountingBackend, same
@@ -67,7 +67,7 @@ def test_a_hook_added_after_the_first_call_is_honoured(kind, on):
     assert len(opt.cache_entries()) == entries and opt.cache_entries()[0].hit_count == 3
 
 
-def test_module_with_a_hook_at_first_call_runs_eagerly_and_says_so():
+def test_module_with_a_hook_at_first_call_breaks_and_says_so():
     model, x = Block(), torch.randn(2, 3)
     calls = []
     handle = model.register_forward_hook(lambda m, i, o: (calls.append(1), o - 1)[1])
@@ -75,8 +75,12 @@ def test_module_with_a_hook_at_first_call_runs_eagerly_and_says_so():
         opt = minidynamo.optimize(backend=CountingBackend())(run)
         same(opt(model, x), run(model, x))
         assert len(calls) == 2
+        same(opt(model, x), run(model, x))  # cache hit
+        assert len(calls) == 4
         (entry,) = opt.cache_entries()
-        assert entry.kind == "eager" and "has hooks (_forward_hooks)" in str(entry.reason)
+        assert entry.kind == "break" and entry.hit_count == 2
+        assert entry.break_reason.category == "call"
+        assert "has hooks (_forward_hooks)" in str(entry.break_reason)
     finally:
         handle.remove()
 

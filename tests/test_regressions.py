@@ -69,12 +69,42 @@ def test_bare_optimize_of_a_class_raises():
 
 def test_fallback_entry_does_not_keep_first_arguments_alive():
     def f(x):
+        y = x
+        keep = lambda: y  # noqa: E731 - a cell variable: the frame cannot break, the call runs eagerly
         print("side effect")
-        return x + 1
+        return keep() + 1
     opt = minidynamo.optimize()(f)
     x = torch.ones(1000)
     opt(x)
     assert opt.cache_entries()[0].kind == "eager"
+    ref = weakref.ref(x)
+    del x
+    gc.collect()
+    assert ref() is None
+
+
+@pytest.mark.parametrize("where", ["own frame", "callee"])
+def test_break_entry_does_not_keep_first_arguments_alive(where):
+    """Neither the break entry (its break_reason's traceback, the state rebuilt at the
+    break) nor its resume functions' entries hold the first call's arguments."""
+    def helper(v):
+        print("side effect")
+        return v * 2
+
+    def f(x):
+        y = x * 2
+        print("side effect")
+        return y + x
+
+    def g(x):
+        return helper(x) + x
+
+    opt = minidynamo.optimize()(f if where == "own frame" else g)
+    x = torch.ones(1000)
+    opt(x)
+    (entry,) = opt.cache_entries()
+    assert entry.kind == "break"
+    assert entry.break_reason.__traceback__ is None
     ref = weakref.ref(x)
     del x
     gc.collect()

@@ -202,34 +202,37 @@ def test_shape_mismatch_raises_like_eager():
     def f(x, y):
         return x + y
 
-    check(f, (t(4, 3), t(5, 3)), kind="eager", reason="torch_op")
+    check(f, (t(4, 3), t(5, 3)), kind="eager", reason="torch_op")  # an operator, not a call: no break
 
 
 def test_matmul_mismatch_message_is_eagers():
     def f(x, y):
         return torch.mm(x, y)
 
-    check(f, (t(2, 3), t(2, 3)), kind="eager", reason="torch_op")
+    # The failing call breaks the graph and runs natively: eager's own error.
+    check(f, (t(2, 3), t(2, 3)), kind="break", reason="torch_op")
 
 
-def test_item_and_tolist_fall_back():
+def test_item_and_tolist_break():
     def f(x):
         return x.sum().item() + 1
 
     def g(x):
         return x.tolist()
 
-    check(f, t(), kind="eager", reason="data_dependent")
-    check(g, t(), kind="eager", reason="data_dependent")
+    check(f, t(), kind="break", reason="data_dependent")
+    check(g, t(), kind="break", reason="data_dependent")
 
 
-def test_tensor_truth_value_falls_back():
+def test_tensor_truth_value_breaks():
     def f(x):
         if x.sum() > 0:
             return x
         return -x
 
-    check(f, torch.ones(3), torch.full((3,), -1.0), kind="eager", reason="data_dependent")
+    # The graph computes the condition; each side is a resume function.
+    info = check(f, torch.ones(3), torch.full((3,), -1.0), kind="break", reason="data_dependent", graphs=2)
+    assert sorted(e.kind for e in info.tree) == ["break", "constant", "graph"]
 
 
 def test_requires_grad_inputs():

@@ -7,6 +7,7 @@ import io
 
 import pytest
 import torch
+from helpers import same_outcome
 from kernels import capture_kernels as K
 from kernels.capture_kernels import DEVICE, tl, triton
 
@@ -276,6 +277,22 @@ def test_launch_then_print_runs_kernel_once_and_prints_once():
         return x
     opt = run_both(f, t(64), expect_graph=False)
     e = opt.cache_entries()[0]
+    assert e.kind == "break" and e.break_reason.category == "side_effect"
+    # The launch is in the graph before the print.
+    nodes = [n for n in e.gm.graph.nodes if n.op == "call_function" and "triton_kernel" in n.target.__name__]
+    assert len(nodes) == 1, e.gm.code
+
+
+def test_launch_then_print_without_a_break_runs_kernel_once():
+    def f(x):
+        try:  # a decline inside a try body: the whole call runs eagerly
+            K.scale_inplace[(4,)](x, 2.0, x.numel())
+            print("scaled", x.shape[0])
+        finally:
+            pass
+        return x
+    opt = run_both(f, t(64), expect_graph=False)
+    e = opt.cache_entries()[0]
     assert e.kind == "eager" and e.reason.category == "side_effect"
 
 
@@ -292,13 +309,18 @@ def test_kernel_defined_inside_function_falls_back_with_reason():
     assert reason.category == "triton" and "defined inside the traced function" in reason.detail
 
 
-def test_argument_triton_rejects_falls_back_naming_kernel():
+def test_argument_triton_rejects_breaks_naming_kernel():
     def f(x):
         o = torch.empty_like(x)
         K.add_kernel[(4,)]([x], x, o, x.numel(), BLOCK=16)
         return o
-    (reason,) = minidynamo.explain(f)(t(64)).break_reasons
-    assert reason.category == "triton" and "add_kernel" in reason.detail and "x_ptr" in reason.detail
+    # The launch breaks the graph and runs natively: Triton's own error, as in eager.
+    opt = minidynamo.optimize(f)
+    same_outcome(f, opt, t(64))
+    (entry,) = opt.cache_entries()
+    reason = entry.break_reason
+    assert entry.kind == "break" and reason.category == "triton"
+    assert "add_kernel" in reason.detail and "x_ptr" in reason.detail
 
 
 def test_untraceable_grid_falls_back_naming_kernel():
