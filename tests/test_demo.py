@@ -21,12 +21,15 @@ def test_demo_runs_and_shows_every_section():
     assert proc.returncode == 0, proc.stderr[-3000:]
     out = proc.stdout
     for heading in ("1. The function", "2. Its graph", "3. Its guards", "4. A shape change",
-                    "5. A function that cannot be traced", "6. Triton kernels", "7. Speed"):
+                    "5. A graph break", "6. Triton kernels", "7. Speed"):
         assert f"=== {heading}" in out, f"missing section {heading!r}:\n{out}"
     assert "def forward(self, x, y):" in out
     assert "x.shape == (8, 4)" in out
     assert "tensor 'x' size mismatch at dim 0: expected 8, actual 16" in out
-    assert "entry kind: eager" in out and "[side_effect] print()" in out
+    assert "entry kind: break" in out and "breaks at: [side_effect] print() writes output" in out
+    assert "then the print runs natively, then resume_in_chatty_at_" in out
+    # Two calls, one print each: the native print runs once per call, the traces never print.
+    assert out.splitlines().count("  (chatty prints while it runs)") == 2, out
     assert "| minidynamo" in out and "| torch.compile eager" in out
 
 
