@@ -61,13 +61,9 @@ class Exit:
 def why_no_break(tx, index: int, fullgraph: bool) -> str | None:
     """Why the frame cannot break at instruction `index` (None: it can). `tx` is the
     frame's translator stopped before the instruction."""
-    inst = tx.instructions[index]
-    if fullgraph:
-        return "fullgraph=True"
-    if inst.opname not in BREAKABLE:
-        return f"{inst.opname} is not an instruction a graph can break at"
-    if inst.in_try:
-        return "inside a try block (the native instruction would run outside its handlers)"
+    why = why_no_break_at(tx.instructions[index], fullgraph)
+    if why is not None:
+        return why
     for v in tx.stack:
         if isinstance(v, ContextManagerVariable) or (isinstance(v, _Method) and v.name != "__exit__"):
             return "inside a with block"
@@ -76,6 +72,17 @@ def why_no_break(tx, index: int, fullgraph: bool) -> str | None:
                 return "inside a with block (Python 3.10 keeps with blocks on a block stack)"
             if exit_across_break(v) is None:
                 return f"inside a with block over {v.cm.describe()}"
+    return None
+
+
+def why_no_break_at(inst, fullgraph: bool) -> str | None:
+    """What the instruction alone says against a break there (checked before a restart)."""
+    if fullgraph:
+        return "fullgraph=True"
+    if inst.opname not in BREAKABLE:
+        return f"{inst.opname} is not an instruction a graph can break at"
+    if inst.in_try:
+        return "inside a try block (the native instruction would run outside its handlers)"
     return None
 
 
@@ -114,6 +121,7 @@ class BreakTail:
         writeback = writeback_lines(rb, self.tx.output)
         before = len(rb.prelude)
         native, exits = self._native(rb, inst)
+        result_name = f"{rb.ns.prefix}r"
         self.functions = []
         out = []
         for ex in exits:
@@ -125,10 +133,42 @@ class BreakTail:
             else:
                 out += [f"if {ex.cond}:", f"    return {call}"]
         self.exits = exits
+        native = [self._native_line(rb, line, result_name) for line in native]
+        if exits[0].cond is not None:  # the truth test runs natively too
+            cond = rb.ns.prefix + "cond"
+            rb.ns.reserve(cond)
+            truth = f"{rb.ns.bind(bool, 'bool')}({exits[0].cond})"
+            native.append(f"{cond} = {self._at_user_line(rb, truth, True)}")
+            out[0] = f"if {cond}:"
         # The prelude (containers rebuilt for the operands, stack and locals: their state
         # at the break) runs before the native instruction, which may change them.
         where = f"# {self.tx.code.co_filename}:{inst.lineno}: {inst.opname} runs natively"
         return [*rb.prelude[:before], *writeback, *rb.prelude[before:], where, *native, *out]
+
+    def _native_line(self, rb, line: str, result_name: str) -> str:
+        head = f"{result_name} = "
+        if line.startswith(head):
+            return head + self._at_user_line(rb, line[len(head):], True)
+        return self._at_user_line(rb, line, False)
+
+    def _at_user_line(self, rb, text: str, value: bool) -> str:
+        """A call running `text` (an expression with `value`, else a statement) in a function
+        compiled at the user's file and line, named as the user's function: a traceback
+        through the native instruction shows where the user wrote it."""
+        import ast
+        import builtins
+        lineno = self.tx.instructions[self.index].lineno
+        if not lineno or lineno < 2:
+            return text
+        tree = ast.parse(text, mode="eval" if value else "exec")
+        names = sorted({n.id for n in ast.walk(tree) if isinstance(n, ast.Name)} - set(rb.ns.values))
+        name = self.tx.code.co_name if self.tx.code.co_name.isidentifier() else "native"
+        body = f"return {text}" if value else text
+        src = "\n" * (lineno - 2) + f"def {name}({', '.join(names)}):\n    {body}\n"
+        scope = dict(rb.ns.values)
+        scope["__builtins__"] = builtins
+        exec(compile(src, self.tx.code.co_filename, "exec"), scope)
+        return f"{rb.ns.bind(scope[name], 'at_user_line')}({', '.join(names)})"
 
     def _resume_call(self, rb, ex: Exit):
         tx = self.tx

@@ -24,7 +24,9 @@ from .globalstate import GlobalState
 from .graph import OutputGraph
 from .triton.capture import direct_launch_nodes
 from .guards import Guard
-from .breaks import BreakTail, why_no_break
+from .breaks import BreakTail, why_no_break, why_no_break_at
+from .instructions import normalize
+from .resume import why_not_resumable
 from .interpreter.translator import StoppedForBreak, trace
 from .rebuild import Rebuilder
 from .side_effects import mutation_guards, writeback_lines
@@ -324,6 +326,12 @@ def _restart_for_break(fn, args, kwargs, name, reason, ns, out_name, fullgraph, 
     """Trace again up to the instruction `reason` declined and make the break's tail;
     Unsupported (the original reason, saying why not) when the frame cannot break there."""
     index, step = reason.break_at
+    info = getattr(fn, "_minidynamo_resume", None)
+    code = fn.__code__ if info is None else info.code
+    why = why_no_break_at(normalize(code)[index], fullgraph) or (
+        why_not_resumable(code, index + 1) if code.co_cellvars else None)
+    if why is not None:  # no restart needed to know
+        raise _no_break(reason, why)
     output = _new_output(fn)
     stopped, state = _trace_frame(fn, args, kwargs, output, stop_at=step)
     if not isinstance(stopped, StoppedForBreak):

@@ -100,6 +100,7 @@ class ExplainOutput:
     graph_break_count: int = 0
     # What ran after a break: one line per resume function entry ("resume_in_f_at_7: graph")
     resumed: list = field(default_factory=list)
+    raised: str | None = None  # the exception the real run of a call that breaks raised
 
     @property
     def out_guards(self) -> list:
@@ -138,6 +139,8 @@ class ExplainOutput:
         if self.resumed:
             lines.append("after the breaks:")
             lines.extend(f"    {r}" for r in self.resumed)
+        if self.raised:
+            lines.append(f"the call raised (as it does eagerly): {self.raised}")
         return "\n".join(lines)
 
 
@@ -216,7 +219,11 @@ def _explain_breaks(fn, name, where, args, kwargs, backend) -> ExplainOutput:
 
     capture._minidynamo_trusted = backend is None
     opt = OptimizedFunction(fn, capture)
-    opt(*args, **kwargs)
+    raised = None
+    try:
+        opt(*args, **kwargs)
+    except Exception as e:  # noqa: BLE001 - the user's own error: reported with what was compiled
+        raised = f"{type(e).__name__}: {e}"
     root = opt._cache
     from .breaks import optimized_callees
     entries = []
@@ -243,6 +250,7 @@ def _explain_breaks(fn, name, where, args, kwargs, backend) -> ExplainOutput:
                   first.source_text, launches, "break")
     out.graph_break_count = breaks
     out.resumed = resumed_lines
+    out.raised = raised
     return out
 
 

@@ -48,6 +48,7 @@ class StoppedForBreak(Exception):
     translator (`tx`) holds the stack and locals just before it."""
 
     def __init__(self, tx):
+        super().__init__("stopped just before the instruction the graph breaks at")
         self.tx = tx
 
 
