@@ -70,6 +70,11 @@ class OutputGraph:
         self.mutated: dict = {}  # id(tracker) → (tracker, what was done first)
         self.containers: dict = {}  # id(list or dict read from the frame) → (it, tracker, source)
 
+    def record_append(self, var) -> None:
+        """An outside list the trace appended to without reading it (see ListVariable)."""
+        if id(var) not in self.mutated:
+            self.mutated[id(var)] = (var, f"list.append on {var.source.name()!r}")
+
     def record_mutation(self, var, what: str) -> None:
         if id(var) not in self.mutated:
             var.items  # read it all (and guard it) before it changes

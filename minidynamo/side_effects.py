@@ -50,6 +50,9 @@ def writeback_lines(rb, output) -> list[str]:
             body = ", ".join(f"{rb._key(k)}: {rb.expr(v)}" for k, v in var.items.items())
             contents.append(f"{temp} = {{{body}}}")
             applies.append(f"{target}.clear(); {target}.update({temp})")
+        elif not var.loaded:  # only appended to: append the same items
+            contents.append(f"{temp} = [{', '.join(rb.expr(i) for i in var.appended)}]")
+            applies.append(f"{target}.extend({temp})")
         else:
             contents.append(f"{temp} = [{', '.join(rb.expr(i) for i in var.items)}]")
             applies.append(f"{target}[:] = {temp}")

@@ -336,12 +336,23 @@ class CachedFunctionVariable(VariableTracker):
                                 "by their identity)")
         graph = tx.output.graph
         before = set(graph.nodes)
-        changed = len(tx.output.mutated)
+        mutated = dict(tx.output.mutated)
+        appended = {k: (list(v.appended or []), v._size) for k, (v, _) in mutated.items()
+                    if getattr(v, "appended", None) is not None and not v.loaded}
         try:
             return UserFunctionVariable(self.wrapper.__wrapped__).call_function(tx, args, kwargs)
         except Unsupported:
-            if len(tx.output.mutated) != changed:
-                raise  # the attempt changed an outside container's tracker: no way back
+            for key, (var, _) in list(tx.output.mutated.items()):
+                if key in mutated and key not in appended:
+                    continue
+                if getattr(var, "appended", None) is None or var.loaded:
+                    raise  # the attempt changed an outside container's tracker: no way back
+                if key in appended:  # appends only: the attempt's are taken back
+                    var.appended, var._size = list(appended[key][0]), appended[key][1]
+                else:
+                    var._size -= len(var.appended)
+                    var.appended = None
+                    del tx.output.mutated[key]
             for node in reversed(list(graph.nodes)):  # what the attempt recorded is dropped
                 if node not in before and node.op != "placeholder":  # (inputs: pruned if unused)
                     graph.erase_node(node)

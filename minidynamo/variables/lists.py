@@ -31,20 +31,25 @@ class BaseListVariable(VariableTracker):
     length, only when the trace first looks inside it (see builder.wrap). So a fallback
     caused by appending to an outside list is not keyed on that list's length."""
 
-    __slots__ = ("_items", "_lazy", "_size")
+    __slots__ = ("_items", "_lazy", "_size", "appended")
 
     def __init__(self, items, source=None, lazy=None, size=None):
         super().__init__(source)
         self._items = list(items) if lazy is None else None
         self._lazy = lazy  # () -> list of trackers, installing the guards it relies on
         self._size = size
+        self.appended = None  # items appended to an outside list never looked into (see append)
 
     @property
     def items(self) -> list:
         if self._lazy is not None:
             lazy, self._lazy = self._lazy, None
-            self._items = list(lazy())
+            self._items = list(lazy()) + (self.appended or [])
         return self._items
+
+    @property
+    def loaded(self) -> bool:
+        return self._lazy is None
 
     @items.setter
     def items(self, value):
@@ -164,6 +169,15 @@ class ListVariable(BaseListVariable):
 
     def call_method(self, tx, name, args, kwargs):
         n = len(args)
+        if name in ("append", "extend") and n == 1 and not kwargs and self.source is not None \
+                and not self.loaded:
+            # An outside list only appended to: the entry appends the same items after the
+            # graph, and nothing about its contents (not even its length) is guarded.
+            new = [args[0]] if name == "append" else list(args[0].iter_items(tx))
+            self.appended = (self.appended or []) + new
+            self._size += len(new)
+            tx.output.record_append(self)
+            return ConstantVariable(None)
         if name in _MUTATORS:
             self.check_mutable(f"list.{name}", tx)
         if name == "append" and n == 1:
