@@ -628,6 +628,8 @@ def run_minidynamo(case, args, kwargs, eager: Side, res: dict):
         res["reason"] = f"{chain['chain_breaks']} break(s): {res.get('break_reason') or ''}"
     elif kind != "graph":
         res["status"] = "fallback"
+        if kind == "break":
+            res["reason"] = f"breaks, no Triton launch in any graph: {res.get('break_reason')}"
         if kind == "constant":
             res["reason"] = "no tensor work traced (constant entry)"
     elif res["fn_nodes"] == 0:

@@ -21,6 +21,8 @@ class BreakReason:
     detail: str
     where: str | None
     hint: str
+    no_break: str | None = None  # for a whole-call fallback: why the graph could not break there
+    graph_break: bool = False  # a graph break (else the reason a call runs eagerly as a whole)
 
     @property
     def reason(self) -> str:
@@ -132,7 +134,9 @@ class ExplainOutput:
             lines.append("Triton launches:")
             lines.extend(f"    {launch}" for launch in self.launches)
         for b in self.break_reasons:
-            lines.append(f"{'graph break' if self.graph_break_count else 'runs eagerly'}: [{b.category}] {b.detail}")
+            lines.append(f"{'graph break' if b.graph_break else 'runs eagerly'}: [{b.category}] {b.detail}")
+            if b.no_break:
+                lines.append(f"    no graph break there: {b.no_break}")
             if b.where:
                 lines.append(f"    at {b.where}")
             lines.append(f"    hint: {b.hint}")
@@ -189,7 +193,7 @@ def explain(fn, backend=None):
             return _explain_breaks(fn, name, where, args, kwargs, backend)
         if entry.reason is not None:
             r = entry.reason
-            reasons.append(BreakReason(r.category, r.detail, r.where, r.hint))
+            reasons.append(BreakReason(r.category, r.detail, r.where, r.hint, getattr(r, 'no_break', None)))
         guards = [GuardInfo(g.source.name(), g.kind, e, g.describe())
                   for g, e in zip(entry.guards, entry.guard_exprs)]
         return _output(name, where, graphs, guards, [g.source for g in guards], reasons,
@@ -239,7 +243,8 @@ def _explain_breaks(fn, name, where, args, kwargs, backend) -> ExplainOutput:
         ms += e.compile_time_ms
         r = e.break_reason or e.reason
         if r is not None:
-            reasons.append(BreakReason(r.category, r.detail, r.where, r.hint))
+            reasons.append(BreakReason(r.category, r.detail, r.where, r.hint, getattr(r, 'no_break', None),
+                                       e.break_reason is not None))
         breaks += e.break_reason is not None
         if label != name:
             resumed_lines.append(f"{label}: {e.kind}" + (f" ({e.reason})" if e.reason else ""))

@@ -104,10 +104,10 @@ def test_break_entry(dump_dir):
     assert sorted(os.listdir(dump_dir)) == sorted(["h_entry0.py", f"{resume.__name__}_entry0.py"])
     text = (dump_dir / "h_entry0.py").read_text()
     assert "kind: break" in text and "runs natively" in text
-    # The dump runs the graph and the native print, then needs the resume function, which
-    # only exists in the traced process.
+    # The dump runs the graph, then needs the native instruction (a function compiled at
+    # the user's line) and the resume function, which only exist in the traced process.
     out = _run(dump_dir / "h_entry0.py")
-    assert out.startswith("guards: pass\nside effect\nthen: ") and \
+    assert out.startswith("guards: pass\nthen: ") and \
         out.endswith(" is not available outside the traced process\n"), out
 
 
