@@ -135,11 +135,11 @@ class ExplainOutput:
             lines.extend(f"    {launch}" for launch in self.launches)
         for b in self.break_reasons:
             lines.append(f"{'graph break' if b.graph_break else 'runs eagerly'}: [{b.category}] {b.detail}")
-            if b.no_break:
-                lines.append(f"    no graph break there: {b.no_break}")
             if b.where:
                 lines.append(f"    at {b.where}")
             lines.append(f"    hint: {b.hint}")
+            if b.no_break:
+                lines.append(f"    no graph break there: {b.no_break}")
         if self.resumed:
             lines.append("after the breaks:")
             lines.extend(f"    {r}" for r in self.resumed)

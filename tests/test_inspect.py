@@ -526,6 +526,8 @@ def test_fallback_reason(category, fn, args, detail):
     assert reason.where.startswith(f"{__file__}:{reason.lineno}: ")
     text = str(out).splitlines()
     if kind == "eager":
+        if reason.no_break:  # why the graph could not break there instead, last
+            assert text.pop() == f"    no graph break there: {reason.no_break}"
         assert text[-3:] == [f"runs eagerly: [{category}] {detail}", f"    at {reason.where}",
                              f"    hint: {HINTS[category]}"]
         assert out.graph_break_count == 0
