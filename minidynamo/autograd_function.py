@@ -52,6 +52,16 @@ class ApplySpec:
     _generated: list = field(default_factory=list)  # [(fwd_body, bwd_body, Function)]
 
 
+def _as_frame(backward):
+    """A backward that could not be traced as one body still runs optimized as a frame of
+    its own (graphs around its graph breaks), as torch.compile would compile it when
+    autograd calls it; a backward that is not a plain Python function runs as it is."""
+    from .breaks import optimizable_callee_function, optimized_function
+    if optimizable_callee_function(backward) is None:
+        return backward
+    return optimized_function(backward, "eager")
+
+
 class _ReplayCtx:
     """The ctx a user's backward sees when it runs eagerly: attributes as the forward set
     them, `saved_tensors`, `needs_input_grad`."""
@@ -85,7 +95,7 @@ def _generate(spec: ApplySpec, fwd_body, bwd_body):
             # expanded one (the gradient of a sum), which a kernel would read wrongly.
             return tuple(bwd_body(*(g.contiguous() if g is not None else g for g in grads), *saved))
         user_grads = [None if i is None else grads[i] for i in eager.user_outputs]
-        result = eager.backward(_ReplayCtx(eager, saved), *user_grads)
+        result = _as_frame(eager.backward)(_ReplayCtx(eager, saved), *user_grads)
         if not isinstance(result, tuple):
             result = (result,)
         n_args = len(eager.needs_input_grad)
