@@ -135,7 +135,9 @@ SCALE_VALUES = [0.5, 1.5, 1.0] + ([-0.0, 0.0] if KNOWN_BUGS else [])  # test_neg
 # test_known_error_raised_by_the_graph). Off by default: ops without an integer kernel
 # called on ints, an int tensor updated in place with a float result, a module called on
 # another dtype than its parameters', a reduction over a 0-size dimension, writes into an
-# expanded input, `.view` of a non-contiguous tensor with a size-1 dimension.
+# expanded input, `.view` of a non-contiguous tensor with a size-1 dimension. Also off:
+# `requires_grad` of a `reshape` read under inference mode (test_fuzz.py:
+# test_requires_grad_of_a_reshape_under_inference_mode).
 
 SUPPORTED_KINDS = [
     ("assign", 14), ("aug", 5), ("inplace", 3), ("tuple", 4), ("list", 4), ("dict", 4),
@@ -152,6 +154,26 @@ UNSUPPORTED_KINDS = [
     ("c_call", 3), ("item", 2), ("raise", 2), ("assert", 2), ("with", 2), ("classdef", 1),
     ("tolist", 1), ("torch_error", 2), ("helper_side", 1), ("arg_dict_write", 2), ("view_iter_mutate", 1),
 ]
+# Graph-break points (tests/fuzzgen.py `b_*`): each is an instruction of the function's own
+# frame that the trace declines and that a graph can break at (the graph before it runs,
+# the instruction natively, the rest in a resume function). "loop" is a loop whose body
+# holds one of the others.
+BREAK_KINDS = [
+    ("print", 5), ("graph_break", 4), ("item", 5), ("data_branch", 5), ("loop", 4),
+]
+# How a traced value is printed: {t} a tensor, {s} a Python number, {i} an int local.
+PRINTS = [
+    'print("b", tuple({t}.shape), n)', 'print({t}.shape, {t}.dtype, sep="|")', 'print({s}, {t}.dim(), end=";")',
+    'print(f"{{n}}:{{{t}.shape[0]}}:{{scale:.3f}}")', 'print("rg", {t}.requires_grad, {t}.is_contiguous())',
+    'print({s}, flush=True)', 'print("len", len({t}), {t}.ndim, sep="")', 'print()',
+]
+# One-element tensors whose `.item()` is read ({a}: a tensor expression): 0-d and (1,).
+ITEM_SOURCES = ["({a}).sum()", "({a}).sum().reshape(1)", "({a}).abs().sum()", "({a}).reshape(-1)[:1].sum()",
+                "({a}).sum(dtype=torch.float64)"]
+# Conditions on tensor data ({a}, {b}: tensor expressions): a graph break at the jump.
+DATA_CONDS = ["({a}).sum() > 0", "(({a}) > 0).any()", "({a}).sum()", "not (({a}) < 1).all()",
+              "({a}).sum() > ({b}).sum()", "({a}).sum() > 0 and n > 1", "n > 1 or (({a}) > 0).any()",
+              "torch.all(({a}) >= ({b}))"]
 
 # --- the module around the function ------------------------------------------------------
 
@@ -163,6 +185,7 @@ import os
 import time
 import zlib
 
+import minidynamo
 import torch
 import triton
 from kernels import capture_kernels as K

@@ -10,7 +10,10 @@ and on a dict argument `dd`, imports inside the function, constructors taking si
 `.size()`/`.shape`/tuples/varargs, reads of the global torch state), with constructs it
 declines inserted at random (print, data-dependent branches, try/except, generator
 expressions, C calls, writes to outside objects, raises, asserts, `with`, class
-definitions, `.item()`/`.tolist()`, writes to the argument dict), plus a sequence of
+definitions, `.item()`/`.tolist()`, writes to the argument dict), graph-break points
+inserted at random (`print` of shapes, numbers and strings, `minidynamo.graph_break()`,
+`.item()` whose value is used after, branches and loops on tensor data, and loops whose
+body breaks; features "B:..."), plus a sequence of
 calls: input shapes (1-D to 4-D, some empty), dtypes (a program's calls stay within one
 family: float32/64, int32/64 or float16/bfloat16, the op choice depends on it), layouts,
 the global torch state a call runs under (no_grad, inference_mode, autocast, default
@@ -29,9 +32,9 @@ import random
 import sys
 from dataclasses import dataclass, field
 
-from fuzz_tables import (BINARY, CONDS, DICT_KEYS, EMPTY_SHAPES, FAMILIES, HELPERS, INT_UNSAFE, KNOWN_BUGS, LAYOUTS,
-                         PRELUDE, SCALARS, SCALE_VALUES, SHAPES, SIGNATURES, SIZE_CTORS, STATE_READS, STATES,
-                         SUPPORTED_KINDS, UNARY, UNSUPPORTED_KINDS)
+from fuzz_tables import (BINARY, BREAK_KINDS, CONDS, DATA_CONDS, DICT_KEYS, EMPTY_SHAPES, FAMILIES, HELPERS,
+                         INT_UNSAFE, ITEM_SOURCES, KNOWN_BUGS, LAYOUTS, PRELUDE, PRINTS, SCALARS, SCALE_VALUES, SHAPES,
+                         SIGNATURES, SIZE_CTORS, STATE_READS, STATES, SUPPORTED_KINDS, UNARY, UNSUPPORTED_KINDS)
 
 # --- choosers ------------------------------------------------------------------------------
 
@@ -130,9 +133,11 @@ def _weighted(ch, table):
 
 
 class _Gen:
-    def __init__(self, ch, unsupported_percent: int, allow_triton: bool, family: str = "float"):
+    def __init__(self, ch, unsupported_percent: int, allow_triton: bool, family: str = "float",
+                 break_percent: int = 0):
         self.ch = ch
         self.unsupported_percent = unsupported_percent
+        self.break_percent = break_percent
         self.allow_triton = allow_triton
         self.family = family
         self.counter = 0
@@ -188,6 +193,8 @@ class _Gen:
         return lines
 
     def statement(self, scope, in_block):
+        if self.ch.coin(self.break_percent):
+            return self.break_point(scope, in_block)
         if self.ch.coin(self.unsupported_percent):
             kind = _weighted(self.ch, UNSUPPORTED_KINDS)
             self.features.add("U:" + kind)
@@ -380,9 +387,9 @@ class _Gen:
     def s_method_call(self, scope, in_block):
         return self._assign(scope, in_block, [], f"OBJ.apply({self.texpr(scope)})")
 
-    def _sub_scope(self, scope, tensors=(), ints=()):
+    def _sub_scope(self, scope, tensors=(), ints=(), loop=False):
         return {"tensors": scope["tensors"] + list(tensors), "ints": scope.get("ints", []) + list(ints),
-                "nest": scope.get("nest", 0) + 1}
+                "nest": scope.get("nest", 0) + 1, "loop": loop or scope.get("loop", False)}
 
     def _indent(self, lines):
         return ["    " + ln for ln in lines]
@@ -404,7 +411,7 @@ class _Gen:
     def s_for_range(self, scope, in_block):
         i = self.fresh("i")
         rng = self.ch.pick(["range(n)", "range(3)", "range(1, x.shape[0], 3)", "range(x.dim())"])
-        body = self.block(self._sub_scope(scope, ints=[i]), self.ch.int(1, 2), True) or ["pass"]
+        body = self.block(self._sub_scope(scope, ints=[i], loop=True), self.ch.int(1, 2), True) or ["pass"]
         if self.ch.coin(20):
             body = [f"if {i} == 2:", "    break"] + body
         elif self.ch.coin(20):
@@ -415,24 +422,24 @@ class _Gen:
         w = self.fresh("w")
         items = ", ".join(self.texpr(scope) for _ in range(self.ch.int(1, 3)))
         seq = self.ch.pick([f"({items},)", f"[{items}]"])
-        body = self.block(self._sub_scope(scope, tensors=[w]), self.ch.int(1, 2), True) or ["pass"]
+        body = self.block(self._sub_scope(scope, tensors=[w], loop=True), self.ch.int(1, 2), True) or ["pass"]
         return [f"for {w} in {seq}:"] + self._indent(body)
 
     def s_enumerate(self, scope, in_block):
         i, w = self.fresh("i"), self.fresh("w")
         items = ", ".join(self.texpr(scope) for _ in range(self.ch.int(1, 3)))
-        body = self.block(self._sub_scope(scope, tensors=[w], ints=[i]), self.ch.int(1, 2), True) or ["pass"]
+        body = self.block(self._sub_scope(scope, tensors=[w], ints=[i], loop=True), self.ch.int(1, 2), True) or ["pass"]
         return [f"for {i}, {w} in enumerate(({items},), {self.ch.pick(['0', '1'])}):"] + self._indent(body)
 
     def s_zip(self, scope, in_block):
         w, u = self.fresh("w"), self.fresh("u")
         a, b, c = (self.texpr(scope) for _ in range(3))
-        body = self.block(self._sub_scope(scope, tensors=[w, u]), 1, True) or ["pass"]
+        body = self.block(self._sub_scope(scope, tensors=[w, u], loop=True), 1, True) or ["pass"]
         return [f"for {w}, {u} in zip(({a}, {b}), [{c}, {a}]):"] + self._indent(body)
 
     def s_while(self, scope, in_block):
         k = self.fresh("k")
-        body = self.block(self._sub_scope(scope, ints=[k]), 1, True) or ["pass"]
+        body = self.block(self._sub_scope(scope, ints=[k], loop=True), 1, True) or ["pass"]
         return [f"{k} = 0", f"while {k} < n:"] + self._indent(body + [f"{k} += 1"])
 
     def s_global(self, scope, in_block):
@@ -775,6 +782,105 @@ class _Gen:
         return self._assign(scope, in_block, [f'{d} = {{"p": {a}}}', f"for {kk} in {d}.keys():",
                                               f'    {d}[{kk} + "x"] = {a}'], f'{d}["p"]')
 
+    # --- graph-break points -------------------------------------------------------------
+    def break_point(self, scope, in_block):
+        """An instruction the trace declines and a graph breaks at (BREAK_KINDS): output,
+        `minidynamo.graph_break()`, `.item()` whose value is used after, a branch on tensor
+        data, or a loop holding one of these."""
+        kinds = BREAK_KINDS if scope.get("nest", 0) == 0 else [(k, w) for k, w in BREAK_KINDS if k != "loop"]
+        kind = _weighted(self.ch, kinds)
+        self.features.add("B:" + kind)
+        if scope.get("loop"):
+            self.features.add("B:in_loop")
+        return getattr(self, "b_" + kind)(scope, in_block)
+
+    def b_print(self, scope, in_block):
+        t = self.ch.pick(scope["tensors"])
+        form = self.ch.int(0, 5)
+        if form == 0 and self.strings:  # a string local
+            return [f"print({self.ch.pick(self.strings)}, sep=\"\")"]
+        if form == 1:  # inside an expression: the value stack holds the tensor on the left
+            return self._assign(scope, in_block, [],
+                                f"({self.texpr(scope)}) * (print(\"mid\", {self.scalar(scope)}) is None)")
+        if form == 2 and scope.get("ints"):  # a loop counter or a shape number
+            return [f"print(\"i\", {self.ch.pick(scope['ints'])}, {t}.shape[-1])"]
+        return [self.ch.pick(PRINTS).format(t=t, s=self.scalar(scope))]
+
+    def b_graph_break(self, scope, in_block):
+        if self.ch.coin(25):  # inside an expression
+            return self._assign(scope, in_block, [],
+                                f"({self.texpr(scope)}) + (minidynamo.graph_break() is None)")
+        return ["minidynamo.graph_break()"]
+
+    def b_item(self, scope, in_block):
+        it = self.fresh("it")
+        src = self.ch.pick(ITEM_SOURCES).format(a=self.texpr(scope))
+        lines = [f"{it} = {src}.item()"]
+        num = f"int({it})" if self.family == "int" else it  # an int tensor keeps its dtype
+        use = self.ch.int(0, 5)
+        if use == 0:  # arithmetic with a tensor
+            return self._assign(scope, in_block, lines, f"({self.texpr(scope)}) * ({num} % 3 + 1)")
+        if use == 1:  # inside an expression, the value stack holding a tensor
+            return self._assign(scope, in_block, [],
+                                f"({self.texpr(scope)}) * 2 + {src}.item() * ({self.texpr(scope)})")
+        if use == 2:  # a Python branch
+            sub = self._sub_scope(scope)
+            then = self.block(sub, self.ch.int(1, 2), True) or ["pass"]
+            other = self.block(self._sub_scope(scope), 1, True) or ["pass"]
+            return lines + [f"if {it} > {self.ch.pick(['0', '1.5', 'n'])}:"] + self._indent(then) + \
+                ["else:"] + self._indent(other)
+        if use == 3:  # a trip count
+            i = self.fresh("i")
+            v = self._some_local(scope)
+            body = [f"{v} = {v} + {i}"] if v else [f"SIDE.append({i})"]
+            return lines + [f"for {i} in range(int(abs({it})) % 3):"] + self._indent(body)
+        if use == 4:  # printed (rounded: the sum is computed by the same kernel either way)
+            return lines + [f"print(\"item\", round({it}, 2), {it} > 0)"]
+        return self._assign(scope, in_block, lines, f"({self.texpr(scope)}) + {num} // 2")
+
+    def b_data_branch(self, scope, in_block):
+        a, b = self.texpr(scope), self.texpr(scope)
+        cond = self.ch.pick(DATA_CONDS).format(a=a, b=b)
+        form = self.ch.int(0, 4)
+        if form == 0:  # a conditional expression inside a larger one
+            return self._assign(scope, in_block, [], f"({self.texpr(scope)}) * 2 + "
+                                f"(({self.texpr(scope)}) if {cond} else ({self.texpr(scope)}))")
+        v = self._some_local(scope)
+        if form == 1 and v is not None:  # a loop on a data condition: a break per iteration
+            k = self.fresh("k")
+            return [f"{k} = 0", f"while {k} < 3 and ({v}).sum() > {k}:", f"    {v} = {v} - 1", f"    {k} += 1"]
+        then = self.block(self._sub_scope(scope), self.ch.int(1, 2), True) or ["pass"]
+        lines = [f"if {cond}:"] + self._indent(then)
+        if self.ch.coin(30):
+            cond2 = self.ch.pick(DATA_CONDS).format(a=self.texpr(scope), b=self.texpr(scope))
+            lines += [f"elif {cond2}:"] + self._indent(self.block(self._sub_scope(scope), 1, True) or ["pass"])
+        if self.ch.coin(50):
+            lines += ["else:"] + self._indent(self.block(self._sub_scope(scope), 1, True) or ["pass"])
+        return lines
+
+    def b_loop(self, scope, in_block):
+        """A loop whose body breaks (once per iteration, or on some iterations only)."""
+        i, w, k = self.fresh("i"), self.fresh("w"), self.fresh("k")
+        form = self.ch.int(0, 3)
+        ints, tensors = ([i] if form in (0, 2) else []) + ([k] if form == 3 else []), [w] if form in (1, 2) else []
+        sub = self._sub_scope(scope, tensors=tensors, ints=ints, loop=True)
+        other = self.block(sub, self.ch.int(0, 1), True)  # one statement or none
+        point = self.break_point(sub, True)
+        body = point + other if self.ch.coin(50) else other + point
+        if self.ch.coin(25):  # leave the loop (or skip the rest) on a data condition
+            cond = self.ch.pick(DATA_CONDS[:4]).format(a=self.texpr(sub), b=self.texpr(sub))
+            body = [f"if {cond}:", f"    {self.ch.pick(['break', 'continue'])}"] + body
+        a, b = self.texpr(scope), self.texpr(scope)
+        if form == 0:
+            head = [f"for {i} in {self.ch.pick(['range(n)', 'range(2)', 'range(1, x.shape[0], 3)'])}:"]
+        elif form == 1:
+            head = [f"for {w} in ({a}, {b}):"]
+        elif form == 2:
+            head = [f"for {i}, {w} in enumerate([{a}, {b}]):"]
+        else:
+            return [f"{k} = 0", f"while {k} < n:"] + self._indent(body + [f"{k} += 1"])
+        return head + self._indent(body)
+
     # --- the function -------------------------------------------------------------------
     def returns(self, scope):
         tensors = scope["tensors"]
@@ -818,12 +924,15 @@ def assemble(body: list, signature: str = "plain", helpers_used=(), takes_module
     return PRELUDE + "\n\n" + (helpers + "\n\n\n" if helpers else "") + factory
 
 
-def generate(ch, *, unsupported_percent: int | None = None, allow_triton: bool = True) -> Program:
+def generate(ch, *, unsupported_percent: int | None = None, allow_triton: bool = True,
+             break_percent: int | None = None) -> Program:
     if unsupported_percent is None:
         unsupported_percent = ch.pick([0, 0, 5, 12, 25])
+    if break_percent is None:  # per statement: about half the programs break once or more
+        break_percent = ch.pick([0, 10, 20, 30])
     family = _weighted(ch, [("float", 14), ("int", 3), ("half", 3)])
     # Triton kernels only on float32/float64: the kernels are written for them
-    g = _Gen(ch, unsupported_percent, allow_triton and family == "float", family)
+    g = _Gen(ch, unsupported_percent, allow_triton and family == "float", family, break_percent)
     signature = ch.pick(list(SIGNATURES))
     scope = {"tensors": ["x", "y"], "ints": []}
     body = []
@@ -855,6 +964,9 @@ def _avoid_known_bugs(calls, family, text, features):
             spec.layout = "contiguous"
         if "max(" in text and 0 in spec.shape:
             spec.shape = SHAPES[0]
+        # test_fuzz.py: test_requires_grad_of_a_reshape_under_inference_mode
+        if "requires_grad" in text and "reshape(" in text and spec.state == "inference_mode":
+            spec.state = "no_grad"
 
 
 def _toggle_hook(ch, hooks: tuple) -> tuple:
