@@ -878,7 +878,8 @@ class _Gen:
         elif form == 2:
             head = [f"for {i}, {w} in enumerate([{a}, {b}]):"]
         else:
-            return [f"{k} = 0", f"while {k} < n:"] + self._indent(body + [f"{k} += 1"])
+            # the count first: a `continue` in the body must not skip it
+            return [f"{k} = 0", f"while {k} < n:"] + self._indent([f"{k} += 1"] + body)
         return head + self._indent(body)
 
     # --- the function -------------------------------------------------------------------
