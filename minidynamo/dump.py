@@ -59,7 +59,7 @@ def _object_code(name: str, value) -> str:
     if value is torch.Tensor:
         return f"{name} = torch.Tensor"
     if isinstance(value, type) and value.__module__ == "builtins":
-        return f"{name} = {value.__name__}"
+        return f"{name} = type(None)" if value is type(None) else f"{name} = {value.__name__}"
     if isinstance(value, types.ModuleType):
         if not _library(value.__name__):  # importing the user's own code would run it
             return f"{name} = _Unavailable('module {value.__name__}')"
