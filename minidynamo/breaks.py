@@ -176,13 +176,19 @@ class BreakTail:
         live = live_locals(tx.code, ex.target)
         bound = [n for n in tx.code.co_varnames if n in tx.f_locals]
         names = tuple(n for n in bound if live is None or n in live)
+        # The frame's own cells go by value: the resume function makes fresh cells for them
+        # (as for arguments that are cells). Sound because no closure over the old cells
+        # outlives the trace: a function made in it over them cannot be rebuilt (rebuild.py).
+        cells = tuple(n for n in tx.code.co_cellvars
+                      if n in tx.cells and getattr(tx.cells[n], "contents", None) is not None)
+        names += tuple(n for n in cells if n not in names)
         why = why_not_resumable(tx.code, ex.target)
         if why is not None:
             unsupported("construct", f"cannot resume after a graph break here: {why}")
         fn = self.resumes(ex.target, nulls, names)
         self.functions.append(fn)
         values = [v.name if isinstance(v, Native) else rb.expr(v) for v in ex.stack if v is not NULL]
-        values += [rb.expr(tx.f_locals[n]) for n in names]
+        values += [rb.expr(tx.f_locals[n] if n in tx.f_locals else tx.cells[n].contents) for n in names]
         return "".join(v + ", " for v in values), rb.ns.bind(fn, "resume")
 
     # --- the native instruction -------------------------------------------------------

@@ -26,7 +26,6 @@ from .triton.capture import direct_launch_nodes
 from .guards import Guard
 from .breaks import BreakTail, why_no_break, why_no_break_at
 from .instructions import normalize
-from .resume import why_not_resumable
 from .interpreter.translator import StoppedForBreak, trace
 from .rebuild import Rebuilder
 from .side_effects import mutation_guards, writeback_lines
@@ -328,8 +327,7 @@ def _restart_for_break(fn, args, kwargs, name, reason, ns, out_name, fullgraph, 
     index, step = reason.break_at
     info = getattr(fn, "_minidynamo_resume", None)
     code = fn.__code__ if info is None else info.code
-    why = why_no_break_at(normalize(code)[index], fullgraph) or (
-        why_not_resumable(code, index + 1) if code.co_cellvars else None)
+    why = why_no_break_at(normalize(code)[index], fullgraph)
     if why is not None:  # no restart needed to know
         raise _no_break(reason, why)
     output = _new_output(fn)

@@ -91,9 +91,6 @@ def why_not_resumable(code, target: int) -> str | None:
         return "the resume point is past the end of the code"
     if not insts[target].first:
         return f"the resume point {insts[target]!r} is the second half of a fused instruction"
-    if code.co_cellvars:
-        return (f"the function has cell variables ({', '.join(code.co_cellvars)}: locals an inner "
-                "function closes over), which a resume function cannot take over yet")
     return None
 
 

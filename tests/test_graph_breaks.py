@@ -895,15 +895,44 @@ def test_break_inside_try_falls_back():
     differ(f, t(), top="eager", graphs=0)
 
 
-def test_cell_variable_falls_back():
+def test_cell_variable_with_a_live_closure_falls_back():
     def f(x):
         k = x.shape[0]
-        g = lambda v: v * k  # noqa: E731 - closes over a local
+        g = lambda v: v * k  # noqa: E731 - closes over a local, and is used after the break
         print("k", k)
         return g(x)
 
     assert f.__code__.co_cellvars
     differ(f, t(), top="eager", graphs=0)
+
+
+def test_cell_variables_cross_a_break_by_value():
+    def f(x):
+        y = x * 2
+        scale = lambda v: v * y.sum()  # noqa: E731 - a closure over y, dead at the break
+        z = scale(x)
+        print("mid", z.shape)
+        w = z + y
+        y = y + 1  # the new cell of the resume function holds y from here
+        k = lambda v: v + w + y  # noqa: E731
+        return k(y), y
+
+    assert set(f.__code__.co_cellvars) == {"w", "y"}
+    differ(f, t(), -t(), top="break", breaks=1, graphs=2)
+
+
+def test_cell_written_by_an_inlined_nonlocal_before_the_break():
+    def f(x):
+        acc = x
+        def add(v):
+            nonlocal acc
+            acc = acc + v
+        add(x)
+        add(x * 2)
+        print("acc", acc.shape)
+        return acc * 2
+
+    differ(f, t(), top="break", breaks=1)
 
 
 def test_nonlocal_counter_falls_back():

@@ -175,9 +175,12 @@ def test_trace_stopped_by_a_fallback(caplog):
         minidynamo.optimize(g)(torch.ones(3))
     msgs = _messages(caplog, "trace")
     assert msgs[-1].startswith("g stopped after ")
-    # Every "stopped" line names the reason (the trace may be restarted to the same point).
+    # Every "stopped" line names the reason, or (a trace restarted to make a graph break
+    # there, which then could not be: `keep` closes over a cell of the frame) the restart.
     stopped = [m for m in msgs if m.startswith("g stopped after ")]
-    assert stopped and all(": [side_effect] print() writes output (at " in m for m in stopped), msgs
+    assert stopped and ": [side_effect] print() writes output (at " in stopped[0], msgs
+    assert all(": [side_effect] print() writes output (at " in m or
+               m.endswith("stopped just before the instruction the graph breaks at") for m in stopped), msgs
 
 
 def test_trace_stopped_by_a_break(caplog):
