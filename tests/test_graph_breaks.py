@@ -18,7 +18,7 @@ import pytest
 import torch
 
 import minidynamo
-from helpers import PY, Args, CountingBackend, _Compare, assert_uses
+from helpers import PY, Args, CountingBackend, _Compare, assert_uses, entry_tree
 
 LOG: list = []
 COUNTER = 0
@@ -87,22 +87,6 @@ def log_state():
     return State(LOG.clear, lambda: list(LOG))
 
 
-def tree(opt, seen=None) -> list:
-    """Every cache entry of `opt` and, recursively, of the resume functions of its break
-    entries."""
-    seen = set() if seen is None else seen
-    if id(opt) in seen:
-        return []
-    seen.add(id(opt))
-    out = []
-    for e in opt.cache_entries():
-        out.append(e)
-        if e.kind == "break":
-            for r in e.resumes:
-                out += tree(r, seen)
-    return out
-
-
 def callees(backend) -> list:
     from minidynamo.breaks import optimized_callees
     return optimized_callees(backend)
@@ -110,11 +94,7 @@ def callees(backend) -> list:
 
 def everything(opt, backend) -> list:
     """The entries of `opt`'s tree and those of the callees optimized on their own."""
-    seen: set = set()
-    out = tree(opt, seen)
-    for c in callees(backend):
-        out += tree(c, seen)
-    return out
+    return entry_tree(opt, backend)
 
 
 @dataclass
@@ -775,10 +755,10 @@ def test_cache_hit_runs_no_trace():
     x = t()
     with contextlib.redirect_stdout(io.StringIO()) as out:
         first = opt(x)
-        counts = (len(tree(opt)), backend.calls)
+        counts = (len(entry_tree(opt)), backend.calls)
         second = opt(x)
         third = opt(x)
-    assert (len(tree(opt)), backend.calls) == counts == (2, 2)
+    assert (len(entry_tree(opt)), backend.calls) == counts == (2, 2)
     assert out.getvalue() == "once\n" * 3
     torch.testing.assert_close(first, x.sin() * 2)
     torch.testing.assert_close(second, first)
