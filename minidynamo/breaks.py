@@ -20,6 +20,7 @@ effect happens once, in program order: the trace itself never wrote to outside o
 """
 from __future__ import annotations
 
+import builtins
 import types
 import weakref
 from dataclasses import dataclass
@@ -156,7 +157,6 @@ class BreakTail:
         compiled at the user's file and line, named as the user's function: a traceback
         through the native instruction shows where the user wrote it."""
         import ast
-        import builtins
         lineno = self.tx.instructions[self.index].lineno
         if not lineno or lineno < 2:
             return text
@@ -277,7 +277,7 @@ class BreakTail:
         value = e(st[-2] if has_spec else st[-1])
         conv = {0: None, 1: "str", 2: "repr", 3: "ascii"}[flags & 0x03]
         if conv is not None:
-            value = f"{rb.ns.bind(__builtins__[conv] if isinstance(__builtins__, dict) else getattr(__builtins__, conv), conv)}({value})"
+            value = f"{rb.ns.bind(getattr(builtins, conv), conv)}({value})"
         spec = e(st[-1]) if has_spec else "''"
         used = 2 if has_spec else 1
         return [f"{result.name} = {fmt}({value}, {spec})"], [Exit(None, nxt, st[:-used] + [result])]

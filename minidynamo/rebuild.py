@@ -132,7 +132,7 @@ class Rebuilder:
         if isinstance(v, ListVariable):
             return "[" + ", ".join(self.expr(i) for i in v.items) + "]"
         if isinstance(v, DictVariable):
-            body = ", ".join(f"{self._key(k)}: {self.expr(x)}" for k, x in v.items.items())
+            body = ", ".join(f"{self.key(k)}: {self.expr(x)}" for k, x in v.items.items())
             return "{" + body + "}" if v.dict_type is dict else f"{self.ns.bind(v.dict_type, 't')}({{{body}}})"
         if isinstance(v, SetVariable):
             return f"{self.ns.bind(v.python_type(), 't')}({self.ns.bind(frozenset(v.values), 'c')})"
@@ -194,6 +194,6 @@ class Rebuilder:
     def _list_owning(self, items):
         return self._owners.get(id(items))
 
-    def _key(self, k) -> str:
+    def key(self, k) -> str:
         return repr(k) if type(k) in (int, str, bool) or k is None else self.ns.bind(k, "k")
 

@@ -47,7 +47,7 @@ def writeback_lines(rb, output) -> list[str]:
         target = var.source.expr(rb.ns)
         temp = rb.temp()
         if isinstance(var, DictVariable):
-            body = ", ".join(f"{rb._key(k)}: {rb.expr(v)}" for k, v in var.items.items())
+            body = ", ".join(f"{rb.key(k)}: {rb.expr(v)}" for k, v in var.items.items())
             contents.append(f"{temp} = {{{body}}}")
             applies.append(f"{target}.clear(); {target}.update({temp})")
         elif not var.loaded:  # only appended to: append the same items
