@@ -94,13 +94,26 @@ def why_not_resumable(code, target: int) -> str | None:
     return None
 
 
-_codes: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+# Keyed by the code object's identity: equal code objects of two functions (the same text
+# in two files compares equal) must not share resume code, which carries its filename.
+_codes: dict = {}  # id(code) → (weak reference to it, {layout: resume code})
+
+
+def _per_code(code) -> dict:
+    key = id(code)
+    found = _codes.get(key)
+    if found is None or found[0]() is not code:
+        def forget(ref, key=key):
+            if _codes.get(key, (None,))[0] is ref:
+                del _codes[key]
+        found = _codes[key] = (weakref.ref(code, forget), {})
+    return found[1]
 
 
 def resume_code(code, target: int, nulls: tuple, live: tuple) -> types.CodeType:
     """The code object of the resume function of `code` at normalized index `target`
     (cached per code object and layout)."""
-    per_code = _codes.setdefault(code, {})
+    per_code = _per_code(code)
     key = (target, nulls, live)
     found = per_code.get(key)
     if found is None:

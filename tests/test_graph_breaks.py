@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import io
+import traceback
 import logging
 import sys
 from dataclasses import dataclass, field
@@ -1652,3 +1653,19 @@ def test_loop_resume_entries_stay_bounded():
     limit = minidynamo.config.cache_size_limit
     (entry,) = info.opt.cache_entries()
     assert all(len(r.cache_entries()) <= limit for r in entry.resumes)
+
+
+def test_equal_code_in_two_files_keeps_its_own_file_in_tracebacks():
+    # Two functions with the same text in two files have equal code objects: their resume
+    # functions must still be their own (a traceback through one names its file).
+    src = 'def f(x):\n    y = x + 1\n    print("b")\n    return [][0] + y\n'
+    files = []
+    for name in ("first_copy.py", "second_copy.py"):
+        scope: dict = {}
+        exec(compile(src, name, "exec"), scope)
+        files.append((name, scope["f"]))
+    assert files[0][1].__code__ == files[1][1].__code__
+    for name, f in files:
+        with contextlib.redirect_stdout(io.StringIO()), pytest.raises(IndexError) as info:
+            minidynamo.optimize(f)(t())
+        assert traceback.extract_tb(info.value.__traceback__)[-1].filename == name
