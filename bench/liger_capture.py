@@ -421,22 +421,21 @@ def _chain_facts(opt) -> dict:
     """Graphs, breaks and Triton launches over every entry a call chain made: the optimized
     function's, its resume functions', and those of callees and autograd.Function frames
     that breaks optimized on their own."""
-    from minidynamo.breaks import optimized_callees
-    caches = [opt._cache, *(o._cache for o in optimized_callees("eager"))]
+    from minidynamo.callees import chain_caches
+    root = opt._cache
     graphs = breaks = launches = callee_launches = 0
     first_break = None
-    for cache in caches:
-        for c in [cache, *(r._cache for r in cache.resume_fns.values())]:
-            for e in c.entries:
-                if e.break_reason is not None:
-                    breaks += 1
-                    first_break = first_break or str(e.break_reason)
-                gm = e.gm
-                if gm is not None:
-                    graphs += 1
-                    n = count_launches(gm)
-                    launches += n
-                    callee_launches += n if cache is not opt._cache else 0
+    for c in chain_caches(root, "eager"):
+        for e in c.entries:
+            if e.break_reason is not None:
+                breaks += 1
+                first_break = first_break or str(e.break_reason)
+            gm = e.gm
+            if gm is not None:
+                graphs += 1
+                n = count_launches(gm)
+                launches += n
+                callee_launches += n if c is not root and c.root is not root else 0
     return {"chain_graphs": graphs, "chain_breaks": breaks, "chain_launches": launches,
             "callee_launches": callee_launches, "break_reason": first_break}
 

@@ -21,17 +21,15 @@ effect happens once, in program order: the trace itself never wrote to outside o
 from __future__ import annotations
 
 import builtins
-import types
-import weakref
 from dataclasses import dataclass
 
 from ._compat import PY311, PY313
-from .exc import Unsupported, unsupported
+from .exc import unsupported
 from .liveness import live_locals
+from .callees import optimizable_callee, optimized_apply, optimized_function, optimized_module_call
 from .resume import Continue, drive, why_not_resumable
 from .side_effects import writeback_lines
 from .variables.base import NULL
-from .variables.constant import ConstantVariable
 from .variables.contexts import ContextManagerVariable, _Method, exit_across_break
 
 _CALLS = {"CALL", "CALL_KW", "CALL_FUNCTION", "CALL_FUNCTION_KW", "CALL_FUNCTION_EX"}
@@ -92,11 +90,6 @@ def _jump_after(tx, index: int):
     return nxt if nxt is not None and nxt.opname in ("POP_JUMP_IF_TRUE", "POP_JUMP_IF_FALSE") else None
 
 
-def describe_instruction(tx, index: int) -> str:
-    inst = tx.instructions[index]
-    return inst.opname if inst.opname not in _CALLS else "a call"
-
-
 class BreakTail:
     """The part of a break entry after the graph. `lines(rebuilder)` renders it (called
     twice by convert.py: once to learn the graph outputs, once with their final names)."""
@@ -109,7 +102,6 @@ class BreakTail:
         self.index = index
         self.resumes = resumes  # makes the optimized resume functions: see cache.FunctionCache
         self.continuation = continuation  # a resume function's entry: return Continue
-        self.exits = None  # filled by the first render
         self.functions = []  # the resume functions, per exit
 
     def roots(self) -> list:
@@ -121,36 +113,29 @@ class BreakTail:
         # them (an iterator over an outside list resumes at its position in the new list).
         writeback = writeback_lines(rb, self.tx.output)
         before = len(rb.prelude)
-        native, exits = self._native(rb, inst)
-        result_name = f"{rb.ns.prefix}r"
+        result = Native(f"{rb.ns.prefix}r")
+        rb.ns.reserve(result.name)
+        text, value, exits = self._native(rb, inst, result)
+        native = []
+        if text is not None:  # the instruction itself (a jump has only its truth test)
+            call = self._at_user_line(rb, text, value)
+            native.append(f"{result.name} = {call}" if value else call)
+        if exits[0].cond is not None:  # the truth test runs natively too
+            cond = rb.ns.prefix + "cond"
+            rb.ns.reserve(cond)
+            truth = f"{rb.ns.bind(bool, 'bool')}({exits[0].cond})"
+            native.append(f"{cond} = {self._at_user_line(rb, truth, True)}")
         self.functions = []
         out = []
         for ex in exits:
             args, fn = self._resume_call(rb, ex)
             call = (f"{rb.ns.bind(Continue, 'Continue')}({fn}, ({args}))" if self.continuation
                     else f"{rb.ns.bind(drive, 'drive')}({fn}, ({args}))")
-            if ex.cond is None:
-                out.append(f"return {call}")
-            else:
-                out += [f"if {ex.cond}:", f"    return {call}"]
-        self.exits = exits
-        native = [self._native_line(rb, line, result_name) for line in native]
-        if exits[0].cond is not None:  # the truth test runs natively too
-            cond = rb.ns.prefix + "cond"
-            rb.ns.reserve(cond)
-            truth = f"{rb.ns.bind(bool, 'bool')}({exits[0].cond})"
-            native.append(f"{cond} = {self._at_user_line(rb, truth, True)}")
-            out[0] = f"if {cond}:"
+            out += [f"return {call}"] if ex.cond is None else [f"if {cond}:", f"    return {call}"]
         # The prelude (containers rebuilt for the operands, stack and locals: their state
         # at the break) runs before the native instruction, which may change them.
         where = f"# {self.tx.code.co_filename}:{inst.lineno}: {inst.opname} runs natively"
         return [*rb.prelude[:before], *writeback, *rb.prelude[before:], where, *native, *out]
-
-    def _native_line(self, rb, line: str, result_name: str) -> str:
-        head = f"{result_name} = "
-        if line.startswith(head):
-            return head + self._at_user_line(rb, line[len(head):], True)
-        return self._at_user_line(rb, line, False)
 
     def _at_user_line(self, rb, text: str, value: bool) -> str:
         """A call running `text` (an expression with `value`, else a statement) in a function
@@ -192,12 +177,13 @@ class BreakTail:
         return "".join(v + ", " for v in values), rb.ns.bind(fn, "resume")
 
     # --- the native instruction -------------------------------------------------------
-    def _native(self, rb, inst) -> tuple[list[str], list[Exit]]:
+    def _native(self, rb, inst, result: Native):
+        """(text, value, exits): the instruction as Python — an expression whose value is
+        `result` when `value`, else a statement; None for a jump, whose exits carry the
+        condition — and its ways out."""
         tx, index, st = self.tx, self.index, self.tx.stack
         op = inst.opname
         e = rb.expr
-        result = Native(f"{rb.ns.prefix}r")
-        rb.ns.reserve(result.name)
         nxt = index + 1
         if op in _CALLS:
             fn, args, kwargs, used = _call_operands(tx, inst)
@@ -208,41 +194,41 @@ class BreakTail:
                 parts = [e(a) for a in args] + [f"{k}={e(v)}" for k, v in kwargs.items()]
             if isinstance(callee, tuple):  # a method: its function optimized, self first
                 callee, parts = callee[0], [callee[1], *parts]
-            return [f"{result.name} = {callee}({', '.join(parts)})"], [Exit(None, nxt, st[:-used] + [result])]
+            return f"{callee}({', '.join(parts)})", True, [Exit(None, nxt, st[:-used] + [result])]
         if op == "TO_BOOL" and _jump_after(tx, index) is None:  # a truth value used as a value
-            return [f"{result.name} = {rb.ns.bind(bool, 'bool')}({e(st[-1])})"], [Exit(None, nxt, st[:-1] + [result])]
+            return f"{rb.ns.bind(bool, 'bool')}({e(st[-1])})", True, [Exit(None, nxt, st[:-1] + [result])]
         if op in ("POP_JUMP_IF_TRUE", "POP_JUMP_IF_FALSE", "TO_BOOL"):
             jump = inst if op != "TO_BOOL" else _jump_after(tx, index)
             after = nxt if op != "TO_BOOL" else nxt + 1
-            cond = e(st[-1])
             taken, other = (jump.target, after) if jump.opname == "POP_JUMP_IF_TRUE" else (after, jump.target)
-            return [], [Exit(cond, taken, st[:-1]), Exit(None, other, st[:-1])]
+            return None, False, [Exit(e(st[-1]), taken, st[:-1]), Exit(None, other, st[:-1])]
         if op in ("POP_JUMP_IF_NONE", "POP_JUMP_IF_NOT_NONE"):
-            cond = f"{e(st[-1])} is {'' if op.endswith('_NONE') and 'NOT' not in op else 'not '}None"
-            return [], [Exit(cond, inst.target, st[:-1]), Exit(None, nxt, st[:-1])]
+            cond = f"{e(st[-1])} is {'not ' if 'NOT' in op else ''}None"
+            return None, False, [Exit(cond, inst.target, st[:-1]), Exit(None, nxt, st[:-1])]
         if op in ("JUMP_IF_TRUE_OR_POP", "JUMP_IF_FALSE_OR_POP"):
             cond = e(st[-1]) if op == "JUMP_IF_TRUE_OR_POP" else f"not {e(st[-1])}"
-            return [], [Exit(cond, inst.target, list(st)), Exit(None, nxt, st[:-1])]
+            return None, False, [Exit(cond, inst.target, list(st)), Exit(None, nxt, st[:-1])]
         if op == "UNARY_NOT":
-            return [f"{result.name} = not {e(st[-1])}"], [Exit(None, nxt, st[:-1] + [result])]
+            return f"not {e(st[-1])}", True, [Exit(None, nxt, st[:-1] + [result])]
         if op == "LOAD_ATTR":  # an attribute the trace cannot read (ctx.saved_tensors, a C property)
             is_method, name = inst.arg
-            lines = [f"{result.name} = {rb.ns.bind(getattr, 'getattr')}({e(st[-1])}, {name!r})"]
             pushed = [result] if not is_method else [result, NULL] if PY313 else [NULL, result]
-            return lines, [Exit(None, nxt, st[:-1] + pushed)]
+            return (f"{rb.ns.bind(getattr, 'getattr')}({e(st[-1])}, {name!r})", True,
+                    [Exit(None, nxt, st[:-1] + pushed)])
         if op == "STORE_ATTR":
-            return [f"{e(st[-1])}.{inst.arg} = {e(st[-2])}"], [Exit(None, nxt, st[:-2])]
+            return f"{e(st[-1])}.{inst.arg} = {e(st[-2])}", False, [Exit(None, nxt, st[:-2])]
         if op == "DELETE_ATTR":
-            return [f"del {e(st[-1])}.{inst.arg}"], [Exit(None, nxt, st[:-1])]
+            return f"del {e(st[-1])}.{inst.arg}", False, [Exit(None, nxt, st[:-1])]
         if op == "STORE_SUBSCR":
-            return [f"{e(st[-2])}[{e(st[-1])}] = {e(st[-3])}"], [Exit(None, nxt, st[:-3])]
+            return f"{e(st[-2])}[{e(st[-1])}] = {e(st[-3])}", False, [Exit(None, nxt, st[:-3])]
         if op == "DELETE_SUBSCR":
-            return [f"del {e(st[-2])}[{e(st[-1])}]"], [Exit(None, nxt, st[:-2])]
+            return f"del {e(st[-2])}[{e(st[-1])}]", False, [Exit(None, nxt, st[:-2])]
         if op == "STORE_GLOBAL":
             g = rb.ns.bind(tx.f_globals, "G")
-            return [f"{g}[{inst.arg!r}] = {e(st[-1])}"], [Exit(None, nxt, st[:-1])]
+            return f"{g}[{inst.arg!r}] = {e(st[-1])}", False, [Exit(None, nxt, st[:-1])]
         if op in _FORMATS:
-            return self._format(rb, inst, result)
+            text, used = self._format(rb, inst)
+            return text, True, [Exit(None, nxt, st[:-used] + [result])]
         unsupported("construct", f"cannot run {op} natively")  # BREAKABLE and this table disagree
 
     def _callee(self, rb, fn):
@@ -265,125 +251,21 @@ class BreakTail:
         optimized = rb.ns.bind(optimized_function(func, self.backend), "optimized")
         return optimized if obj is None else (optimized, rb.expr(obj))
 
-    def _format(self, rb, inst, result):
-        st, e, nxt = self.tx.stack, rb.expr, self.index + 1
+    def _format(self, rb, inst) -> tuple[str, int]:
+        """(expression, stack slots it uses) of an f-string format instruction."""
+        st, e = self.tx.stack, rb.expr
         fmt = rb.ns.bind(format, "format")
         if inst.opname == "FORMAT_SIMPLE":
-            return [f"{result.name} = {fmt}({e(st[-1])}, '')"], [Exit(None, nxt, st[:-1] + [result])]
+            return f"{fmt}({e(st[-1])}, '')", 1
         if inst.opname == "FORMAT_WITH_SPEC":
-            return [f"{result.name} = {fmt}({e(st[-2])}, {e(st[-1])})"], [Exit(None, nxt, st[:-2] + [result])]
+            return f"{fmt}({e(st[-2])}, {e(st[-1])})", 2
         flags = inst.arg
         has_spec = bool(flags & 0x04)
         value = e(st[-2] if has_spec else st[-1])
         conv = {0: None, 1: "str", 2: "repr", 3: "ascii"}[flags & 0x03]
         if conv is not None:
             value = f"{rb.ns.bind(getattr(builtins, conv), conv)}({value})"
-        spec = e(st[-1]) if has_spec else "''"
-        used = 2 if has_spec else 1
-        return [f"{result.name} = {fmt}({value}, {spec})"], [Exit(None, nxt, st[:-used] + [result])]
-
-
-def optimizable_callee(fn):
-    """(function, self tracker or None) for a call the break may run optimized: a plain
-    Python function (or a method of one) that is not torch's own and not disabled."""
-    from .variables.functions import UserFunctionVariable, UserMethodVariable
-    obj = None
-    if isinstance(fn, UserMethodVariable):
-        fn, obj = fn.func, fn.obj
-    if not isinstance(fn, UserFunctionVariable):
-        return None
-    func = optimizable_callee_function(fn.fn)
-    return None if func is None else (func, obj)
-
-
-def optimizable_callee_function(func):
-    """`func` when a break may run it optimized on its own: a plain Python function, not
-    torch's own, not disabled, not a generator or coroutine."""
-    from .variables.purity import is_compiler_disabled
-    if not isinstance(func, types.FunctionType):
-        return None
-    module = getattr(func, "__module__", None) or ""
-    if module == "torch" or module.startswith(("torch.", "minidynamo")) or is_compiler_disabled(func):
-        return None
-    if getattr(func, "_minidynamo_resume", None) is not None or func.__code__.co_flags & 0x2A0:
-        return None  # generators, coroutines
-    return func
-
-
-_optimized: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
-
-
-def optimized_function(func, backend):
-    """The optimized version of `func` that breaks in callees use (one per function and
-    backend, made on first use)."""
-    from .api import OptimizedFunction
-    per_fn = _optimized.setdefault(func, {})
-    key = backend if isinstance(backend, str) else id(backend)
-    found = per_fn.get(key)
-    if found is None:
-        found = per_fn[key] = OptimizedFunction(func, backend)
-    return found
-
-
-_applies: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
-
-
-def optimized_apply(cls, backend):
-    """`apply` of a subclass of the autograd.Function `cls` whose forward and backward are
-    optimized functions: where the forward cannot be captured as one Function node, its
-    frames still are (with breaks), as they would be when torch calls them."""
-    import torch
-    per_cls = _applies.setdefault(cls, {})
-    key = backend if isinstance(backend, str) else id(backend)
-    found = per_cls.get(key)
-    if found is None:
-        attrs = {"__module__": cls.__module__, "__qualname__": cls.__qualname__}
-        for name in ("forward", "backward"):
-            method = getattr(cls, name)
-            base = getattr(torch.autograd.Function, name)
-            if isinstance(method, types.FunctionType) and method is not base:
-                attrs[name] = staticmethod(optimized_function(method, backend))
-        found = per_cls[key] = type(cls.__name__, (cls,), attrs).apply
-    return found
-
-
-def optimized_module_call(fn, backend):
-    """For a call of an nn.Module whose forward declined: a function calling the module
-    with its forward optimized on its own, while the module runs plainly (its class's
-    forward, no hooks); else the module itself is called."""
-    import torch
-    from .variables.objects import UserObjectVariable
-    if not isinstance(fn, UserObjectVariable) or not isinstance(fn.value, torch.nn.Module):
-        return None
-    cls = type(fn.value)
-    forward = getattr(cls, "forward", None)
-    if cls.__call__ is not torch.nn.Module.__call__ or optimizable_callee_function(forward) is None:
-        return None
-    key = (cls, backend if isinstance(backend, str) else id(backend))
-    found = _module_calls.get(key)
-    if found is None:
-        optimized = optimized_function(forward, backend)
-        hooks = torch.nn.modules.module
-
-        def call(module, *args, **kwargs):
-            if type(module).forward is forward and "forward" not in module.__dict__ and not (
-                    module._forward_hooks or module._forward_pre_hooks or module._backward_hooks
-                    or module._backward_pre_hooks or hooks._global_forward_hooks
-                    or hooks._global_forward_pre_hooks or hooks._global_backward_hooks
-                    or hooks._global_backward_pre_hooks):
-                return optimized(module, *args, **kwargs)
-            return module(*args, **kwargs)
-        found = _module_calls[key] = call
-    return found
-
-
-_module_calls: dict = {}
-
-
-def optimized_callees(backend) -> list:
-    """The optimized callees made for `backend` so far."""
-    key = backend if isinstance(backend, str) else id(backend)
-    return [per_fn[key] for per_fn in list(_optimized.values()) if key in per_fn]
+        return f"{fmt}({value}, {e(st[-1]) if has_spec else repr('')})", 2 if has_spec else 1
 
 
 def _call_operands(tx, inst):
@@ -427,10 +309,3 @@ def _call_operands(tx, inst):
         kwargs = dict(zip(names, args[-n:]))
         args = args[:-n]
     return fn, args, kwargs, used
-
-
-def is_break_candidate(reason: Unsupported) -> bool:
-    return getattr(reason, "break_at", None) is not None
-
-
-__all__ = ["BreakTail", "why_no_break", "Native", "Exit", "ConstantVariable"]

@@ -24,6 +24,11 @@ class BreakReason:
     no_break: str | None = None  # for a whole-call fallback: why the graph could not break there
     graph_break: bool = False  # a graph break (else the reason a call runs eagerly as a whole)
 
+    @classmethod
+    def of(cls, r, graph_break: bool = False) -> "BreakReason":
+        """The BreakReason of an Unsupported (an entry's break or fallback reason)."""
+        return cls(r.category, r.detail, r.where, r.hint, getattr(r, "no_break", None), graph_break)
+
     @property
     def reason(self) -> str:
         """torch's field name: the reason in one line."""
@@ -170,18 +175,7 @@ def explain(fn, backend=None):
 
     def run(*args, **kwargs):
         graphs = []
-
-        def capture(gm, example_inputs):
-            graphs.append(gm)
-            if backend is None:
-                return gm.forward
-            from .backends import lookup_backend
-            return lookup_backend(backend)(gm, example_inputs)
-
-        capture._minidynamo_trusted = backend is None
-        if backend is not None:  # a failing backend is named as the user named it
-            from .backends import backend_name
-            capture.__qualname__ = capture.__name__ = backend_name(backend)
+        capture = _capturing(graphs, backend)
         reasons = []
         try:
             entry = compile_call(fn, args, kwargs, capture, name=name, resumes=_no_resume)
@@ -192,13 +186,32 @@ def explain(fn, backend=None):
         if entry.kind == "break":
             return _explain_breaks(fn, name, where, args, kwargs, backend)
         if entry.reason is not None:
-            r = entry.reason
-            reasons.append(BreakReason(r.category, r.detail, r.where, r.hint, getattr(r, 'no_break', None)))
-        guards = [GuardInfo(g.source.name(), g.kind, e, g.describe())
-                  for g, e in zip(entry.guards, entry.guard_exprs)]
+            reasons.append(BreakReason.of(entry.reason))
+        guards = _guard_infos(entry)
         return _output(name, where, graphs, guards, [g.source for g in guards], reasons,
                        entry.compile_time_ms, entry.source_text, _launches(entry.gm), entry.kind)
     return run
+
+
+def _capturing(graphs: list, backend):
+    """A backend recording each graph it gets in `graphs`: with `backend`, that one
+    compiles it (and, failing, is named as the user named it), else it runs as it is."""
+    def capture(gm, example_inputs):
+        graphs.append(gm)
+        if backend is None:
+            return gm.forward
+        from .backends import lookup_backend
+        return lookup_backend(backend)(gm, example_inputs)
+
+    capture._minidynamo_trusted = backend is None
+    if backend is not None:
+        from .backends import backend_name
+        capture.__qualname__ = capture.__name__ = backend_name(backend)
+    return capture
+
+
+def _guard_infos(entry) -> list:
+    return [GuardInfo(g.source.name(), g.kind, e, g.describe()) for g, e in zip(entry.guards, entry.guard_exprs)]
 
 
 def _no_resume(target, nulls, live):
@@ -214,14 +227,8 @@ def _explain_breaks(fn, name, where, args, kwargs, backend) -> ExplainOutput:
     """A call that breaks: what comes after a break depends on real values, so the call
     runs for real (as torch._dynamo.explain runs it), through a private cache, and every
     entry it made is reported in call order."""
-    from .backends import lookup_backend
     graphs = []
-
-    def capture(gm, example_inputs):
-        graphs.append(gm)
-        return gm.forward if backend is None else lookup_backend(backend)(gm, example_inputs)
-
-    capture._minidynamo_trusted = backend is None
+    capture = _capturing(graphs, backend)
     opt = OptimizedFunction(fn, capture)
     raised = None
     try:
@@ -229,13 +236,9 @@ def _explain_breaks(fn, name, where, args, kwargs, backend) -> ExplainOutput:
     except Exception as e:  # noqa: BLE001 - the user's own error: reported with what was compiled
         raised = f"{type(e).__name__}: {e}"
     root = opt._cache
-    from .breaks import optimized_callees
-    entries = []
-    for cache in [root, *(o._cache for o in optimized_callees(capture))]:
-        label = name if cache is root else cache.name
-        entries += [(label, e) for e in cache.entries]
-        for resumed in cache.resume_fns.values():
-            entries += [(resumed._fn.__name__, e) for e in resumed._cache.entries]
+    from .callees import chain_caches
+    entries = [(name if cache is root else cache.name, e)
+               for cache in chain_caches(root, capture) for e in cache.entries]
     entries.sort(key=lambda pair: pair[1].created)
     reasons, resumed_lines, ms = [], [], 0.0
     breaks = 0
@@ -243,13 +246,12 @@ def _explain_breaks(fn, name, where, args, kwargs, backend) -> ExplainOutput:
         ms += e.compile_time_ms
         r = e.break_reason or e.reason
         if r is not None:
-            reasons.append(BreakReason(r.category, r.detail, r.where, r.hint, getattr(r, 'no_break', None),
-                                       e.break_reason is not None))
+            reasons.append(BreakReason.of(r, e.break_reason is not None))
         breaks += e.break_reason is not None
         if label != name:
             resumed_lines.append(f"{label}: {e.kind}" + (f" ({e.reason})" if e.reason else ""))
     first = root.entries[0]
-    guards = [GuardInfo(g.source.name(), g.kind, x, g.describe()) for g, x in zip(first.guards, first.guard_exprs)]
+    guards = _guard_infos(first)
     launches = [launch for gm in graphs for launch in _launches(gm)]
     out = _output(name, where, graphs, guards, [g.source for g in guards], reasons, ms,
                   first.source_text, launches, "break")

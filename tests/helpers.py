@@ -94,7 +94,7 @@ def entry_tree(opt, backend=None, seen=None) -> list:
             for r in e.resumes:
                 out += entry_tree(r, None, seen)
     if top and backend is not None:
-        from minidynamo.breaks import optimized_callees
+        from minidynamo.callees import optimized_callees
         for c in optimized_callees(backend):
             out += entry_tree(c, None, seen)
     return out

@@ -89,7 +89,7 @@ def log_state():
 
 
 def callees(backend) -> list:
-    from minidynamo.breaks import optimized_callees
+    from minidynamo.callees import optimized_callees
     return optimized_callees(backend)
 
 

@@ -162,6 +162,13 @@ _GLOBAL_HOOKS = ("_global_forward_hooks", "_global_forward_pre_hooks", "_global_
                  "_global_backward_pre_hooks")
 
 
+def hooks_present(module) -> list:
+    """The hook dicts, the module's own and the process-wide ones, that are not empty."""
+    module_py = torch.nn.modules.module
+    return [a for a in _MODULE_HOOKS if getattr(module, a, None)] + \
+        [a for a in _GLOBAL_HOOKS if getattr(module_py, a, None)]
+
+
 def _guard_no_hooks(tx, module, source):
     """Calling a module is calling its forward only while it has no hooks: decline if it
     has some, else guard that none is added (hooks are not traced)."""
@@ -170,7 +177,7 @@ def _guard_no_hooks(tx, module, source):
     module_py = torch.nn.modules.module
     own = [a for a in _MODULE_HOOKS if hasattr(module, a)]
     shared = [a for a in _GLOBAL_HOOKS if hasattr(module_py, a)]
-    present = [a for a in own if getattr(module, a)] + [a for a in shared if getattr(module_py, a)]
+    present = hooks_present(module)
     if present:
         unsupported("call", f"{type(module).__qualname__} has hooks ({', '.join(present)}), which are not traced")
     if source is None:

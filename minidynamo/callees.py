@@ -1,0 +1,115 @@
+"""What a graph break calls in place of a call that declined inside: the callee run as a
+frame of its own, optimized (its own graphs and breaks), as torch.compile's frame hook
+would compile it. A Python function or method; an nn.Module's forward, while the module
+runs plainly; an autograd.Function, through a subclass whose forward and backward are
+optimized. Each is made once per object and backend.
+"""
+from __future__ import annotations
+
+import types
+import weakref
+
+# function / Function class / module class → {(what, backend key): the optimized callable}
+_made: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+
+
+def _backend_key(backend):
+    return backend if isinstance(backend, str) else id(backend)
+
+
+def _once(obj, what: str, backend, make):
+    per_obj = _made.setdefault(obj, {})
+    key = (what, _backend_key(backend))
+    found = per_obj.get(key)
+    if found is None:
+        found = per_obj[key] = make()
+    return found
+
+
+def optimizable_callee(fn):
+    """(function, self tracker or None) for a call the break may run optimized: a plain
+    Python function (or a method of one) that is not torch's own and not disabled."""
+    from .variables.functions import UserFunctionVariable, UserMethodVariable
+    obj = None
+    if isinstance(fn, UserMethodVariable):
+        fn, obj = fn.func, fn.obj
+    if not isinstance(fn, UserFunctionVariable):
+        return None
+    func = optimizable_callee_function(fn.fn)
+    return None if func is None else (func, obj)
+
+
+def optimizable_callee_function(func):
+    """`func` when a break may run it optimized on its own: a plain Python function, not
+    torch's own, not disabled, not a generator or coroutine."""
+    from .variables.purity import is_compiler_disabled
+    if not isinstance(func, types.FunctionType):
+        return None
+    module = getattr(func, "__module__", None) or ""
+    if module == "torch" or module.startswith(("torch.", "minidynamo")) or is_compiler_disabled(func):
+        return None
+    if getattr(func, "_minidynamo_resume", None) is not None or func.__code__.co_flags & 0x2A0:
+        return None  # generators, coroutines
+    return func
+
+
+def optimized_function(func, backend):
+    """The optimized version of `func` that breaks in callees use."""
+    from .api import OptimizedFunction
+    return _once(func, "function", backend, lambda: OptimizedFunction(func, backend))
+
+
+def optimized_apply(cls, backend):
+    """`apply` of a subclass of the autograd.Function `cls` whose forward and backward are
+    optimized functions: where the forward cannot be captured as one Function node, its
+    frames still are (with breaks), as they would be when torch calls them."""
+    import torch
+
+    def make():
+        attrs = {"__module__": cls.__module__, "__qualname__": cls.__qualname__}
+        for name in ("forward", "backward"):
+            method = getattr(cls, name)
+            if isinstance(method, types.FunctionType) and method is not getattr(torch.autograd.Function, name):
+                attrs[name] = staticmethod(optimized_function(method, backend))
+        return type(cls.__name__, (cls,), attrs).apply
+    return _once(cls, "apply", backend, make)
+
+
+def optimized_module_call(fn, backend):
+    """For a call of an nn.Module whose forward declined: a function calling the module
+    with its forward optimized on its own, while the module runs plainly (its class's
+    forward, no hooks); else the module itself is called. None: not such a module."""
+    import torch
+    from .variables.objects import UserObjectVariable, hooks_present
+    if not isinstance(fn, UserObjectVariable) or not isinstance(fn.value, torch.nn.Module):
+        return None
+    cls = type(fn.value)
+    forward = getattr(cls, "forward", None)
+    if cls.__call__ is not torch.nn.Module.__call__ or optimizable_callee_function(forward) is None:
+        return None
+
+    def make():
+        optimized = optimized_function(forward, backend)
+
+        def call(module, *args, **kwargs):
+            if type(module).forward is forward and "forward" not in module.__dict__ \
+                    and not hooks_present(module):
+                return optimized(module, *args, **kwargs)
+            return module(*args, **kwargs)
+        return call
+    return _once(cls, "module call", backend, make)
+
+
+def optimized_callees(backend) -> list:
+    """The optimized functions made for `backend` so far."""
+    key = ("function", _backend_key(backend))
+    return [per_obj[key] for per_obj in list(_made.values()) if key in per_obj]
+
+
+def chain_caches(cache, backend) -> list:
+    """The caches a call of the optimized function with `cache` can fill: its own, its
+    resume functions', and those of the callees optimized for `backend` with theirs."""
+    out = []
+    for c in [cache, *(o._cache for o in optimized_callees(backend))]:
+        out += [c, *(r._cache for r in c.resume_fns.values())]
+    return out
