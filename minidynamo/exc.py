@@ -74,9 +74,19 @@ def format_location(loc) -> str | None:
     return f"{where}: {text}" if text else where
 
 
-def unsupported(category: str, detail: str, hint: str | None = None):
-    """Raise Unsupported for the instruction being traced. Never returns."""
-    raise Unsupported(category, detail, format_location(current_location.get()), hint)
+def unsupported(category: str, detail: str, hint: str | None = None, no_break: str | None = None):
+    """Raise Unsupported for the instruction being traced. Never returns. `no_break` says
+    why no frame of the call may break for it: the whole call then runs eagerly."""
+    error = Unsupported(category, detail, format_location(current_location.get()), hint)
+    if no_break is not None:
+        error.no_break = no_break
+    raise error
+
+
+# Calls whose result depends on the frame that makes them: run natively in a graph break's
+# helper they would see that helper's frame (its locals, globals, class cell), so they never
+# break; a call reaching one runs eagerly whole.
+READS_FRAME = "it reads the calling frame, which a graph break would replace"
 
 
 class BackendError(RuntimeError):

@@ -91,7 +91,8 @@ class Rebuilder:
             if v.tuple_type is tuple:
                 return f"({inner})"
             return f"{self.ns.bind(v.tuple_type, 't')}(({inner}))"
-        if isinstance(v, (ListVariable, DictVariable, SetVariable, IteratorVariable, NestedFunctionVariable)):
+        if isinstance(v, (ListVariable, DictVariable, SetVariable, IteratorVariable, NestedFunctionVariable)) \
+                or hasattr(v, "rebuild_new"):
             return self._mutable(v)
         if isinstance(v, (BuiltinVariable, ClassVariable, TorchVariable, ModuleVariable)):
             return self.ns.bind(v.as_python_constant(), "c")
@@ -126,9 +127,17 @@ class Rebuilder:
         name = self._built[id(v)] = self.temp()
         self._keep.append(v)
         self.prelude.append(f"{name} = {value}")
+        fill = getattr(v, "rebuild_fill", None)
+        if fill is not None:  # after the temporary exists, so what it holds may refer to it
+            self.prelude.extend(fill(self, name))
         return name
 
     def _build(self, v) -> str:
+        if hasattr(v, "rebuild_new"):
+            # A tracker of an object made in the trace, outside this module's containers:
+            # `rebuild_new(rb)` is the expression making it, `rebuild_fill(rb, name)` (optional)
+            # the statements that fill it once it is bound to `name`.
+            return v.rebuild_new(self)
         if isinstance(v, ListVariable):
             return "[" + ", ".join(self.expr(i) for i in v.items) + "]"
         if isinstance(v, DictVariable):

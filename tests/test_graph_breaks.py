@@ -1669,3 +1669,43 @@ def test_equal_code_in_two_files_keeps_its_own_file_in_tracebacks():
         with contextlib.redirect_stdout(io.StringIO()), pytest.raises(IndexError) as info:
             minidynamo.optimize(f)(t())
         assert traceback.extract_tb(info.value.__traceback__)[-1].filename == name
+
+
+# --- calls that read their frame never break --------------------------------------------
+class _Base:
+    def g(self, x):
+        return x + 1
+
+
+class _Derived(_Base):
+    def g(self, x):
+        return super().g(x) * 2
+
+
+def _frame_locals_via_inspect():
+    import inspect
+    return sorted(inspect.currentframe().f_back.f_locals)
+
+
+@pytest.mark.parametrize("name, body", [
+    ("locals", lambda x: (x + 1, sorted(locals()))),
+    ("vars", lambda x: (x + 1, sorted(vars()))),
+    ("dir", lambda x: (x + 1, dir())),
+    ("globals", lambda x: (x + 1, "_Base" in globals())),
+    ("eval", lambda x: (x + 1, eval("x * 2"))),
+    ("sys._getframe", lambda x: (x + 1, sorted(sys._getframe().f_locals))),
+    ("inspect.currentframe", lambda x: (x + 1, _frame_locals_via_inspect())),
+    ("zero-argument super", lambda x: (x + 1, _Derived().g(x))),
+])
+def test_calls_reading_the_frame_run_the_call_eagerly(name, body):
+    # Run in a break's helper, each would see the helper's frame (its locals, globals or
+    # missing class cell): the call runs eagerly whole, saying why.
+    def f(x):
+        y = x * 3
+        return body(y)
+
+    info = differ(f, t())
+    entries = info.opt.cache_entries()
+    if name != "zero-argument super":  # may be traced (then it is a graph)
+        assert [e.kind for e in entries] == ["eager"], [e.kind for e in entries]
+        assert "reads the calling frame" in entries[0].reason.no_break

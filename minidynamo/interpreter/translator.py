@@ -129,7 +129,9 @@ class InstructionTranslator(LoadStoreOps, StackOps, BinaryOps, JumpOps, BuildOps
         except _Return as r:
             return r.value
         except Unsupported as e:
-            if not self.is_root:
+            if getattr(e, "no_break", None) is not None:
+                pass  # no frame may break for it (exc.READS_FRAME)
+            elif not self.is_root:
                 e.inside_call = True  # declined inside a call the frame made (breaks.py)
             elif getattr(e, "break_at", None) is None:
                 e.break_at = (start, step)  # where this frame could break (breaks.py)

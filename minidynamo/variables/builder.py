@@ -4,11 +4,12 @@ pin what the trace may assume about it. Also wraps values the trace itself produ
 from __future__ import annotations
 
 import functools
+import sys
 import types
 
 import torch
 
-from ..exc import unsupported
+from ..exc import READS_FRAME, unsupported
 from ..guards import Guard
 from ..sources import AttrSource, ItemSource, IteratorSource, iterator_state
 from .autograd import FunctionApplyVariable, is_function_apply
@@ -152,6 +153,8 @@ def _wrap(tx, value, source):
         _guard(tx, "EQUALS_MATCH", AttrSource(source, "__name__"), value.__name__)
         from .functions import BoundMethodVariable
         return BoundMethodVariable(wrap(tx, value.__self__, AttrSource(source, "__self__")), value.__name__)
+    if value is sys._getframe or value is getattr(sys, "_getframemodulename", None):
+        unsupported("construct", f"sys.{value.__name__} is not traced", no_break=READS_FRAME)
     if is_builtin_callable(value):
         _guard(tx, "ID_MATCH", source, value)
         return BuiltinVariable(value, source)
@@ -274,3 +277,8 @@ def wrap_constant_result(result, what: str):
     if isinstance(result, (torch.finfo, torch.iinfo)):
         return ConstantVariable(result)
     unsupported("construct", f"{what} returned a {type(result).__name__}, which is not traced")
+
+
+# Modules that register constructors and wrappers of their own (objects.register_constructor,
+# register_wrapper): imported last, as they build on the trackers above.
+from . import collections_types, generators, iterutils, numpy_interop, user_objects  # noqa: E402,F401

@@ -8,7 +8,7 @@ import functools
 import math
 import operator
 
-from ..exc import unsupported
+from ..exc import READS_FRAME, unsupported
 from .base import ObjectConstantVariable
 from .constant import ConstantVariable, fold
 from .dicts import DictVariable, SetVariable
@@ -22,6 +22,9 @@ _PURE = {
     bytes, isinstance, issubclass, type,
 }
 PURE_MODULES = {"math", "operator", "cmath", "_operator"}
+# Builtins that read the calling frame (exc.READS_FRAME): always, or when called bare.
+_FRAME_READERS = {locals, globals, eval, exec}
+_FRAME_READERS_WITHOUT_ARGS = {vars, dir, super}
 _OPERATOR_BINARY = {
     operator.add: "add", operator.sub: "sub", operator.mul: "mul", operator.truediv: "truediv",
     operator.floordiv: "floordiv", operator.mod: "mod", operator.pow: "pow",
@@ -75,6 +78,8 @@ class BuiltinVariable(ObjectConstantVariable):
                         {k: v.as_python_constant() for k, v in kwargs.items()}, f"{fn.__name__}()")
         if getattr(fn, "__module__", None) in ("math",) and any(isinstance(a, TensorVariable) for a in args):
             unsupported("data_dependent", f"math.{fn.__name__} on a tensor reads its value")
+        if fn in _FRAME_READERS or (fn in _FRAME_READERS_WITHOUT_ARGS and not args and not kwargs):
+            unsupported("construct", f"{fn.__name__}() is not traced", no_break=READS_FRAME)
         if fn is print:
             unsupported("side_effect", "print() writes output")
         if fn in (open, input, exec, eval, compile, globals, locals, vars, setattr, delattr, id):

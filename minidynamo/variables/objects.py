@@ -35,6 +35,26 @@ class ModuleVariable(ObjectConstantVariable):
         return wrap(tx, value, AttrSource(self.source, name) if self.source else None)
 
 
+# (predicate(cls), factory(tx, cls, args, kwargs) -> tracker or None) pairs: how calling a
+# class inside the trace makes its object (collections, itertools, user classes...). The
+# modules holding them register at import (variables/builder.py imports them).
+_constructors: list = []
+
+
+def register_constructor(predicate, factory) -> None:
+    _constructors.append((predicate, factory))
+
+
+def construct(tx, cls, args, kwargs):
+    """The tracker of `cls(*args, **kwargs)` made in the trace, or None if no model has it."""
+    for predicate, factory in _constructors:
+        if predicate(cls):
+            made = factory(tx, cls, args, kwargs)
+            if made is not None:
+                return made
+    return None
+
+
 class ClassVariable(ObjectConstantVariable):
     """A class used as a value (isinstance checks, `type(x) is T`, class attributes)."""
 
@@ -64,6 +84,9 @@ class ClassVariable(ObjectConstantVariable):
             return cm
         if issubclass(self.value, BaseException):  # only ever made to be raised
             unsupported("exceptions", f"raising {self.value.__qualname__} (the eager run raises it)")
+        made = construct(tx, self.value, args, kwargs)
+        if made is not None:
+            return made
         unsupported("call", f"creating a {self.value.__qualname__} object while tracing "
                             "(build it outside the optimized function and pass it in)")
 

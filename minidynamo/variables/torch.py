@@ -105,6 +105,10 @@ class TorchVariable(ObjectConstantVariable):
             cm = make_context_manager(tx, fn, args, kwargs)
             if cm is not None:
                 return cm
+            from .objects import construct
+            made = construct(tx, fn, args, kwargs)
+            if made is not None:
+                return made
             if hasattr(fn, "__enter__"):
                 unsupported("call", f"the context manager {what} is not traced",
                             hint="enter it around the optimized call, or move the block into a helper "

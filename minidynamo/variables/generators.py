@@ -1,0 +1,2 @@
+"""Generator functions and generator expressions, inlined as they are consumed."""
+from __future__ import annotations

@@ -1,0 +1,2 @@
+"""Models of itertools and functools made inside the trace."""
+from __future__ import annotations

@@ -1,0 +1,2 @@
+"""NumPy code on tensors, traced into torch ops through torch._numpy."""
+from __future__ import annotations

@@ -1,0 +1,2 @@
+"""Objects of user classes made inside the trace."""
+from __future__ import annotations
