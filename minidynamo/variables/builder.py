@@ -23,12 +23,14 @@ from .objects import ClassVariable, ModuleVariable, UserObjectVariable
 from .tensor import TensorVariable, size_variable
 from .torch import TorchVariable, is_torch_object
 
-# (predicate, factory(tx, value, source)) pairs other modules register (Triton kernels).
+# (predicate, factory(tx, value, source), identity) triples other modules register (Triton
+# kernels, collections). identity=False: the factory installs the guards it relies on
+# (a container passed in is guarded by type and contents, not by identity).
 _extra_wrappers: list = []
 
 
-def register_wrapper(predicate, factory):
-    _extra_wrappers.append((predicate, factory))
+def register_wrapper(predicate, factory, identity: bool = True):
+    _extra_wrappers.append((predicate, factory, identity))
 
 
 def wrap(tx, value, source):
@@ -70,9 +72,10 @@ def _wrap(tx, value, source):
     if is_constant_value(value) and type(value) is not tuple and type(value) is not frozenset:
         _guard(tx, "EQUALS_MATCH", source, value)
         return ConstantVariable(value, source)
-    for predicate, factory in _extra_wrappers:
+    for predicate, factory, identity in _extra_wrappers:
         if predicate(value):
-            _guard(tx, "ID_MATCH", source, value)
+            if identity:
+                _guard(tx, "ID_MATCH", source, value)
             return factory(tx, value, source)
     if isinstance(value, tuple) or type(value) is list:
         def items():  # run when the trace first looks inside (the length guard with it)
