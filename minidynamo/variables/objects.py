@@ -41,8 +41,13 @@ class ModuleVariable(ObjectConstantVariable):
 _constructors: list = []
 
 
-def register_constructor(predicate, factory) -> None:
-    _constructors.append((predicate, factory))
+def register_constructor(predicate, factory, first: bool = False) -> None:
+    """first=True: tried before those registered so far (a model of specific classes
+    ahead of a generic one, whatever the import order)."""
+    if first:
+        _constructors.insert(0, (predicate, factory))
+    else:
+        _constructors.append((predicate, factory))
 
 
 def construct(tx, cls, args, kwargs):
