@@ -24,13 +24,13 @@ from .tensor import TensorVariable, size_variable
 from .torch import TorchVariable, is_torch_object
 
 # (predicate, factory(tx, value, source), identity) triples other modules register (Triton
-# kernels, collections). identity=False: the factory installs the guards it relies on
+# kernels, collections). guard_identity=False: the factory installs the guards it relies on
 # (a container passed in is guarded by type and contents, not by identity).
 _extra_wrappers: list = []
 
 
-def register_wrapper(predicate, factory, identity: bool = True):
-    _extra_wrappers.append((predicate, factory, identity))
+def register_wrapper(predicate, factory, guard_identity: bool = True):
+    _extra_wrappers.append((predicate, factory, guard_identity))
 
 
 def wrap(tx, value, source):
