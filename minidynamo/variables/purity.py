@@ -71,15 +71,26 @@ _PROCESS_CONSTANTS = (
     "torch.backends.cudnn.is_available", "torch.distributed.is_available",
     "torch.jit.is_scripting", "torch._jit_internal.is_scripting",
     "torch.cuda.get_device_properties", "torch.cuda.get_device_capability",
-    "torch.cuda.get_device_name", "torch.cuda.is_bf16_supported",
+    "torch.cuda.get_device_name", "torch.cuda.is_bf16_supported", "torch.amp.is_autocast_available",
+    "torch.backends.cuda.is_built", "torch.backends.mps.is_built", "torch.backends.openmp.is_available",
 )
-# Answers that can change between calls (tracing by another tool, a process group made).
+# Answers that can change between calls (tracing by another tool, a process group made,
+# a setting assigned).
+# NOTE: `torch.compiler.is_compiling()` and its aliases answer as they do for the plain
+# call (False): an entry replays what the eager call does, so code that branches on them
+# takes the eager path. (Under torch.compile they answer True and such code may skip
+# checks; minidynamo does not, so its results match the plain call's.)
 _GUARDED_QUERIES = (
     "torch.jit.is_tracing", "torch._C._is_tracing", "torch.onnx.is_in_onnx_export",
-    "torch.fx._symbolic_trace.is_fx_tracing", "torch.compiler.is_compiling",
-    "torch.compiler.is_dynamo_compiling", "torch._dynamo.is_compiling", "torch._utils.is_compiling",
+    "torch.fx._symbolic_trace.is_fx_tracing", "torch.fx._symbolic_trace.is_fx_symbolic_tracing",
+    "torch.compiler.is_compiling", "torch.compiler.is_dynamo_compiling", "torch.compiler.is_exporting",
+    "torch._dynamo.is_compiling", "torch._utils.is_compiling",
     "torch.distributed.is_initialized", "torch._C._are_functorch_transforms_active",
-    "torch.cuda.is_initialized", "torch._utils.is_checkpoint_valid", "torch.cuda.current_device",
+    "torch.cuda.is_initialized", "torch.autograd._is_checkpoint_valid", "torch.cuda.current_device",
+    "torch.get_float32_matmul_precision", "torch._C._get_float32_matmul_precision",
+    "torch.backends.cuda.flash_sdp_enabled", "torch.backends.cuda.mem_efficient_sdp_enabled",
+    "torch.backends.cuda.math_sdp_enabled", "torch.backends.cuda.cudnn_sdp_enabled",
+    "torch.backends.cuda.fp16_bf16_reduction_math_sdp_allowed",
 )
 
 

@@ -31,6 +31,22 @@ _FLAG_TYPES = (bool, int, float, str, type(None))
 # tensors as they are (everything they do reaches the dispatcher).
 _OPERATOR_WRAPPER_MODULES = {"torch.nn.functional", "torch.functional", "torch.nn.init",
                              "torch._tensor"}
+
+
+def _settings_types() -> tuple:
+    """Objects of torch.backends whose attributes are settings read through C getters
+    (`torch.backends.cuda.matmul.allow_tf32`, `torch.backends.cudnn.conv.fp32_precision`):
+    their `__getattr__` only reads, so an attribute is read now and guarded by reading it
+    again."""
+    import torch.backends
+    import torch.backends.cuda
+    return tuple(t for t in (getattr(torch.backends.cuda, "cuBLASModule", None),
+                             getattr(torch.backends, "_FP32Precision", None)) if t is not None)
+
+
+_SETTINGS_TYPES = _settings_types()
+
+
 def is_torch_object(value) -> bool:
     mod = getattr(value, "__module__", None) or ""
     if isinstance(value, types.ModuleType):
@@ -80,6 +96,12 @@ class TorchVariable(ObjectConstantVariable):
             return wrap(tx, attr, source)
         if is_constant_value(attr):
             return ConstantVariable(attr)  # dtypes, devices, layouts: never rebound
+        if type(attr) in _SETTINGS_TYPES:
+            if source is None:
+                unsupported("construct", f"{qualified_name(self.value)}.{name}, settings that "
+                                         "could not be guarded here")
+            tx.output.guards.add(Guard("ID_MATCH", source, attr))
+            return TorchSettingsVariable(attr, source)
         if callable(attr) or isinstance(attr, types.ModuleType):
             return TorchVariable(attr, source)
         from .builder import wrap
@@ -88,6 +110,10 @@ class TorchVariable(ObjectConstantVariable):
     def call_function(self, tx, args, kwargs):
         fn = self.value
         what = qualified_name(fn)
+        for a in (*args, *kwargs.values()):  # an argument that takes the call over (a NumPy array)
+            takeover = getattr(a, "call_torch_function", None)
+            if takeover is not None:
+                return takeover(tx, fn, args, kwargs)
         if fn in _SIDE_EFFECTS:
             unsupported("side_effect", f"{what}() changes global state")
         constant_args = all(a.is_python_constant() for a in args) and all(
@@ -155,3 +181,21 @@ class TorchVariable(ObjectConstantVariable):
             tx.output.guards.add(Guard("EQUALS_MATCH", CallSource(fn, qualified_name(fn)),
                                        result.as_python_constant()))
         return result
+
+
+class TorchSettingsVariable(ObjectConstantVariable):
+    """`torch.backends.cuda.matmul` and the like: each attribute read is a setting, read
+    now and guarded by reading it again (assigning it between calls recompiles)."""
+
+    def describe(self):
+        return f"torch settings object {type(self.value).__qualname__}"
+
+    def var_getattr(self, tx, name):
+        try:
+            value = getattr(self.value, name)  # a C getter: reads, changes nothing
+        except AttributeError as e:
+            unsupported("exceptions", f"AttributeError: {e}")
+        if type(value) not in _FLAG_TYPES:
+            unsupported("construct", f"{name!r} of {self.describe()} is not a setting")
+        from .builder import wrap
+        return wrap(tx, value, AttrSource(self.source, name))
