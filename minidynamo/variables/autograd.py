@@ -2,7 +2,9 @@
 two bodies held by one graph node (run time: autograd_function.py).
 
 The forward is traced with grad mode off (as `apply` runs it) into a body that lifts the
-tensors it uses; the backward is traced right after, against gradients shaped like the
+tensors it uses; a Function in the newer style (`forward(*args)` without ctx, plus
+`setup_context(ctx, inputs, output)`) has both traced into that body, one after the
+other, as autograd calls them. The backward is traced right after, against gradients shaped like the
 forward's outputs, into a second body whose lifted values are the forward's saved values.
 Where the backward cannot be traced (it reads gradient values, prints, ...), or the
 forward asked for unmaterialized gradients, the node runs the user's backward eagerly on
@@ -16,12 +18,13 @@ import types
 import torch
 import torch.fx as fx
 
+from .._compat import CO_VARARGS, CO_VARKEYWORDS
 from ..autograd_function import ApplySpec, AutogradFunctionApply, EagerBackward
 from ..exc import Unsupported, unsupported
 from ..subgraph import LiftingGraph, tracing_into
 from .base import VariableTracker
 from .constant import ConstantVariable
-from .functions import BoundMethodVariable, UserFunctionVariable
+from .functions import BoundMethodVariable, UserFunctionVariable, bind_arguments
 from .lists import BaseListVariable, TupleVariable
 from .tensor import TensorVariable
 
@@ -66,10 +69,10 @@ class FunctionApplyVariable(VariableTracker):
             unsupported("construct", f"{self.describe()} of a class that could not be guarded")
         from ..guards import Guard
         from ..sources import AttrSource
-        for method in ("forward", "backward"):  # the class may be patched between calls
+        for method in ("forward", "setup_context", "backward"):  # the class may be patched between calls
             tx.output.guards.add(Guard("ID_MATCH", AttrSource(self.cls_source, method),
                                        getattr(self.fn_cls, method)))
-        return capture_apply(tx, self.fn_cls, list(args), dict(kwargs))
+        return capture_apply(tx, self.fn_cls, list(args), dict(kwargs), self.cls_source)
 
 
 class FunctionCtxVariable(VariableTracker):
@@ -152,19 +155,83 @@ def _static_function(cls, name):
     return found
 
 
-def capture_apply(tx, cls, args: list, kwargs: dict):
+def _forward_arguments(tx, forward_var, takes_ctx: bool, args: list, kwargs: dict) -> list:
+    """The positional arguments `apply(*args, **kwargs)` calls forward with, bound as torch
+    binds them; a call torch rejects declines with its TypeError (the eager run raises it).
+
+    A setup_context Function's arguments are first bound to forward's signature, defaults
+    filled in (setup_context's `inputs` holds them all). Then keyword arguments take the
+    positions of forward's parameters of the same name, defaults left out: positions after
+    the last one given are left to forward's own defaults, and one skipped is an error."""
+    forward = forward_var.fn
+    if not takes_ctx:
+        args, kwargs = _bound_with_defaults(tx, forward_var, args, kwargs)
+    if not kwargs:
+        return list(args)
+    code = forward.__code__
+    params = code.co_varnames[1 if takes_ctx else 0:code.co_argcount]
+    last = len(args) - 1
+    for name in kwargs:
+        if name not in params:
+            unsupported("exceptions", f"TypeError: forward() got an unexpected keyword argument {name!r}")
+        if params.index(name) < len(args):
+            unsupported("exceptions", f"TypeError: forward() got multiple values for argument {name!r}")
+        last = max(last, params.index(name))
+    slots = list(args) + [None] * (last + 1 - len(args))
+    for name, value in kwargs.items():
+        slots[params.index(name)] = value
+    for i, value in enumerate(slots):
+        if value is None:
+            unsupported("exceptions", f"TypeError: forward() missing required argument: {params[i]!r} "
+                                      f"(position {i})")
+    return slots
+
+
+def _bound_with_defaults(tx, forward_var, args: list, kwargs: dict) -> tuple[list, dict]:
+    """`inspect.signature(forward).bind(*args, **kwargs)` with defaults applied, as
+    (bound.args, bound.kwargs): every positional parameter and the extra positional
+    arguments, then keyword-only parameters and extra keywords."""
+    forward = forward_var.fn
+    if hasattr(forward, "__wrapped__") or hasattr(forward, "__signature__"):
+        unsupported("construct", f"{forward.__qualname__} has a signature other than its code's "
+                                 "(torch binds apply's arguments to the signature)")
+    code = forward.__code__
+    bound = bind_arguments(forward_var, tx, code, list(args), dict(kwargs))
+    names = code.co_varnames
+    n_pos, n_kwonly = code.co_argcount, code.co_kwonlyargcount
+    positional = [bound[n] for n in names[:n_pos]]
+    keyword = {n: bound[n] for n in names[n_pos:n_pos + n_kwonly]}
+    rest = n_pos + n_kwonly
+    if code.co_flags & CO_VARARGS:
+        positional += list(bound[names[rest]].items)
+        rest += 1
+    if code.co_flags & CO_VARKEYWORDS:
+        keyword.update(bound[names[rest]].items)
+    return positional, keyword
+
+
+def _method(cls, name, cls_source):
+    """`cls.<name>` as autograd calls it, a tracker whose defaults are read through the class."""
+    from ..sources import AttrSource
+    return UserFunctionVariable(_static_function(cls, name), AttrSource(cls_source, name) if cls_source else None)
+
+
+def capture_apply(tx, cls, args: list, kwargs: dict, cls_source=None):
     """Trace `cls.apply(*args, **kwargs)`: one node holding the forward and backward bodies."""
     name = cls.__qualname__
     if inspect.getattr_static(cls, "vjp") is not inspect.getattr_static(_BASE, "vjp"):
         unsupported("construct", f"{name} defines vjp, which is not captured")
-    if cls.setup_context is not _BASE.setup_context:
-        unsupported("construct", f"{name} uses setup_context, which is not captured yet")
     if kwargs:
         unsupported("construct", f"{name}.apply with keyword arguments")
     output = tx.output
     if isinstance(output.graph, LiftingGraph):
         unsupported("construct", f"{name}.apply inside another Function's forward or backward")
-    forward, backward = _static_function(cls, "forward"), _static_function(cls, "backward")
+    # torch's test: forward takes no ctx where setup_context is overridden.
+    setup_context = _method(cls, "setup_context", cls_source) if cls.setup_context is not _BASE.setup_context \
+        else None
+    forward_var = _method(cls, "forward", cls_source)
+    args = _forward_arguments(tx, forward_var, setup_context is None, args, kwargs)
+    backward = _static_function(cls, "backward")
     tensor_args = [a for a in args if isinstance(a, TensorVariable)]
     if len({id(a.node) for a in tensor_args}) != len(tensor_args):
         unsupported("construct", f"the same tensor passed twice to {name}.apply")
@@ -175,7 +242,11 @@ def capture_apply(tx, cls, args: list, kwargs: dict):
     for a in tensor_args:  # each tensor argument is an input with its own gradient slot
         fwd.lift(a.node)
     with tracing_into(output, fwd, grad_enabled=False):
-        result = tx.inline_call(UserFunctionVariable(forward), [ctx, *args], {})
+        if setup_context is None:
+            result = tx.inline_call(forward_var, [ctx, *args], {})
+        else:  # forward(*inputs), then setup_context(ctx, inputs, output): what apply calls
+            result = tx.inline_call(forward_var, list(args), {})
+            tx.inline_call(setup_context, [ctx, TupleVariable(list(args)), result], {})
         returned_tuple = isinstance(result, TupleVariable) and result.tuple_type is tuple
         user_outputs = list(result.items) if returned_tuple else [result]
         outs = [o for o in user_outputs if isinstance(o, TensorVariable)]

@@ -1,0 +1,317 @@
+"""autograd.Function in its other forms, captured as one node like the ctx style
+(tests/test_autograd_function.py has the differential check this file reuses):
+`setup_context` Functions (forward without ctx), keyword arguments to `apply`, bound as
+torch binds them, and a Function applied inside another Function's forward.
+
+Each case runs eagerly and optimized, forward and backward with non-uniform upstream
+gradients; results, every input's .grad and errors must be eager's, the call must be one
+graph with the Function node in it."""
+import pytest
+import torch
+from helpers import CountingBackend
+from test_autograd_function import check_grad, function_bodies, is_function_node, t
+
+import minidynamo
+
+
+# --- setup_context style ----------------------------------------------------------------
+class SetupMul(torch.autograd.Function):
+    @staticmethod
+    def forward(x, w):
+        return x * w
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        x, w = inputs
+        ctx.save_for_backward(x, w)
+
+    @staticmethod
+    def backward(ctx, g):
+        x, w = ctx.saved_tensors
+        return g * w, g * x
+
+
+class SetupExp(torch.autograd.Function):
+    """Saves its output (torch saves it as an output, not as an input)."""
+
+    @staticmethod
+    def forward(x):
+        return x.exp()
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        ctx.save_for_backward(output)
+
+    @staticmethod
+    def backward(ctx, g):
+        (out,) = ctx.saved_tensors
+        return g * out
+
+
+class SetupScale(torch.autograd.Function):
+    """A non-tensor input read back through `inputs`, and a constant on ctx."""
+
+    @staticmethod
+    def forward(x, alpha, shift=0.5):
+        return x * alpha + shift
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        _, alpha, _ = inputs
+        ctx.alpha = alpha
+
+    @staticmethod
+    def backward(ctx, g):
+        return g * ctx.alpha, None, None
+
+
+class SetupSplit(torch.autograd.Function):
+    """Two outputs, one marked non-differentiable from setup_context."""
+
+    @staticmethod
+    def forward(x):
+        return x * 2, x > 0
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        _, mask = output
+        ctx.mark_non_differentiable(mask)
+        ctx.save_for_backward(mask)
+
+    @staticmethod
+    def backward(ctx, g, g_mask):
+        (mask,) = ctx.saved_tensors
+        return g * 2 * mask
+
+
+class SetupNeedsGrad(torch.autograd.Function):
+    @staticmethod
+    def forward(x, w):
+        return x * w
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        ctx.save_for_backward(*inputs)
+        ctx.x_needs, ctx.w_needs = ctx.needs_input_grad
+
+    @staticmethod
+    def backward(ctx, g):
+        x, w = ctx.saved_tensors
+        return g * w if ctx.x_needs else None, g * x if ctx.w_needs else None
+
+
+class SetupVmapRule(torch.autograd.Function):
+    """vmap support declared (generate_vmap_rule): unused outside torch.func transforms."""
+
+    generate_vmap_rule = True
+
+    @staticmethod
+    def forward(x):
+        return x.sin()
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        ctx.save_for_backward(inputs[0])
+
+    @staticmethod
+    def backward(ctx, g):
+        (x,) = ctx.saved_tensors
+        return g * x.cos()
+
+
+class SetupVmapMethod(torch.autograd.Function):
+    """A vmap staticmethod of its own: unused outside torch.func transforms."""
+
+    @staticmethod
+    def forward(x, w):
+        return x * w + 1
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        ctx.save_for_backward(inputs[1])
+
+    @staticmethod
+    def backward(ctx, g):
+        (w,) = ctx.saved_tensors
+        return g * w, None
+
+    @staticmethod
+    def vmap(info, in_dims, x, w):
+        raise AssertionError("vmap is only called under torch.vmap")
+
+
+class SetupDirty(torch.autograd.Function):
+    @staticmethod
+    def forward(x):
+        return x.mul_(3)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        ctx.mark_dirty(inputs[0])
+
+    @staticmethod
+    def backward(ctx, g):
+        return g * 3
+
+
+class SetupNoMaterialize(torch.autograd.Function):
+    """Unmaterialized gradients: the backward runs as the user's code."""
+
+    @staticmethod
+    def forward(x):
+        return x * 2, x * 3
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        ctx.set_materialize_grads(False)
+        ctx.scale = 2.0
+
+    @staticmethod
+    def backward(ctx, ga, gb):
+        out = torch.zeros(())
+        if ga is not None:
+            out = out + ga * ctx.scale
+        if gb is not None:
+            out = out + gb * 3
+        return out
+
+
+class SetupBackwardPrints(torch.autograd.Function):
+    """A backward that cannot be traced (it prints): it runs eagerly on the saved values
+    and the attributes setup_context set."""
+
+    @staticmethod
+    def forward(x, w):
+        return x * w
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        ctx.save_for_backward(inputs[1])
+        ctx.tag = "mul"
+
+    @staticmethod
+    def backward(ctx, g):
+        print("backward of", ctx.tag)
+        (w,) = ctx.saved_tensors
+        return g * w, None
+
+
+class SetupOnce(torch.autograd.Function):
+    @staticmethod
+    def forward(x):
+        return x ** 3
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        ctx.save_for_backward(inputs[0])
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx, g):
+        (x,) = ctx.saved_tensors
+        return g * 3 * x * x
+
+
+class SetupPlainMethods(torch.autograd.Function):
+    """setup_context and backward written without @staticmethod (read through the class)."""
+
+    @staticmethod
+    def forward(x):
+        return x * x
+
+    def setup_context(ctx, inputs, output):
+        ctx.save_for_backward(inputs[0])
+
+    def backward(ctx, g):
+        (x,) = ctx.saved_tensors
+        return 2 * x * g
+
+
+setup_mul = SetupMul.apply
+
+
+def mul_then_exp(x, w):
+    return SetupExp.apply(SetupMul.apply(x, w)) + 1
+
+
+@pytest.mark.parametrize("which", ["both", "x", "w"])
+def test_setup_context_saves_inputs(which):
+    check_grad(lambda x, w: SetupMul.apply(x, w) * 2, t(3, 4, grad=which != "w"), t(3, 4, grad=which != "x"))
+
+
+def test_setup_context_saves_output():
+    check_grad(lambda x: SetupExp.apply(x) - x, t(5))
+
+
+def test_setup_context_two_in_one_graph():
+    check_grad(mul_then_exp, t(4), t(4), functions=2)
+
+
+def test_setup_context_apply_bound_at_import():
+    check_grad(lambda x, w: setup_mul(x, w).sum(1), t(2, 3), t(2, 3))
+
+
+def test_setup_context_non_tensor_inputs_and_defaults():
+    check_grad(lambda x: SetupScale.apply(x, -1.5), t(5))
+
+
+def test_setup_context_non_differentiable_output():
+    def fn(x):
+        y, mask = SetupSplit.apply(x)
+        return y, mask, mask.requires_grad
+    check_grad(fn, t(6))
+
+
+@pytest.mark.parametrize("which", ["both", "x", "w"])
+def test_setup_context_needs_input_grad(which):
+    check_grad(lambda x, w: SetupNeedsGrad.apply(x, w), t(3, grad=which != "w"), t(3, grad=which != "x"))
+
+
+@pytest.mark.parametrize("cls", [SetupVmapRule, SetupVmapMethod], ids=["generate_vmap_rule", "vmap"])
+def test_setup_context_with_vmap_support_declared(cls):
+    if cls is SetupVmapRule:
+        check_grad(lambda x: cls.apply(x) * 3, t(4))
+    else:
+        check_grad(lambda x, w: cls.apply(x, w) * 3, t(4), t(4))
+
+
+def test_setup_context_mark_dirty():
+    def fn(x):
+        y = x + 1
+        z = SetupDirty.apply(y)
+        return z * y, z is y
+    check_grad(fn, t(5))
+
+
+def test_setup_context_unmaterialized_grads_backward_runs_eagerly():
+    check_grad(lambda x: SetupNoMaterialize.apply(x)[0], t(5))
+    check_grad(lambda x: SetupNoMaterialize.apply(x), t(5))
+
+
+def test_setup_context_untraceable_backward_runs_eagerly():
+    opt = check_grad(lambda x, w: SetupBackwardPrints.apply(x, w), t(4), t(4))
+    gm = opt.backend.graphs[-1]
+    (node,) = [n for n in gm.graph.nodes if is_function_node(n)]
+    assert "side_effect" in node.meta["eager_backward"], node.meta
+
+
+def test_setup_context_once_differentiable():
+    check_grad(lambda x: SetupOnce.apply(x), t(5))
+
+
+def test_setup_context_and_backward_without_staticmethod():
+    check_grad(lambda x: SetupPlainMethods.apply(x) + 1, t(4))
+
+
+def test_setup_context_under_no_grad():
+    check_grad(lambda x, w: SetupMul.apply(x, w), t(3), t(3), grad_mode=False, functions=(0, 1))
+
+
+def test_setup_context_is_traced_into_the_forward_body():
+    backend = CountingBackend()
+    opt = minidynamo.optimize(backend=backend)(lambda x: SetupExp.apply(x))
+    opt(t(3))
+    gm = backend.graphs[-1]
+    (node,) = [n for n in gm.graph.nodes if is_function_node(n)]
+    fwd, bwd = function_bodies(gm, node)
+    assert "exp" in fwd.code and "mul" in bwd.code, (fwd.code, bwd.code)
