@@ -31,6 +31,7 @@ from .resume import Continue, drive, why_not_resumable
 from .side_effects import writeback_lines
 from .variables.base import NULL
 from .variables.contexts import ContextManagerVariable, _Method, exit_across_break
+from .variables.user_objects import UserExitVariable
 
 _CALLS = {"CALL", "CALL_KW", "CALL_FUNCTION", "CALL_FUNCTION_KW", "CALL_FUNCTION_EX"}
 _JUMPS = {"POP_JUMP_IF_TRUE", "POP_JUMP_IF_FALSE", "POP_JUMP_IF_NONE", "POP_JUMP_IF_NOT_NONE",
@@ -64,6 +65,8 @@ def why_no_break(tx, index: int, fullgraph: bool) -> str | None:
     if why is not None:
         return why
     for v in tx.stack:
+        if isinstance(v, UserExitVariable) and not PY311:
+            return "inside a with block (Python 3.10 keeps with blocks on a block stack)"
         if isinstance(v, ContextManagerVariable) or (isinstance(v, _Method) and v.name != "__exit__"):
             return "inside a with block"
         if isinstance(v, _Method):

@@ -415,7 +415,7 @@ def test_explain_rejects_what_optimize_rejects():
 
 # --- fallback categories ----------------------------------------------------------------
 class Plain:
-    pass
+    __slots__ = ("a",)  # objects made in the trace are rebuilt through their __dict__
 
 
 def c_data_dependent(x):
@@ -495,8 +495,7 @@ FALLBACKS = [
      "the truth value of tensor gt () depends on its data (branching on a tensor: compute the condition "
      "with shapes, or mark the call to run eagerly)"),
     ("side_effect", c_side_effect, (X,), "print() writes output"),
-    ("call", c_call, (X,), "creating a Plain object while tracing (build it outside the optimized function "
-                           "and pass it in)"),
+    ("call", c_call, (X,), "creating a Plain object while tracing: Plain defines __slots__"),
     ("graph_break", c_graph_break, (X,), "minidynamo.graph_break()"),
     ("exceptions", c_exceptions, (X,), "a raise statement (the exception is raised by the eager run)"),
     ("generator", c_generator, (X,), f"calling function {GEN_NAME}, a generator or coroutine function"),

@@ -12,6 +12,7 @@ from ..variables.constant import ConstantVariable, fold
 from ..variables.dicts import DictVariable, DictViewVariable, SetVariable
 from ..variables.lists import BaseListVariable, ListVariable, TupleVariable
 from ..variables.tensor import TensorVariable
+from ..variables.user_objects import NewObjectVariable, user_binary, user_class, user_compare
 
 BINARY = {name: getattr(operator, name) for name in (
     "add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "matmul", "lshift", "rshift",
@@ -29,8 +30,23 @@ def _is_tensor(v):
     return isinstance(v, TensorVariable)
 
 
+def _operators_of(*operands):
+    """The operand that implements Python's operators itself (`owns_operators`: NumPy
+    arrays and constants), if any: `v.apply_operator(tx, name, operands, inplace)`."""
+    for v in operands:
+        if getattr(v, "owns_operators", False):
+            return v
+    return None
+
+
 def binary_op(tx, name: str, a: VariableTracker, b: VariableTracker, inplace: bool = False):
     sym = SYMBOL[name] + ("=" if inplace else "")
+    own = _operators_of(a, b)
+    if own is not None:
+        return own.apply_operator(tx, name, [a, b], inplace)
+    result = user_binary(tx, name, a, b, inplace)
+    if result is not None:
+        return result
     if _is_tensor(a) or _is_tensor(b):
         fn = INPLACE[name] if inplace and _is_tensor(a) else BINARY[name]
         return tx.output.call("call_function", fn, [a, b], {}, what=f"tensor {sym}")
@@ -78,17 +94,24 @@ def binary_op(tx, name: str, a: VariableTracker, b: VariableTracker, inplace: bo
 
 
 def compare(tx, op: str, a: VariableTracker, b: VariableTracker):
+    own = _operators_of(a, b)
+    if own is not None:
+        return own.apply_operator(tx, op, [a, b])
+    result = user_compare(tx, op, a, b)
+    if result is not None:
+        return result
     if _is_tensor(a) or _is_tensor(b):
         return tx.output.call("call_function", COMPARE[op], [a, b], {}, what=f"tensor {op}")
     if a.is_python_constant() and b.is_python_constant():
         return fold(tx, COMPARE[op], [a.as_python_constant(), b.as_python_constant()], {},
                     f"{a.describe()} {op} {b.describe()}")
     if isinstance(a, BaseListVariable) and isinstance(b, BaseListVariable) and op in ("==", "!="):
+        # Item by item, identical items equal without __eq__ (as CPython compares sequences).
         equal = type(a) is type(b) and len(a.items) == len(b.items) and all(
-            compare(tx, "==", x, y).truthy(tx) for x, y in zip(a.items, b.items))
+            is_same(x, y, tx) or compare(tx, "==", x, y).truthy(tx) for x, y in zip(a.items, b.items))
         return ConstantVariable(equal if op == "==" else not equal)
     if op in ("==", "!="):
-        # Without a user __eq__/__ne__ on either side, == falls back to identity.
+        # Without a user __eq__/__ne__ on either side (user_compare), == falls back to identity.
         from ..variables.objects import UserObjectVariable
         for v in (a, b):
             dunder = "__eq__" if op == "==" else "__ne__"
@@ -134,6 +157,8 @@ def is_same(a: VariableTracker, b: VariableTracker, tx=None):
     from ..variables.objects import UserObjectVariable
     if isinstance(a, UserObjectVariable) and isinstance(b, UserObjectVariable):
         return a.value is b.value
+    if isinstance(a, NewObjectVariable) or isinstance(b, NewObjectVariable):
+        return False  # an object made in the trace is itself only (a is b was caught above)
     if type(a) is not type(b):
         return False
     return None
@@ -144,6 +169,8 @@ def contains(tx, container: VariableTracker, item: VariableTracker):
         return container.call_method(tx, "__contains__", [item], {})
     if _is_tensor(container):
         unsupported("data_dependent", "`in` on a tensor reads its data")
+    if user_class(container) is not None:
+        return ConstantVariable(container.call_method(tx, "__contains__", [item], {}).truthy(tx))
     if container.is_python_constant() and item.is_python_constant() and not isinstance(container, BaseListVariable):
         return fold(tx, operator.contains, [container.as_python_constant(), item.as_python_constant()], {}, "in")
     for x in container.iter_items(tx):
@@ -166,7 +193,7 @@ def getitem(tx, obj: VariableTracker, key: VariableTracker):
 def setitem(tx, obj: VariableTracker, key: VariableTracker, value: VariableTracker):
     if _is_tensor(obj):
         obj.call_method(tx, "__setitem__", [key, value], {})
-    elif isinstance(obj, (ListVariable, DictVariable)):
+    elif isinstance(obj, (ListVariable, DictVariable)) or _operators_of(obj) is not None:
         obj.setitem(tx, key, value)
     else:
         unsupported("side_effect" if obj.source is not None else "construct",
@@ -174,6 +201,10 @@ def setitem(tx, obj: VariableTracker, key: VariableTracker, value: VariableTrack
 
 
 def unary_op(tx, name: str, a: VariableTracker):
+    if _operators_of(a) is not None:
+        return a.apply_operator(tx, name, [a])
+    if user_class(a) is not None and name in UNARY:
+        return a.call_method(tx, f"__{name}__", [], {})
     if _is_tensor(a):
         return tx.output.call("call_function", UNARY[name], [a], {}, what=f"tensor unary {name}")
     if a.is_python_constant():

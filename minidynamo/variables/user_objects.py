@@ -1,2 +1,422 @@
-"""Objects of user classes made inside the trace."""
+"""Objects of user classes made inside the trace, `super()`, and the dunder methods of
+user objects in operators.
+
+An object made by calling a plain Python class is a NewObjectVariable: its `__init__` is
+inlined with the new tracker as `self`, attribute writes land in the tracker (nothing
+outside can see the object yet, so they are not side effects), methods, properties and
+class attributes are looked up through the class as CPython does. If the object escapes
+(returned, or live at a graph break) it is rebuilt after the graph: `object.__new__(cls)`,
+then its instance dictionary filled in order. Classes whose objects this would not
+reproduce exactly (metaclasses, `__new__`, `__slots__`, `__del__`, builtin bases) decline.
+"""
 from __future__ import annotations
+
+import inspect
+import types
+
+import torch
+
+from ..exc import unsupported
+from ..guards import Guard
+from ..sources import AttrSource, ObjectSource
+from .base import VariableTracker
+from .constant import ConstantVariable
+from .functions import UserFunctionVariable, UserMethodVariable
+from .objects import ClassVariable, UserObjectVariable, register_constructor
+
+# Class attributes that make an object something `object.__new__` + `__dict__` cannot
+# rebuild, or whose lifetime has effects of its own.
+_UNMODELLED = ("__new__", "__slots__", "__del__", "__getattribute__")
+
+
+def why_not_modelled(cls) -> str | None:
+    """Why objects of `cls` cannot be made in the trace (None: they can)."""
+    if type(cls) is not type:
+        return f"its metaclass {type(cls).__qualname__} is not modelled"
+    if issubclass(cls, (torch.nn.Module, torch.Tensor, BaseException)):
+        return "torch modules, tensors and exceptions are made by their own models"
+    for base in cls.__mro__[1:-1]:
+        if base.__module__ == "builtins":
+            return f"its base {base.__qualname__} is a builtin type"
+    for klass in cls.__mro__[:-1]:
+        for name in _UNMODELLED:
+            if name in vars(klass):
+                return f"{klass.__qualname__} defines {name}"
+    return None
+
+
+def _is_user_class(cls) -> bool:
+    return isinstance(cls, type) and cls.__module__ not in ("builtins",) \
+        and not cls.__module__.startswith(("torch", "collections", "itertools", "functools", "typing")) \
+        and type(cls) is type and not issubclass(cls, (torch.nn.Module, torch.Tensor, BaseException))
+
+
+def _class_var(cls) -> ClassVariable:
+    """The class as a tracker whose attribute reads are guarded by identity."""
+    return ClassVariable(cls, ObjectSource(cls, cls.__qualname__))
+
+
+def _static(cls, name):
+    try:
+        return inspect.getattr_static(cls, name)
+    except AttributeError:
+        return None
+
+
+def _guard_attr(tx, cls, name, value):
+    tx.output.guards.add(Guard("ID_MATCH", AttrSource(ObjectSource(cls, cls.__qualname__), name), value))
+
+
+class NewObjectVariable(VariableTracker):
+    """An object of a plain user class made by the trace: its instance attributes."""
+
+    __slots__ = ("cls", "attrs")
+
+    def __init__(self, cls):
+        super().__init__(None)
+        self.cls = cls
+        self.attrs: dict = {}
+
+    def python_type(self):
+        return self.cls
+
+    def describe(self):
+        return f"{self.cls.__qualname__} object made in the trace"
+
+    def __repr__(self):
+        return f"NewObjectVariable({self.cls.__qualname__}, {list(self.attrs)})"
+
+    # --- attributes --------------------------------------------------------------
+    def var_getattr(self, tx, name):
+        if name == "__class__":
+            return _class_var(self.cls)
+        if name == "__dict__":
+            unsupported("construct", f"the __dict__ of {self.describe()}")
+        static = _static(self.cls, name)
+        if static is not None and hasattr(type(static), "__set__"):  # a data descriptor wins
+            return self._descriptor(tx, name, static)
+        if name in self.attrs:
+            return self.attrs[name]
+        if static is None:
+            getattr_hook = _static(self.cls, "__getattr__")
+            if isinstance(getattr_hook, types.FunctionType):
+                _guard_attr(tx, self.cls, "__getattr__", getattr_hook)
+                return UserFunctionVariable(getattr_hook).call_function(tx, [self, ConstantVariable(name)], {})
+            unsupported("exceptions", f"AttributeError: {self.cls.__qualname__!r} object has no attribute {name!r}")
+        if isinstance(static, types.FunctionType):
+            _guard_attr(tx, self.cls, name, static)
+            return UserMethodVariable(UserFunctionVariable(static), self)
+        if isinstance(static, (staticmethod, classmethod)) or not hasattr(type(static), "__get__"):
+            return _class_var(self.cls).var_getattr(tx, name)
+        return self._descriptor(tx, name, static)
+
+    def _descriptor(self, tx, name, static):
+        if isinstance(static, property) and static.fget is not None:
+            _guard_attr(tx, self.cls, name, static)
+            return UserFunctionVariable(static.fget).call_function(tx, [self], {})
+        unsupported("construct", f"descriptor {name!r} of {self.cls.__qualname__} is not traced")
+
+    def store_attr(self, tx, name, value):
+        setter = _static(self.cls, "__setattr__")
+        if setter is not object.__setattr__:  # the class's own __setattr__ decides
+            if not isinstance(setter, types.FunctionType):
+                unsupported("construct", f"{self.cls.__qualname__}.__setattr__ is not traced")
+            _guard_attr(tx, self.cls, "__setattr__", setter)
+            UserFunctionVariable(setter).call_function(tx, [self, ConstantVariable(name), value], {})
+            return
+        self.set_plain(tx, name, value)
+
+    def set_plain(self, tx, name, value):
+        """object.__setattr__: a data descriptor's setter, else the instance dictionary."""
+        static = _static(self.cls, name)
+        if static is not None and hasattr(type(static), "__set__"):
+            if isinstance(static, property) and static.fset is not None:
+                _guard_attr(tx, self.cls, name, static)
+                UserFunctionVariable(static.fset).call_function(tx, [self, value], {})
+                return
+            unsupported("construct", f"setting descriptor {name!r} of {self.cls.__qualname__}")
+        self.attrs[name] = value
+
+    def delete_attr(self, tx, name):
+        if _static(self.cls, "__delattr__") is not object.__delattr__:
+            unsupported("construct", f"{self.cls.__qualname__}.__delattr__ is not traced")
+        if name not in self.attrs:
+            unsupported("exceptions", f"AttributeError: {name!r}")
+        del self.attrs[name]
+
+    # --- calls and truth ---------------------------------------------------------
+    def call_method(self, tx, name, args, kwargs):
+        return self.var_getattr(tx, name).call_function(tx, args, kwargs)
+
+    def call_function(self, tx, args, kwargs):
+        if _static(self.cls, "__call__") is None:
+            unsupported("exceptions", f"TypeError: {self.cls.__qualname__!r} object is not callable")
+        return self.call_method(tx, "__call__", args, kwargs)
+
+    def truthy(self, tx):
+        for name in ("__bool__", "__len__"):
+            if _static(self.cls, name) is not None:
+                result = self.call_method(tx, name, [], {})
+                return result.truthy(tx) if name == "__bool__" else result.as_python_constant() != 0
+        return True
+
+    # --- rebuilt after the graph (rebuild.py) -------------------------------------
+    def rebuild_new(self, rb) -> str:
+        return f"{rb.ns.bind(object.__new__, 'object_new')}({rb.ns.bind(self.cls, 'cls')})"
+
+    def rebuild_fill(self, rb, name) -> list:
+        if not self.attrs:
+            return []
+        body = ", ".join(f"{k!r}: {rb.expr(v)}" for k, v in self.attrs.items())
+        return [f"{name}.__dict__.update({{{body}}})"]
+
+
+def _construct(tx, cls, args, kwargs):
+    why = why_not_modelled(cls)
+    if why is not None:
+        unsupported("call", f"creating a {cls.__qualname__} object while tracing: {why}")
+    obj = NewObjectVariable(cls)
+    init = _static(cls, "__init__")
+    if init is object.__init__:
+        if args or kwargs:
+            unsupported("exceptions", f"TypeError: {cls.__qualname__}() takes no arguments")
+        return obj
+    if not isinstance(init, types.FunctionType):
+        unsupported("call", f"{cls.__qualname__}.__init__ is not a Python function")
+    _guard_attr(tx, cls, "__init__", init)
+    result = UserFunctionVariable(init).call_function(tx, [obj, *args], kwargs)
+    if not (result.is_python_constant() and result.as_python_constant() is None):
+        unsupported("exceptions", "TypeError: __init__() should return None")
+    return obj
+
+
+register_constructor(_is_user_class, _construct)
+
+
+# --- object.__setattr__ on a new object (frozen dataclasses' __init__) -------------------
+def object_setattr(tx, args, kwargs):
+    if len(args) == 3 and not kwargs and isinstance(args[0], NewObjectVariable) and args[1].is_python_constant():
+        args[0].set_plain(tx, args[1].as_python_constant(), args[2])
+        return ConstantVariable(None)
+    return None
+
+
+# --- super() ---------------------------------------------------------------------------
+class SuperVariable(VariableTracker):
+    """`super(cls, obj)`: attribute lookup on type(obj)'s MRO after `cls`."""
+
+    __slots__ = ("cls", "obj")
+
+    def __init__(self, cls, obj):
+        super().__init__(None)
+        self.cls = cls
+        self.obj = obj
+
+    def python_type(self):
+        return super
+
+    def describe(self):
+        return f"super({self.cls.__qualname__}, {self.obj.describe()})"
+
+    def var_getattr(self, tx, name):
+        obj_type = self.obj.python_type()
+        mro = obj_type.__mro__
+        if self.cls not in mro:
+            unsupported("exceptions", "TypeError: super(type, obj): obj must be an instance or subtype of type")
+        for klass in mro[mro.index(self.cls) + 1:]:
+            if name not in vars(klass):
+                continue
+            attr = vars(klass)[name]
+            if attr is object.__init__:
+                return _ObjectInit(self.obj)
+            if klass is not object:
+                _guard_attr(tx, klass, name, attr)
+            if isinstance(attr, types.FunctionType):
+                return UserMethodVariable(UserFunctionVariable(attr), self.obj)
+            if isinstance(attr, staticmethod):
+                return UserFunctionVariable(attr.__func__)
+            if isinstance(attr, classmethod):
+                return UserMethodVariable(UserFunctionVariable(attr.__func__), _class_var(obj_type))
+            if isinstance(attr, property) and attr.fget is not None:
+                return UserFunctionVariable(attr.fget).call_function(tx, [self.obj], {})
+            if attr is object.__setattr__ and isinstance(self.obj, NewObjectVariable):
+                return _ObjectSetattr(self.obj)
+            if not hasattr(type(attr), "__get__"):
+                from .builder import wrap
+                return wrap(tx, attr, AttrSource(ObjectSource(klass, klass.__qualname__), name))
+            unsupported("construct", f"super().{name}: {type(attr).__name__} of {klass.__qualname__} is not traced")
+        unsupported("exceptions", f"AttributeError: 'super' object has no attribute {name!r}")
+
+    def call_method(self, tx, name, args, kwargs):
+        return self.var_getattr(tx, name).call_function(tx, args, kwargs)
+
+
+class _ObjectInit(VariableTracker):
+    """object.__init__ bound through super(): does nothing; takes no arguments."""
+
+    __slots__ = ("obj",)
+
+    def __init__(self, obj):
+        super().__init__(None)
+        self.obj = obj
+
+    def call_function(self, tx, args, kwargs):
+        if args or kwargs:
+            unsupported("exceptions", "TypeError: object.__init__() takes exactly one argument")
+        return ConstantVariable(None)
+
+
+class _ObjectSetattr(_ObjectInit):
+    """object.__setattr__ bound through super() on a new object."""
+
+    def call_function(self, tx, args, kwargs):
+        if len(args) != 2 or kwargs or not args[0].is_python_constant():
+            unsupported("construct", "super().__setattr__ with these arguments")
+        self.obj.set_plain(tx, args[0].as_python_constant(), args[1])
+        return ConstantVariable(None)
+
+
+def call_super(tx, args, kwargs):
+    """super(cls, obj), or zero-argument super() from the `__class__` cell and first
+    argument of the frame being traced (the one making the call)."""
+    if kwargs:
+        return None
+    if len(args) == 2:
+        cls, obj = args
+        if not cls.is_python_constant() or not isinstance(cls.as_python_constant(), type):
+            return None
+        if isinstance(obj, (ClassVariable,)) or not isinstance(obj, (NewObjectVariable, UserObjectVariable)):
+            return None
+        return SuperVariable(cls.as_python_constant(), obj)
+    if args:
+        return None
+    code = tx.code
+    cell = tx.cells.get("__class__") if "__class__" in code.co_freevars else None
+    if cell is None or code.co_argcount == 0:
+        return None
+    first = code.co_varnames[0]
+    obj = tx.f_locals.get(first)
+    if obj is None:  # the first argument is a cell of its own: read through it
+        holder = tx.cells.get(first)
+        obj = holder.load(tx) if holder is not None else None
+    if not isinstance(obj, (NewObjectVariable, UserObjectVariable)):
+        return None
+    cls = cell.load(tx)
+    if not cls.is_python_constant():
+        return None
+    return SuperVariable(cls.as_python_constant(), obj)
+
+
+def _register_builtins():
+    from .builtins import _HANDLERS
+    _HANDLERS.setdefault(super, call_super)
+    _HANDLERS.setdefault(object.__setattr__, object_setattr)
+    from .builder import register_wrapper
+    from .builtins import BuiltinVariable
+    register_wrapper(lambda v: v is object.__setattr__, lambda tx, v, source: BuiltinVariable(v, source))
+
+
+_register_builtins()
+
+
+# --- dunder methods of user objects in operators (interpreter/operators.py) -------------
+_COMPARE_DUNDERS = {"<": ("__lt__", "__gt__"), "<=": ("__le__", "__ge__"), "==": ("__eq__", "__eq__"),
+                    "!=": ("__ne__", "__ne__"), ">": ("__gt__", "__lt__"), ">=": ("__ge__", "__le__")}
+
+
+def user_class(v):
+    """The class of a user object (made in the trace or passed in), else None."""
+    if isinstance(v, NewObjectVariable):
+        return v.cls
+    if isinstance(v, UserObjectVariable) and not isinstance(v.value, torch.nn.Module):
+        return type(v.value)
+    return None
+
+
+def _python_dunder(v, name) -> bool:
+    cls = user_class(v)
+    return cls is not None and isinstance(_static(cls, name), types.FunctionType)
+
+
+def _is_not_implemented(v) -> bool:
+    return v.is_python_constant() and v.as_python_constant() is NotImplemented
+
+
+def _try(tx, v, name, other):
+    """v.name(other) if v's class defines it in Python, else None; NotImplemented → None."""
+    if not _python_dunder(v, name):
+        return None
+    result = v.call_method(tx, name, [other], {})
+    return None if _is_not_implemented(result) else result
+
+
+def _reflected_first(a, b, reflected) -> bool:
+    """CPython tries the right operand's reflected method first when its type is a proper
+    subclass of the left's that overrides it."""
+    ta, tb = user_class(a) or a.python_type(), user_class(b)
+    return tb is not None and tb is not ta and issubclass(tb, ta) and _python_dunder(b, reflected) and \
+        _static(tb, reflected) is not _static(ta, reflected)
+
+
+def user_binary(tx, name: str, a, b, inplace: bool):
+    """`a <op> b` when either is a user object: its dunder methods as CPython calls them;
+    None when neither is a user object."""
+    if user_class(a) is None and user_class(b) is None:
+        return None
+    base = name.rstrip("_")
+    op, rop, iop = f"__{base}__", f"__r{base}__", f"__i{base}__"
+    if inplace and (result := _try(tx, a, iop, b)) is not None:
+        return result
+    order = [(b, rop, a), (a, op, b)] if _reflected_first(a, b, rop) else [(a, op, b), (b, rop, a)]
+    for left, dunder, right in order:
+        if dunder == rop and user_class(a) is user_class(b) and user_class(a) is not None:
+            continue  # the reflected method is not tried for operands of the same type
+        result = _try(tx, left, dunder, right)
+        if result is not None:
+            return result
+    unsupported("exceptions", f"TypeError: unsupported operand type(s) for {base}: "
+                              f"{a.python_type().__name__!r} and {b.python_type().__name__!r}")
+
+
+def user_compare(tx, op: str, a, b):
+    """`a <op> b` for user objects, by their rich comparison methods (None: neither is one)."""
+    if user_class(a) is None and user_class(b) is None:
+        return None
+    forward, reflected = _COMPARE_DUNDERS[op]
+    order = [(b, reflected, a), (a, forward, b)] if _reflected_first(a, b, reflected) else \
+        [(a, forward, b), (b, reflected, a)]
+    for left, dunder, right in order:
+        result = _try(tx, left, dunder, right)
+        if result is None and op == "!=" and user_class(left) is not None and not _python_dunder(left, "__ne__"):
+            eq = _try(tx, left, "__eq__", right)  # object.__ne__ inverts __eq__
+            if eq is not None:
+                return ConstantVariable(not eq.truthy(tx))
+        if result is not None:
+            return result
+    if op in ("==", "!="):
+        from ..interpreter.operators import is_same
+        same = is_same(a, b, tx)
+        if same is None:
+            unsupported("construct", f"comparing {a.describe()} {op} {b.describe()}")
+        return ConstantVariable(same if op == "==" else not same)
+    unsupported("exceptions", f"TypeError: {op!r} not supported between instances of "
+                              f"{a.python_type().__name__!r} and {b.python_type().__name__!r}")
+
+
+# --- with over a user object -------------------------------------------------------------
+class UserExitVariable(UserMethodVariable):
+    """The bound `__exit__` a with statement over a user object keeps on the stack (a graph
+    break looks for it: breaks.py)."""
+
+
+def enter_user_context(tx, cm):
+    """BEFORE_WITH over a user object whose class defines `__enter__`/`__exit__` in Python:
+    (the bound __exit__, the result of __enter__), or None for other values."""
+    cls = user_class(cm)
+    if cls is None:
+        return None
+    enter, exit_ = _static(cls, "__enter__"), _static(cls, "__exit__")
+    if not (isinstance(enter, types.FunctionType) and isinstance(exit_, types.FunctionType)):
+        return None
+    exit_method = cm.var_getattr(tx, "__exit__")  # guarded like any method read
+    return UserExitVariable(exit_method.func, cm), cm.call_method(tx, "__enter__", [], {})

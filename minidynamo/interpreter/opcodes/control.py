@@ -30,6 +30,12 @@ class ControlOps:
 
     def BEFORE_WITH(self, inst):  # 3.11+: ... cm → ..., cm.__exit__, cm.__enter__()
         cm = self.pop()
+        from ...variables.user_objects import enter_user_context
+        entered = enter_user_context(self, cm)  # a class with __enter__/__exit__ in Python
+        if entered is not None:
+            self.push(entered[0])
+            self.push(entered[1])
+            return
         if not isinstance(cm, ContextManagerVariable):
             unsupported("exceptions", f"a with statement over {cm.describe()} is not traced",
                         hint="supported here: torch.no_grad, enable_grad, set_grad_enabled, autocast, "

@@ -91,6 +91,16 @@ class LoadStoreOps:
         obj = self.pop()
         _push_with_null(self, obj.var_getattr(self, name), is_method)
 
+    def LOAD_SUPER_ATTR(self, inst):  # 3.12+: super, cls, self → super(cls, self).name
+        load_method, _two_args, name = inst.arg
+        obj, cls, fn = self.pop(), self.pop(), self.pop()
+        from ...variables.user_objects import call_super
+        sup = call_super(self, [cls, obj], {}) if fn.is_python_constant() and fn.as_python_constant() is super \
+            else None
+        if sup is None:
+            unsupported("construct", f"super() over {obj.describe()} is not traced")
+        _push_with_null(self, sup.var_getattr(self, name), load_method)
+
     def STORE_ATTR(self, inst):
         obj = self.pop()
         value = self.pop()
@@ -102,6 +112,10 @@ class LoadStoreOps:
 
     def DELETE_ATTR(self, inst):
         obj = self.pop()
+        delete = getattr(obj, "delete_attr", None)  # an object made inside the trace
+        if delete is not None:
+            delete(self, inst.arg)
+            return
         unsupported("side_effect", f"deleting attribute {inst.arg!r} of {obj.describe()}")
 
     def LOAD_NAME(self, inst):
