@@ -4,11 +4,12 @@ without running anything (tensor work runs on fake tensors, no backend is called
 one is given)."""
 from __future__ import annotations
 
+import inspect
 import keyword
 import re
 from dataclasses import dataclass, field
 
-from .api import OptimizedFunction, _check_optimizable
+from .api import OptimizedFunction, _not_optimizable
 from .convert import compile_call
 from .exc import HINTS, BackendError
 
@@ -168,12 +169,21 @@ def explain(fn, backend=None):
     is called; with `backend`, a backend that fails shows as a `backend` break reason."""
     if isinstance(fn, OptimizedFunction):
         fn = fn._fn
-    _check_optimizable(fn)
+    why = _not_optimizable(fn)
+    if why is not None:  # named as explain's, not optimize's
+        raise TypeError(why.replace("minidynamo.optimize", "minidynamo.explain", 1))
     name = _entry_name(fn)
     code = fn.__code__
     where = f"{code.co_filename}:{code.co_firstlineno}"
 
     def run(*args, **kwargs):
+        try:
+            inspect.signature(fn).bind(*args, **kwargs)
+        except TypeError:
+            # CPython binds the arguments before the body runs: the call raises the very
+            # TypeError an eager call raises, and runs nothing.
+            fn(*args, **kwargs)
+            raise
         graphs = []
         capture = _capturing(graphs, backend)
         reasons = []

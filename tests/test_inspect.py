@@ -442,7 +442,8 @@ def c_exceptions(x):
 
 
 def c_generator(x):
-    return sum(v for v in [x, x])  # marker
+    g = (v for v in [x, x])
+    return g.send(None) + next(g)  # marker
 
 
 def c_torch_op(x):
@@ -485,8 +486,6 @@ def _marker_lines(fn):
     return {start + i for i, line in enumerate(lines) if "# marker" in line}
 
 
-GEN_NAME = "'<genexpr>'" if sys.version_info < (3, 11) else "'c_generator.<locals>.<genexpr>'"
-
 # (category, function, arguments, detail); the first ones break (the declined instruction is
 # a call, a jump or a store of the function's own frame), the others run eagerly as a whole.
 BREAKS = ("data_dependent", "side_effect", "call", "graph_break", "generator")
@@ -498,7 +497,7 @@ FALLBACKS = [
     ("call", c_call, (X,), "creating a Plain object while tracing: Plain defines __slots__"),
     ("graph_break", c_graph_break, (X,), "minidynamo.graph_break()"),
     ("exceptions", c_exceptions, (X,), "a raise statement (the exception is raised by the eager run)"),
-    ("generator", c_generator, (X,), f"calling function {GEN_NAME}, a generator or coroutine function"),
+    ("generator", c_generator, (X,), "send() on a generator expression is not traced"),
     ("torch_op", c_torch_op, (X,), "tensor @ raised RuntimeError: a and b must have same reduction dim, "
                                    "but got [4, 3] X [4, 3]."),
     ("triton", c_triton, (torch.ones(64, device=K.DEVICE),), "triton.jit() inside the traced function: a kernel defined inside "
@@ -561,3 +560,24 @@ def test_backend_failure_reason():
 def test_every_category_has_a_test_and_a_hint():
     covered = {c[0] for c in FALLBACKS} | {"backend", "internal"}  # internal: test_internal_errors.py
     assert covered == set(CATEGORIES) == set(HINTS)
+
+
+def test_explain_names_itself_for_a_bad_target():
+    with pytest.raises(TypeError, match=r"^minidynamo\.explain needs a Python function, got int"):
+        minidynamo.explain(42)
+
+
+def test_explain_raises_the_binding_error_eager_raises():
+    ran = []
+
+    def f(x, y):
+        ran.append(1)
+        return x + y
+
+    with pytest.raises(TypeError) as eager:
+        f(torch.ones(2))
+    with pytest.raises(TypeError) as explained:
+        minidynamo.explain(f)(torch.ones(2))
+    assert str(explained.value) == str(eager.value) and not ran
+    with pytest.raises(TypeError, match="unexpected keyword argument 'z'"):
+        minidynamo.explain(f)(torch.ones(2), torch.ones(2), z=1)
