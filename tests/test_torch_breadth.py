@@ -182,3 +182,341 @@ def test_unknown_settings_attribute_raises_as_eager():
     def f(x):
         return x + torch.backends.cuda.matmul.no_such_flag
     check(f, torch.ones(2), kind="break", reason="exceptions")
+
+
+# --- nn.Modules made inside the function --------------------------------------------------
+nn = torch.nn
+
+
+def softmax_made(x):
+    return nn.Softmax(dim=1)(x)
+
+
+def relu_made(x):
+    return nn.ReLU()(x) + torch.nn.Tanh()(x)
+
+
+def sequential_made(x):
+    s = nn.Sequential(nn.ReLU(), nn.Tanh(), nn.Sigmoid())
+    outs = [m(x) for m in s]
+    return s(x), outs, len(s), s[-1](x), s[1:](x), isinstance(s, nn.Sequential)
+
+
+def modulelist_made(x):
+    layers = nn.ModuleList([nn.ReLU(), nn.Sigmoid()])
+    layers.append(nn.Tanh())
+    layers.extend([nn.Softplus()])
+    y = x
+    for i, m in enumerate(layers):
+        y = m(y) * (i + 1)
+    tail = layers[1:]
+    return y, len(layers), [m(x) for m in tail], len(tail), layers[0] in layers, layers[0] in tail
+
+
+def moduledict_made(x):
+    acts = nn.ModuleDict({"relu": nn.ReLU(), "tanh": nn.Tanh()})
+    out = [(k, m(x)) for k, m in acts.items()]
+    return out, list(acts.keys()), [m(x) for m in acts.values()], "relu" in acts, "gelu" in acts, \
+        acts["tanh"](x), acts.relu(x), len(acts), [k for k in acts]
+
+
+def mixed_with_passed_module(x, lin):
+    return nn.Sequential(lin, nn.ReLU(), nn.Dropout(p=0.0))(x)
+
+
+def losses_made(logits, target, y):
+    return (nn.CrossEntropyLoss()(logits, target), nn.MSELoss(reduction="sum")(logits, y),
+            nn.SmoothL1Loss(beta=0.5)(logits, y), nn.CrossEntropyLoss(label_smoothing=0.1)(logits, target))
+
+
+def norms_without_parameters(x):
+    return (nn.LayerNorm(4, elementwise_affine=False)(x), nn.InstanceNorm1d(3)(x),
+            nn.GroupNorm(1, 3, affine=False)(x))
+
+
+def shapes_made(img):
+    up = nn.Upsample(scale_factor=2, mode="nearest")(img)
+    pooled = nn.MaxPool2d(2)(up)
+    flat = nn.Flatten()(pooled)
+    return nn.Unflatten(1, (2, -1))(flat), nn.ZeroPad2d(1)(img), nn.AdaptiveAvgPool2d(1)(img), \
+        nn.PixelShuffle(2)(img.repeat(1, 4, 1, 1))
+
+
+def attributes_of_made(x):
+    m = nn.LeakyReLU(negative_slope=0.2)
+    return m(x), m.negative_slope, m.training, m.inplace
+
+
+_LIN = nn.Linear(4, 4)
+
+
+@pytest.mark.parametrize("fn, args", [
+    (softmax_made, (torch.randn(2, 3),)),
+    (relu_made, (torch.randn(3),)),
+    (sequential_made, (torch.randn(3),)),
+    (modulelist_made, (torch.randn(3),)),
+    (moduledict_made, (torch.randn(3),)),
+    (mixed_with_passed_module, (torch.randn(2, 4), _LIN)),
+    (losses_made, (torch.randn(4, 5), torch.tensor([0, 1, 4, 2]), torch.randn(4, 5))),
+    (norms_without_parameters, (torch.randn(2, 3, 4),)),
+    (shapes_made, (torch.randn(1, 2, 4, 4),)),
+    (attributes_of_made, (torch.randn(3),)),
+], ids=lambda v: getattr(v, "__name__", None) if callable(v) else None)
+def test_module_made_inside_is_inlined(fn, args):
+    check(fn, args, kind="graph", graphs=1)
+
+
+def test_made_module_that_escapes_is_a_new_object_each_call():
+    def f(x, lin):
+        act = nn.GELU(approximate="tanh")
+        return act, nn.Sequential(lin, act), act(x)
+    lin = nn.Linear(2, 2)
+    info = check(f, (torch.randn(2), lin), kind="graph", graphs=1)
+    first, second = info.opt(torch.randn(2), lin), info.opt(torch.randn(2), lin)
+    act, seq, _ = first
+    assert type(act) is nn.GELU and act.approximate == "tanh" and act is not second[0]
+    assert type(seq) is nn.Sequential and seq[0] is lin and seq[1] is act  # one object, twice
+    assert len(info.opt.cache_entries()) == 1
+
+
+def test_made_module_live_at_a_graph_break():
+    def f(x):
+        m = nn.Softmax(dim=0)
+        print("between")
+        return m(x)
+    check(f, torch.randn(3), kind="break", reason="side_effect")
+
+
+def _record_rng(fn):
+    before = torch.get_rng_state()
+    fn()
+    return torch.equal(before, torch.get_rng_state())
+
+
+# Arguments for the constructors that need some (the others are made with none).
+_SAMPLE_ARGS = {
+    "Threshold": (0.1, 2.0), "GLU": (), "Unflatten": (1, (2, 2)), "Upsample": (None, 2),
+    "UpsamplingNearest2d": (None, 2), "UpsamplingBilinear2d": (None, 2), "PixelShuffle": (2,),
+    "PixelUnshuffle": (2,), "ChannelShuffle": (2,), "Fold": ((4, 4), 2), "Unfold": (2,),
+    "LocalResponseNorm": (2,), "ConstantPad1d": (1, 0.5), "ConstantPad2d": (1, 0.5),
+    "ConstantPad3d": (1, 0.5),
+}
+
+
+@pytest.mark.parametrize("cls", sorted(__import__("minidynamo.variables.nn_modules", fromlist=["x"]).PARAMETERLESS,
+                                       key=lambda c: c.__name__), ids=lambda c: c.__name__)
+def test_parameterless_constructors_are_pure(cls):
+    """What the trace makes for real: no parameter, no tensor buffer, no random number."""
+    name = cls.__name__
+    if name in _SAMPLE_ARGS:
+        args = _SAMPLE_ARGS[name]
+    elif "Pool" in name or "Pad" in name or "Unpool" in name:
+        args = (2, 2) if name.startswith("LPPool") else (2,)
+    else:
+        args = ()
+    made = []
+    assert _record_rng(lambda: made.append(cls(*args)))
+    m = made[0]
+    assert all(p is None for p in m._parameters.values()) and all(b is None for b in m._buffers.values())
+    assert not m._modules and not list(m.parameters())
+
+
+def linear_made(x):
+    return nn.Linear(3, 3)(x).shape  # (its values are random)
+
+
+def affine_layer_norm_made(x):
+    return nn.LayerNorm(3)(x)
+
+
+def batch_norm_made(x):
+    return nn.BatchNorm1d(3, affine=False)(x)
+
+
+def fractional_pool_made(x):
+    return nn.FractionalMaxPool2d(2, output_size=1)(x).shape
+
+
+@pytest.mark.parametrize("fn, words", [
+    (linear_made, "randomly"),
+    (affine_layer_norm_made, "elementwise_affine=True"),
+    (batch_norm_made, "allocates"),
+    (fractional_pool_made, "not known"),
+], ids=lambda v: getattr(v, "__name__", None) if callable(v) else None)
+def test_module_with_parameters_made_inside_is_declined(fn, words):
+    """Its parameters would be allocated and (for most) randomly initialised: the call
+    runs natively at a graph break."""
+    torch.manual_seed(0)
+    x = torch.randn(2, 3)
+    info = check(fn, x, kind="break", reason="call")
+    assert words in str(info.break_reason), info.break_reason
+
+
+def dropout_bad_p(x):
+    return nn.Dropout(p=2.0)(x)
+
+
+def moduledict_bad_key(x):
+    return nn.ModuleDict({"a.b": nn.ReLU()})
+
+
+def moduledict_reserved_key(x):
+    return nn.ModuleDict({"forward": nn.ReLU()})
+
+
+def sequential_index_out_of_range(x):
+    return nn.Sequential(nn.ReLU())[3](x)
+
+
+def sequential_of_a_non_module(x):
+    return nn.Sequential(nn.ReLU(), 3)
+
+
+def setting_an_attribute_of_a_made_module(x):
+    m = nn.ReLU()
+    m.inplace = True
+    return m(x)
+
+
+@pytest.mark.parametrize("fn, reason", [
+    (dropout_bad_p, "exceptions"), (moduledict_bad_key, "exceptions"), (moduledict_reserved_key, "exceptions"),
+    (sequential_of_a_non_module, "call"), (setting_an_attribute_of_a_made_module, "construct"),
+], ids=lambda v: getattr(v, "__name__", None) if callable(v) else None)
+def test_made_module_errors_break_and_raise_as_eager(fn, reason):
+    check(fn, torch.randn(3), kind="break", reason=reason)
+
+
+def test_index_out_of_range_raises_as_eager():
+    """A subscript cannot break: the call runs eagerly whole and raises IndexError."""
+    check(sequential_index_out_of_range, torch.randn(3), kind="eager", reason="exceptions")
+
+
+def test_global_forward_hook_is_not_skipped():
+    """A process-wide forward hook runs for a module made inside: the call is not inlined
+    while one is set, and setting one later is noticed by the entry."""
+    def f(x):
+        return nn.ReLU()(x)
+    opt, _ = opt_of(f)
+    x = torch.randn(3)
+    _twice(f, opt, x)
+    handle = torch.nn.modules.module.register_module_forward_hook(lambda m, i, o: o + 100)
+    try:
+        got = opt(x)
+        torch.testing.assert_close(got, f(x))
+        assert got.min() >= 100
+    finally:
+        handle.remove()
+    _twice(f, opt, x)
+
+
+# --- module containers passed in ---------------------------------------------------------
+def _seq():
+    return nn.Sequential(nn.Linear(3, 3), nn.ReLU(), nn.Linear(3, 2), nn.Tanh())
+
+
+def _mlist():
+    return nn.ModuleList([nn.Linear(3, 3), nn.ReLU(), nn.Linear(3, 3)])
+
+
+def _mdict():
+    return nn.ModuleDict({"proj": nn.Linear(3, 3), "act": nn.GELU()})
+
+
+def call_sequential(x, seq):
+    return seq(x)
+
+
+def iterate_sequential(x, seq):
+    outs = []
+    for m in seq:
+        x = m(x)
+        outs.append(x)
+    return outs, len(seq)
+
+
+def index_sequential(x, seq):
+    return seq[0](x), seq[-1](x), seq[1](seq[0](x))
+
+
+def slice_sequential(x, seq):
+    head = seq[:2]
+    return head(x), seq[2:](head(x)), len(head), seq[::2][1](x)
+
+
+def enumerate_modulelist(x, layers):
+    for i, layer in enumerate(layers):
+        x = layer(x) + i
+    return x, len(layers)
+
+
+def modulelist_membership_and_slices(x, layers):
+    first = layers[0]
+    return first in layers, layers[-1] in layers[:1], [m(x) for m in layers[1:]], len(layers[::2])
+
+
+def moduledict_views(x, d):
+    out = {k: m(x) for k, m in d.items()}
+    return out, list(d.keys()), [m(x) for m in d.values()], len(d), "act" in d, "nope" in d, \
+        d["act"](x), [k for k in d]
+
+
+@pytest.mark.parametrize("fn, make", [
+    (call_sequential, _seq), (iterate_sequential, _seq), (index_sequential, _seq), (slice_sequential, _seq),
+    (enumerate_modulelist, _mlist), (modulelist_membership_and_slices, _mlist), (moduledict_views, _mdict),
+], ids=lambda v: getattr(v, "__name__", None))
+def test_container_passed_in(fn, make):
+    torch.manual_seed(0)
+    check(fn, (torch.randn(2, 3), make()), kind="graph", graphs=1)
+
+
+def test_slice_of_a_passed_sequential_holds_the_same_modules():
+    def f(seq):
+        return seq[1:], seq[::-1]
+    seq = _seq()
+    info = check(f, seq, kind="constant")
+    tail, backwards = info.opt(seq)
+    assert type(tail) is nn.Sequential and list(tail._modules) == ["1", "2", "3"]
+    assert all(a is b for a, b in zip(tail, list(seq)[1:]))
+    assert list(backwards._modules) == ["3", "2", "1", "0"] and backwards[0] is seq[3]
+    assert tail is not info.opt(seq)[0]  # a new Sequential per call, as in eager
+
+
+def test_slice_of_a_passed_modulelist_is_renumbered():
+    def f(layers):
+        return layers[1:]
+    layers = _mlist()
+    info = check(f, layers, kind="constant")
+    tail = info.opt(layers)
+    assert type(tail) is nn.ModuleList and list(tail._modules) == ["0", "1"] and tail[0] is layers[1]
+
+
+def test_container_changed_between_calls_recompiles():
+    seq = _seq()
+    opt, _ = opt_of(iterate_sequential)
+    x = torch.randn(2, 3)
+    _twice(iterate_sequential, opt, x, seq)
+    seq.append(nn.Sigmoid())
+    _twice(iterate_sequential, opt, x, seq)
+    del seq[0]
+    _twice(iterate_sequential, opt, x, seq)
+    assert len(opt.cache_entries()) == 3
+
+
+def passed_index_out_of_range(x, seq):
+    return seq[7](x)
+
+
+def test_passed_index_out_of_range_raises_as_eager():
+    check(passed_index_out_of_range, (torch.randn(2, 3), _seq()), kind="eager", reason="exceptions")
+
+
+class _MySequential(nn.Sequential):
+    pass
+
+
+def test_slice_of_a_sequential_subclass_is_declined():
+    """Slicing makes an object of the subclass (its own constructor): not modelled."""
+    def f(x, seq):
+        return seq[0](x), len(seq[1:])
+    seq = _MySequential(nn.ReLU(), nn.Tanh())
+    check(f, (torch.randn(3), seq), kind="eager", reason="construct")

@@ -171,6 +171,23 @@ class UserObjectVariable(VariableTracker):
     def call_method(self, tx, name, args, kwargs):
         return self.var_getattr(tx, name).call_function(tx, args, kwargs)
 
+    def iter_items(self, tx):
+        from .nn_modules import container_items, passed_container_class
+        cls = passed_container_class(self.value) if self.source is not None else None
+        if cls is not None:  # nn.Sequential / ModuleList / ModuleDict: their `_modules`, guarded
+            return container_items(tx, self, cls)
+        return super().iter_items(tx)
+
+    def getitem(self, tx, key):
+        """`obj[key]`: the item protocol of torch's module containers is modelled (Sequential
+        indexes through itertools.islice, slices make a new container); other objects
+        call their `__getitem__`."""
+        from .nn_modules import container_getitem, passed_container_class
+        cls = passed_container_class(self.value) if self.source is not None else None
+        if cls is not None:
+            return container_getitem(tx, self, cls, key)
+        return self.call_method(tx, "__getitem__", [key], {})
+
     def call_function(self, tx, args, kwargs):
         obj = self.value
         if isinstance(obj, torch.nn.Module):

@@ -199,3 +199,6 @@ class TorchSettingsVariable(ObjectConstantVariable):
             unsupported("construct", f"{name!r} of {self.describe()} is not a setting")
         from .builder import wrap
         return wrap(tx, value, AttrSource(self.source, name))
+
+
+from . import nn_modules  # noqa: E402,F401  (registers the constructors of torch.nn modules)
