@@ -221,11 +221,11 @@ def test_comprehension_over_shape():
     check(f, t(2, 3), kind="graph")
 
 
-def test_generator_expression_falls_back():
+def test_generator_expression():
     def f(x):
         return sum(x * i for i in range(3))
 
-    check(f, t(), kind="eager", reason="generator")
+    check(f, t(), kind="graph")
 
 
 def test_ternary_on_constant():

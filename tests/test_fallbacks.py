@@ -138,7 +138,8 @@ def test_generator_function_call():
             yield x * i
 
     def f(x):
-        return list(gen(x))
+        g = gen(x)
+        return g.send(None) + sum(g)  # send() declines (generators are traced: test_generators.py)
 
     info = check(f, t(), kind="break", reason="generator")
     # The resume function gets the generator object and runs eagerly.
@@ -369,5 +370,5 @@ def test_unbound_local():
 def test_str_join_of_list_comp():
     def f(x):
         return ",".join(str(d) for d in x.shape), x + 1
-    check(f, t(), kind="break", reason="generator")
+    check(f, t(), kind="break", reason="call")
 

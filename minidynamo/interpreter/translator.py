@@ -24,6 +24,7 @@ from .opcodes.binary import BinaryOps
 from .opcodes.build import BuildOps
 from .opcodes.calls import CallOps
 from .opcodes.control import ControlOps
+from .opcodes.generators import GeneratorOps
 from .opcodes.jumps import JumpOps
 from .opcodes.load_store import LoadStoreOps
 from .opcodes.stack import StackOps
@@ -59,7 +60,8 @@ class _Yield(Exception):
         self.value = value
 
 
-class InstructionTranslator(LoadStoreOps, StackOps, BinaryOps, JumpOps, BuildOps, CallOps, ControlOps):
+class InstructionTranslator(GeneratorOps, LoadStoreOps, StackOps, BinaryOps, JumpOps, BuildOps, CallOps,
+                            ControlOps):
     dispatch: dict = {}
 
     def __init_subclass__(cls, **kw):
@@ -86,7 +88,8 @@ class InstructionTranslator(LoadStoreOps, StackOps, BinaryOps, JumpOps, BuildOps
         self.kw_names = None  # 3.11/3.12 KW_NAMES for the next CALL
         self.counter = counter if counter is not None else [0]
         self.logs = logs  # a _TraceLogs while the trace or bytecode log is on, else None
-        self.generator = False  # run as a generator: YIELD_VALUE suspends (contextmanager bodies)
+        self.generator = False  # run as a generator's body: YIELD_VALUE suspends the run loop
+        self.yield_inst = None  # the yield it is suspended at
         # The frame being optimized (not an inlined call): a decline inside it is marked with
         # the instruction it happened at, and `stop_at` (an instruction count) stops it there.
         self.is_root = False
@@ -162,13 +165,18 @@ class InstructionTranslator(LoadStoreOps, StackOps, BinaryOps, JumpOps, BuildOps
 
     # --- inlining ----------------------------------------------------------------
     def inline_call(self, fn_var, args: list, kwargs: dict):
-        if fn_var.get_code().co_flags & _NOT_PLAIN:
-            unsupported("generator", f"calling {fn_var.describe()}, a generator or coroutine function")
+        flags = fn_var.get_code().co_flags
+        if flags & _NOT_PLAIN:
+            if flags & _NOT_PLAIN == CO_GENERATOR:  # a generator object; its body runs as it is pulled
+                from ..variables.generators import GeneratorVariable
+                return GeneratorVariable(self.start_generator(fn_var, args, kwargs), fn_var, args, kwargs)
+            unsupported("generator", f"calling {fn_var.describe()}, a coroutine or async generator function")
         return self._child(fn_var, args, kwargs).run()
 
     def start_generator(self, fn_var, args: list, kwargs: dict) -> "InstructionTranslator":
-        """A child translator over a generator function's body, not yet run: `run_to_yield`
-        and `resume` drive it (a @contextlib.contextmanager's setup and teardown)."""
+        """A child translator over a generator function's body, not yet run: a
+        GeneratorVariable pulls it, `run_to_yield` and `resume` drive a
+        @contextlib.contextmanager's setup and teardown."""
         child = self._child(fn_var, args, kwargs)
         child.generator = True
         return child
@@ -254,7 +262,14 @@ def trace(output: OutputGraph, fn, args: tuple, kwargs: dict, stop_at: int | Non
                     if param in f_locals}
     tx.f_locals = f_locals
     tx.cells = make_cells(code, f_locals, UserFunctionVariable(fn).closure_cells(tx))
-    return tx.run()
+    from ..variables.generators import check_at_trace_end
+    try:
+        result = tx.run()
+    except StoppedForBreak:
+        check_at_trace_end(output, "at the graph break")
+        raise
+    check_at_trace_end(output, "when the function returns")
+    return result
 
 
 class _TraceLogs:
@@ -296,6 +311,10 @@ class _TraceLogs:
         dispatch = _logged_dispatch(type(tx)) if self.instructions else tx.dispatch
         try:
             result = tx._run(dispatch)
+        except _Yield as y:
+            trace_log.info("%s%s yielded %s after %d instructions", indent, code.co_name, _short(y.value),
+                           tx.counter[0] - start)
+            raise
         except BaseException as e:
             trace_log.info("%s%s stopped after %d instructions: %s", indent, code.co_name,
                            tx.counter[0] - start, e)

@@ -1,9 +1,8 @@
-"""Return, raise, exception handling, with, generators: all but return decline the trace,
-so the call runs eagerly and Python raises (or handles) for real."""
+"""Return, raise, exception handling, with: raise declines the trace, so the call runs
+eagerly and Python raises (or handles) for real. Generator bodies: opcodes/generators.py."""
 from __future__ import annotations
 
 from ...exc import unsupported
-from ...variables.constant import ConstantVariable
 from ...variables.contexts import ContextManagerVariable
 
 
@@ -51,21 +50,6 @@ class ControlOps:
 
     def SETUP_ASYNC_WITH(self, inst):
         unsupported("generator", "async with")
-
-    def YIELD_VALUE(self, inst):
-        if not self.generator:
-            unsupported("generator", "yield")
-        from ..translator import _Yield
-        raise _Yield(self.pop())
-
-    def RETURN_GENERATOR(self, inst):  # 3.11+: the first next() sends None, which POP_TOP drops
-        if not self.generator:
-            unsupported("generator", "a generator")
-        self.push(ConstantVariable(None))
-
-    def GEN_START(self, inst):  # 3.10: pops the None the first next() sends (never pushed here)
-        if not self.generator:
-            unsupported("generator", "a generator")
 
     def LOAD_BUILD_CLASS(self, inst):
         unsupported("construct", "defining a class inside the traced function")
