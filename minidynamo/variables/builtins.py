@@ -5,14 +5,16 @@ from __future__ import annotations
 
 import builtins
 import functools
+import itertools
 import math
 import operator
 
-from ..exc import READS_FRAME, unsupported
+from ..exc import READS_FRAME, Unsupported, unsupported
 from .base import ObjectConstantVariable
 from .constant import ConstantVariable, fold
 from .dicts import DictVariable, SetVariable
-from .lists import IteratorVariable, ListVariable, PulledItems, ReversedItems, TupleVariable, iterator_of
+from .lists import (BaseListVariable, IteratorVariable, ListVariable, PulledItems, ReversedItems, TupleVariable,
+                    iterator_of)
 from .tensor import TensorVariable
 
 # Builtins that are pure on constants: folded when every argument is a constant.
@@ -211,8 +213,13 @@ def _reversed(tx, args, kwargs):
 
 
 def _iter(tx, args, kwargs):
-    if len(args) != 1 or kwargs:
+    if kwargs or not 1 <= len(args) <= 2:
         return None
+    if len(args) == 2:  # iter(callable, sentinel)
+        if not is_callable(args[0]):
+            unsupported("exceptions", "TypeError: iter(v, w): v must be callable")
+        from .iterutils import make_call_until
+        return make_call_until(tx, args[0], args[1])
     return iterator_of(tx, args[0])
 
 
@@ -239,13 +246,167 @@ def _sum(tx, args, kwargs):
 
 
 def _minmax(fn):
+    name = fn.__name__
+    op = "<" if fn is min else ">"  # CPython: replace the best when `key(item) op best_key`
+
     def handler(tx, args, kwargs):
-        if kwargs:
+        if set(kwargs) - {"key", "default"}:
+            unsupported("exceptions", f"TypeError: {name}() got an unexpected keyword argument")
+        if not args:
+            unsupported("exceptions", f"TypeError: {name} expected at least 1 argument, got 0")
+        key = kwargs.get("key")
+        key = None if key is None or _is_none(key) else key
+        default = kwargs.get("default")
+        if default is not None and len(args) > 1:
+            unsupported("exceptions", f"TypeError: Cannot specify a default for {name}() with multiple "
+                                      "positional arguments")
+        from ..interpreter.operators import compare
+        # Read as CPython reads it: one item, then its key, then the next item.
+        it = iterator_of(tx, args[0]) if len(args) == 1 else IteratorVariable(list(args))
+        best = best_key = None
+        while (item := it.next_item()) is not None:
+            k = item if key is None else key.call_function(tx, [item], {})
+            if best is None:
+                best, best_key = item, k
+                continue
+            better = compare(tx, op, k, best_key)
+            if isinstance(better, TensorVariable):
+                best, best_key = _select(tx, name, better, item, best, k, best_key, key is None)
+            elif better.truthy(tx):
+                best, best_key = item, k
+        if best is None:
+            if default is not None:
+                return default
+            unsupported("exceptions", f"ValueError: {name}() arg is an empty sequence")
+        return best
+    return handler
+
+
+def _select(tx, name, better, item, best, k, best_key, keyless):
+    """min/max where `better` (a tensor comparison of the keys) picks: eager takes its truth
+    value, which needs one element; the pick is torch.where on both the items and the keys,
+    which gives eager's values, dtype, shape and gradients (a new tensor, not the object)."""
+    if better.fake.numel() != 1:
+        unsupported("exceptions", "RuntimeError: Boolean value of Tensor with more than one value "
+                                  f"is ambiguous ({name}() compares tensors)")
+    new_item = _where(tx, name, better, item, best, exact=True)
+    new_key = new_item if keyless else _where(tx, name, better, k, best_key, exact=False)
+    return new_item, new_key
+
+
+def _where(tx, name, cond, a, b, exact):
+    import torch
+    if not (isinstance(a, TensorVariable) and isinstance(b, TensorVariable)):
+        unsupported("data_dependent", f"{name}() picks between {a.describe()} and {b.describe()} by "
+                                      "a tensor comparison (which one depends on the data)")
+    fa, fb = a.fake, b.fake
+    same = (fa.shape, fa.dtype, fa.device) == (fb.shape, fb.dtype, fb.device)
+    if exact:  # the result is one of them in eager: everything about it must not depend on which
+        same = same and fa.requires_grad == fb.requires_grad and a.cls is torch.Tensor \
+            and b.cls is torch.Tensor and torch.broadcast_shapes(cond.fake.shape, fa.shape) == fa.shape
+    elif fa.dtype != fb.dtype:
+        same = False
+    elif fa.numel() == 1 and fb.numel() == 1:
+        same = True  # keys are only compared: one element of one dtype is all that counts
+    if not same:
+        unsupported("data_dependent", f"{name}() picks between {a.describe()} and {b.describe()}, "
+                                      "which differ in type, shape, dtype, device or requires_grad, "
+                                      "by a tensor comparison")
+    return tx.output.call("call_function", torch.where, [cond, a, b], {}, what=f"{name}() of tensors")
+
+
+def _is_none(v) -> bool:
+    return isinstance(v, ConstantVariable) and v.value is None
+
+
+def _sorted(tx, args, kwargs):
+    if len(args) != 1:
+        unsupported("exceptions", f"TypeError: sorted expected 1 argument, got {len(args)}")
+    if set(kwargs) - {"key", "reverse"}:
+        unsupported("exceptions", "TypeError: sort() got an unexpected keyword argument")
+    items = list(args[0].iter_items(tx))  # CPython: a new list of the items, then list.sort
+    return ListVariable(sort_items(tx, items, kwargs.get("key"), kwargs.get("reverse")))
+
+
+def sort_items(tx, items: list, key=None, reverse=None) -> list:
+    """`items` in the order list.sort(key=, reverse=) leaves them: the key is called on each
+    item first, in order; the order is CPython's own sort of those keys (stable, the same
+    comparisons), so keys must be constants: comparing tensors reads their data."""
+    key = None if key is None or _is_none(key) else key
+    if reverse is not None and not reverse.is_python_constant():
+        unsupported("data_dependent", f"sort(reverse=) is {reverse.describe()}")
+    rev = bool(reverse.as_python_constant()) if reverse is not None else False
+    keys = [item if key is None else key.call_function(tx, [item], {}) for item in items]
+    values = []
+    for k in keys:
+        if not k.is_python_constant():
+            tensors = isinstance(k, TensorVariable) or (
+                isinstance(k, (TupleVariable, ListVariable)) and any(isinstance(i, TensorVariable) for i in k.items))
+            unsupported("data_dependent" if tensors else "construct",
+                        f"sorting by {k.describe()}" + (" compares tensor values" if tensors else
+                                                         ", which is not a constant"))
+        values.append(k.as_python_constant())
+    try:
+        order = sorted(range(len(values)), key=values.__getitem__, reverse=rev)
+    except Exception as e:  # the eager run raises it for real
+        unsupported("exceptions", f"sort() raised {type(e).__name__}: {e}")
+    return [items[i] for i in order]
+
+
+def is_callable(v) -> bool:
+    """callable(v): whether v's type has a __call__ (the real object's, where there is one)."""
+    from .objects import UserObjectVariable
+    if isinstance(v, (ObjectConstantVariable, UserObjectVariable)):
+        return callable(v.value)
+    if isinstance(v, (TensorVariable, BaseListVariable, DictVariable, SetVariable, IteratorVariable)):
+        return False
+    try:
+        t = v.python_type()
+    except Unsupported:
+        return True  # functions, methods, partials, kernels: the trackers without a type are calls
+    return any("__call__" in vars(k) for k in t.__mro__)
+
+
+def _callable(tx, args, kwargs):
+    if len(args) != 1 or kwargs:
+        unsupported("exceptions", "TypeError: callable() takes exactly one argument")
+    return ConstantVariable(is_callable(args[0]))
+
+
+def _any_all(fn):
+    wanted = fn is any  # the truth value that ends the loop early
+
+    def handler(tx, args, kwargs):
+        if len(args) != 1 or kwargs:
             return None
-        items = args[0].iter_items(tx) if len(args) == 1 else list(args)
-        if all(i.is_python_constant() for i in items):
-            return fold(tx, fn, [[i.as_python_constant() for i in items]], {}, f"{fn.__name__}()")
-        unsupported("data_dependent", f"{fn.__name__}() over tensors compares tensor values")
+        it = iterator_of(tx, args[0])
+        while (item := it.next_item()) is not None:
+            if item.truthy(tx) == wanted:
+                return ConstantVariable(wanted)
+        return ConstantVariable(not wanted)
+    return handler
+
+
+def _reduce(tx, args, kwargs):
+    if kwargs:
+        unsupported("exceptions", "TypeError: reduce() takes no keyword arguments")
+    if not 2 <= len(args) <= 3:
+        unsupported("exceptions", f"TypeError: reduce expected 2 or 3 arguments, got {len(args)}")
+    fn, seq = args[0], args[1]
+    it = iterator_of(tx, seq)
+    result = args[2] if len(args) == 3 else None
+    while (item := it.next_item()) is not None:
+        result = item if result is None else fn.call_function(tx, [result, item], {})
+    if result is None:
+        unsupported("exceptions", "TypeError: reduce() of empty iterable with no initial value")
+    return result
+
+
+def _lazy(name):
+    """A handler of iterutils (imported when first called: it builds on this module)."""
+    def handler(tx, args, kwargs):
+        from . import iterutils
+        return getattr(iterutils, name)(tx, list(args), dict(kwargs))
     return handler
 
 
@@ -311,12 +472,24 @@ _HANDLERS = {
     iter: _iter, next: _next, sum: _sum, min: _minmax(min), max: _minmax(max), abs: _abs,
     getattr: _getattr, hasattr: _hasattr, functools.partial: _partial,
     int: _scalar_ctor(int), float: _scalar_ctor(float), bool: _bool, math.floor: None,
+    map: _lazy("make_map"), filter: _lazy("make_filter"), sorted: _sorted, callable: _callable,
+    any: _any_all(any), all: _any_all(all), functools.reduce: _reduce,
+    itertools.tee: _lazy("make_tee"), itertools.chain.from_iterable: _lazy("chain_from_iterable"),
 }
+# C functions outside builtins that are traced as builtins (itertools' classes are classes:
+# iterutils registers their constructors).
+_TRACED_C_FUNCTIONS = (functools.reduce, itertools.tee)
+
+
+def _is_from_iterable(value) -> bool:
+    """itertools.chain.from_iterable (a new bound method on every attribute read)."""
+    return type(value) is type(len) and getattr(value, "__self__", None) is itertools.chain \
+        and value.__name__ == "from_iterable"
 _HANDLERS = {k: v for k, v in _HANDLERS.items() if v is not None}
 
 
 def is_builtin_callable(value) -> bool:
-    if value is functools.partial:
+    if value is functools.partial or any(value is f for f in _TRACED_C_FUNCTIONS) or _is_from_iterable(value):
         return True
     if isinstance(value, type) and value.__module__ == "builtins":
         return True

@@ -1,2 +1,219 @@
-"""Models of itertools and functools made inside the trace."""
+"""Models of itertools and functools made inside the trace: calling an itertools class
+(register_constructor), `itertools.tee`, `chain.from_iterable`, and the builtins that
+make lazy iterators (map, filter, iter(callable, sentinel)), all through lazy_iterators.py
+and itertools_items.py."""
 from __future__ import annotations
+
+import itertools
+import numbers
+import sys
+
+from .base import VariableTracker
+from .constant import ConstantVariable
+from .itertools_items import (AccumulateItems, BatchedItems, ChainItems, CombinatoricItems, CompressItems,
+                              CountItems, CycleItems, DropwhileItems, GroupbyItems, GroupbyState, IsliceItems,
+                              PairwiseItems, RepeatItems, StarmapItems, TakewhileItems, TeeBuffer, TeeItems,
+                              ZipLongestItems)
+from .lazy_iterators import (ModelIterator, bind_args, decline_type, decline_value, int_arg, is_none,
+                             make_call_until, make_filter, make_map)
+from .lists import IteratorVariable, TupleVariable, iterator_of
+from .objects import ClassVariable, register_constructor
+
+__all__ = ["make_map", "make_filter", "make_call_until", "make_tee", "chain_from_iterable"]
+
+
+def _product(tx, args, kwargs):
+    if set(kwargs) - {"repeat"}:
+        decline_type("product() got an unexpected keyword argument")
+    repeat = int_arg(kwargs.get("repeat", ConstantVariable(1)), "product(repeat=)")
+    if repeat < 0:
+        decline_value("repeat argument cannot be negative")
+    pools = [list(a.iter_items(tx)) for a in args] * repeat
+    return CombinatoricItems(tx, itertools.product, pools, None)
+
+
+def _choose(kind, default_r=False):
+    def make(tx, args, kwargs):
+        iterable, r = bind_args(kind.__name__, args, kwargs, ("iterable", "r"),
+                                {"r": ConstantVariable(None)} if default_r else None)
+        pool = list(iterable.iter_items(tx))
+        r = int_arg(r, f"{kind.__name__}(r=)", allow_none=default_r)
+        if r is None:
+            r = len(pool)
+        if r < 0:
+            decline_value("r must be non-negative")
+        return CombinatoricItems(tx, kind, [pool], r)
+    return make
+
+
+def _chain(tx, args, kwargs):
+    if kwargs:
+        decline_type("chain() takes no keyword arguments")
+    return ChainItems(tx, IteratorVariable(list(args)))
+
+
+def chain_from_iterable(tx, args, kwargs):
+    (iterable,) = bind_args("from_iterable", args, kwargs, ("iterable",), keywords=False)
+    return ModelIterator(ChainItems(tx, iterator_of(tx, iterable)))
+
+
+def _islice(tx, args, kwargs):
+    if kwargs:
+        decline_type("islice() takes no keyword arguments")
+    if not 2 <= len(args) <= 4:
+        decline_type("islice expected 2 to 4 arguments")
+    it = iterator_of(tx, args[0])
+    bounds = [int_arg(a, "an islice index", allow_none=True) for a in args[1:]]
+    start, stop, step = (0, bounds[0], 1) if len(bounds) == 1 else (bounds + [1])[:3]
+    start, step = 0 if start is None else start, 1 if step is None else step
+    if start < 0 or (stop is not None and stop < 0):
+        decline_value("Indices for islice() must be None or an integer: 0 <= x <= sys.maxsize.")
+    if step < 1:
+        decline_value("Step for islice() must be a positive integer or None.")
+    return IsliceItems(tx, it, start, stop, step)
+
+
+def _zip_longest(tx, args, kwargs):
+    if set(kwargs) - {"fillvalue"}:
+        decline_type("zip_longest() got an unexpected keyword argument")
+    fill = kwargs.get("fillvalue", ConstantVariable(None))
+    return ZipLongestItems(tx, [iterator_of(tx, a) for a in args], fill)
+
+
+def _number(v, what: str):
+    from .tensor import TensorVariable
+    if isinstance(v, TensorVariable):
+        return v
+    if not v.is_python_constant() or not isinstance(v.as_python_constant(), numbers.Number):
+        decline_type(f"a number is required ({what})")
+    return v
+
+
+def _count(tx, args, kwargs):
+    start, step = bind_args("count", args, kwargs, ("start", "step"),
+                            {"start": ConstantVariable(0), "step": ConstantVariable(1)})
+    return CountItems(tx, _number(start, "count start"), _number(step, "count step"))
+
+
+def _repeat(tx, args, kwargs):
+    obj, times = bind_args("repeat", args, kwargs, ("object", "times"), {"times": None})
+    return RepeatItems(tx, obj, None if times is None else max(int_arg(times, "repeat(times=)"), 0))
+
+
+def _cycle(tx, args, kwargs):
+    (iterable,) = bind_args("cycle", args, kwargs, ("iterable",), keywords=False)
+    return CycleItems(tx, iterator_of(tx, iterable))
+
+
+def _accumulate(tx, args, kwargs):
+    iterable, fn, initial = bind_args("accumulate", args, kwargs, ("iterable", "func", "initial"),
+                                      {"func": ConstantVariable(None), "initial": ConstantVariable(None)})
+    if len(args) > 2:
+        decline_type("accumulate() takes at most 2 positional arguments")
+    return AccumulateItems(tx, iterator_of(tx, iterable), None if is_none(fn) else fn,
+                           None if is_none(initial) else initial)
+
+
+def _two(kind, make):
+    def factory(tx, args, kwargs):
+        fn, iterable = bind_args(kind.__name__, args, kwargs, ("predicate", "iterable"), keywords=False)
+        return make(tx, fn, iterator_of(tx, iterable))
+    return factory
+
+
+def _compress(tx, args, kwargs):
+    data, selectors = bind_args("compress", args, kwargs, ("data", "selectors"))
+    return CompressItems(tx, iterator_of(tx, data), iterator_of(tx, selectors))
+
+
+def _pairwise(tx, args, kwargs):
+    (iterable,) = bind_args("pairwise", args, kwargs, ("iterable",), keywords=False)
+    return PairwiseItems(tx, iterator_of(tx, iterable))
+
+
+def _batched(tx, args, kwargs):
+    names = ("iterable", "n", "strict") if sys.version_info >= (3, 13) else ("iterable", "n")
+    bound = bind_args("batched", args, kwargs, names, {"strict": ConstantVariable(False)})
+    n = int_arg(bound[1], "batched(n=)")
+    if n < 1:
+        decline_value("n must be at least one")
+    strict = len(bound) > 2 and bound[2].truthy(tx)
+    return BatchedItems(tx, iterator_of(tx, bound[0]), n, strict)
+
+
+def _filterfalse(tx, args, kwargs):
+    return make_filter(tx, args, kwargs, keep=False).items
+
+
+def make_tee(tx, args, kwargs):
+    if kwargs:
+        decline_type("tee() takes no keyword arguments")
+    if not 1 <= len(args) <= 2:
+        decline_type("tee expected 1 or 2 arguments")
+    n = int_arg(args[1], "tee n") if len(args) == 2 else 2
+    if n < 0:
+        decline_value("n must be >= 0")
+    it = iterator_of(tx, args[0])
+    if n == 0:
+        return TupleVariable([])
+    if not (isinstance(it, ModelIterator) and isinstance(it.items, TeeItems)):
+        it = ModelIterator(TeeItems(tx, TeeBuffer(it)))  # a tee of a tee copies it, as CPython
+    return TupleVariable([it] + [it.items.copy() for _ in range(n - 1)])
+
+
+def _groupby(tx, args, kwargs):
+    iterable, key = bind_args("groupby", args, kwargs, ("iterable", "key"), {"key": ConstantVariable(None)})
+    return GroupbyItems(tx, GroupbyState(tx, iterator_of(tx, iterable), None if is_none(key) else key))
+
+
+_FACTORIES = {
+    itertools.product: _product,
+    itertools.combinations: _choose(itertools.combinations),
+    itertools.combinations_with_replacement: _choose(itertools.combinations_with_replacement),
+    itertools.permutations: _choose(itertools.permutations, default_r=True),
+    itertools.chain: _chain,
+    itertools.islice: _islice,
+    itertools.zip_longest: _zip_longest,
+    itertools.count: _count,
+    itertools.repeat: _repeat,
+    itertools.cycle: _cycle,
+    itertools.accumulate: _accumulate,
+    itertools.starmap: _two(itertools.starmap, lambda tx, fn, it: StarmapItems(tx, fn, it)),
+    itertools.takewhile: _two(itertools.takewhile, lambda tx, fn, it: TakewhileItems(tx, fn, it)),
+    itertools.dropwhile: _two(itertools.dropwhile, lambda tx, fn, it: DropwhileItems(tx, fn, it)),
+    itertools.filterfalse: _filterfalse,
+    itertools.compress: _compress,
+    itertools.groupby: _groupby,
+}
+if hasattr(itertools, "pairwise"):
+    _FACTORIES[itertools.pairwise] = _pairwise
+if hasattr(itertools, "batched"):
+    _FACTORIES[itertools.batched] = _batched
+
+
+def _construct(tx, cls, args, kwargs):
+    made = _FACTORIES[cls](tx, list(args), dict(kwargs))
+    return made if isinstance(made, VariableTracker) else ModelIterator(made)
+
+
+register_constructor(lambda cls: cls in _FACTORIES, _construct, first=True)
+
+
+class ChainClassVariable(ClassVariable):
+    """itertools.chain as a value: its `from_iterable` is a new bound method on every read,
+    so it is not wrapped through a source (an identity guard on it would never hold)."""
+
+    def var_getattr(self, tx, name):
+        if name == "from_iterable":
+            from .builtins import BuiltinVariable
+            return BuiltinVariable(itertools.chain.from_iterable)
+        return super().var_getattr(tx, name)
+
+
+def _register_chain():
+    from .builder import register_wrapper
+    register_wrapper(lambda value: value is itertools.chain,
+                     lambda tx, value, source: ChainClassVariable(value, source))
+
+
+_register_chain()
