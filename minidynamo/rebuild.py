@@ -21,7 +21,7 @@ from .variables.contexts import _Method, exit_across_break
 from .variables.dicts import DictVariable, SetVariable
 from .variables.functions import (BoundMethodVariable, NestedFunctionVariable, RealCellVariable,
                                   UserFunctionVariable, UserMethodVariable)
-from .variables.lists import IteratorVariable, ListVariable, LiveItems, TupleVariable
+from .variables.lists import IteratorVariable, ListVariable, LiveItems, TupleVariable, tuple_maker
 from .variables.objects import ClassVariable, ModuleVariable
 from .variables.tensor import TensorVariable
 from .variables.torch import TorchVariable
@@ -90,7 +90,7 @@ class Rebuilder:
             inner = "".join(self.expr(i) + ", " for i in v.items)
             if v.tuple_type is tuple:
                 return f"({inner})"
-            return f"{self.ns.bind(v.tuple_type, 't')}(({inner}))"
+            return f"{self.ns.bind(tuple_maker(v.tuple_type), 't')}(({inner}))"
         if isinstance(v, (ListVariable, DictVariable, SetVariable, IteratorVariable, NestedFunctionVariable)) \
                 or hasattr(v, "rebuild_new"):
             return self._mutable(v)

@@ -13,9 +13,16 @@ are one object, which the tracker model cannot follow).
 """
 from __future__ import annotations
 
+import collections
+
 from .exc import unsupported
 from .guards import Guard
 from .variables.dicts import DictVariable
+
+
+# The types of outside objects whose trackers the trace changes (dict trackers model the
+# collections' dict types too).
+_CONTAINER_TYPES = (list, dict, collections.OrderedDict, collections.defaultdict)
 
 
 def mutation_guards(output) -> None:
@@ -24,7 +31,7 @@ def mutation_guards(output) -> None:
     if not output.mutated:
         return
     containers = [(source, value, var) for source, (value, var) in output.wrapped.items()
-                  if type(value) in (list, dict)]
+                  if type(value) in _CONTAINER_TYPES]
     for var, what in output.mutated.values():
         mine = next(((s, v) for s, (v, w) in output.wrapped.items() if w is var), None)
         if mine is None:

@@ -110,6 +110,9 @@ def compare(tx, op: str, a: VariableTracker, b: VariableTracker):
         equal = type(a) is type(b) and len(a.items) == len(b.items) and all(
             is_same(x, y, tx) or compare(tx, "==", x, y).truthy(tx) for x, y in zip(a.items, b.items))
         return ConstantVariable(equal if op == "==" else not equal)
+    if isinstance(a, DictVariable) and isinstance(b, DictVariable) and op in ("==", "!="):
+        equal = a.equals(tx, b)  # values as CPython compares them; two OrderedDicts by order too
+        return ConstantVariable(equal if op == "==" else not equal)
     if op in ("==", "!="):
         # Without a user __eq__/__ne__ on either side (user_compare), == falls back to identity.
         from ..variables.objects import UserObjectVariable

@@ -19,6 +19,7 @@ from .contexts import GradModeExit, null_exit, wrap_exit
 from .dicts import DictVariable, SetVariable
 from .functions import CachedFunctionVariable, PartialVariable, UserFunctionVariable, UserMethodVariable
 from .lists import IteratorVariable, ListVariable, TupleVariable
+from .namedtuples import is_plain_tuple_type
 from .objects import ClassVariable, ModuleVariable, UserObjectVariable
 from .tensor import TensorVariable, size_variable
 from .torch import TorchVariable, is_torch_object
@@ -77,7 +78,7 @@ def _wrap(tx, value, source):
             if identity:
                 _guard(tx, "ID_MATCH", source, value)
             return factory(tx, value, source)
-    if isinstance(value, tuple) or type(value) is list:
+    if (isinstance(value, tuple) and is_plain_tuple_type(type(value))) or type(value) is list:
         def items():  # run when the trace first looks inside (the length guard with it)
             _guard(tx, "LEN_MATCH", source, len(value), type=type(value))
             return [wrap(tx, v, ItemSource(source, i) if source else None) for i, v in enumerate(value)]

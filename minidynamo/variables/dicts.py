@@ -5,7 +5,7 @@ from __future__ import annotations
 from ..exc import unsupported
 from .base import VariableTracker
 from .constant import ConstantVariable, fold
-from .lists import LiveItems, TupleVariable
+from .lists import LiveItems, TupleVariable, items_equal
 
 
 def _key(tx, k: VariableTracker):
@@ -19,6 +19,55 @@ def _key(tx, k: VariableTracker):
     return value
 
 
+class KeyItems(dict):
+    """A dict tracker's items (key -> tracker) that count the changes to its set of keys
+    (a value replaced under an existing key is not one), so an iterator can tell a dict
+    whose keys changed from one that kept them (CPython raises or moves on; see DictIteration)."""
+
+    __slots__ = ("key_changes",)
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.key_changes = 0
+
+    def __setitem__(self, k, v):
+        if k not in self:
+            self.key_changes += 1
+        super().__setitem__(k, v)
+
+    def __delitem__(self, k):
+        super().__delitem__(k)
+        self.key_changes += 1
+
+    def pop(self, *args):
+        if args and args[0] in self:
+            self.key_changes += 1
+        return super().pop(*args)
+
+    def popitem(self):
+        item = super().popitem()
+        self.key_changes += 1
+        return item
+
+    def clear(self):
+        if self:
+            self.key_changes += 1
+        super().clear()
+
+    def setdefault(self, k, default=None):
+        if k not in self:
+            self.key_changes += 1
+        return super().setdefault(k, default)
+
+    def update(self, *args, **kwargs):
+        for k, v in dict(*args, **kwargs).items():
+            self[k] = v
+
+    def __ior__(self, other):
+        self.update(other)
+        return self
+
+
 class DictVariable(VariableTracker):
     """`items` (python key -> tracker) may be lazy, like a list's: a dict read from the
     frame is wrapped and its keys guarded when the trace first looks inside it."""
@@ -27,7 +76,7 @@ class DictVariable(VariableTracker):
 
     def __init__(self, items: dict, source=None, dict_type=dict, lazy=None, size=None):
         super().__init__(source)
-        self._items = dict(items) if lazy is None else None
+        self._items = KeyItems(items) if lazy is None else None
         self._lazy = lazy
         self._size = size
         self.dict_type = dict_type
@@ -36,13 +85,15 @@ class DictVariable(VariableTracker):
     def items(self) -> dict:
         if self._lazy is not None:
             lazy, self._lazy = self._lazy, None
-            self._items = dict(lazy())
+            self._items = KeyItems(lazy())
         return self._items
 
     @items.setter
     def items(self, value):
+        changes = self._items.key_changes + 1 if self._items is not None else 0
         self._lazy = None
-        self._items = value
+        self._items = KeyItems(value)
+        self._items.key_changes = changes
 
     def python_type(self):
         return self.dict_type
@@ -54,7 +105,8 @@ class DictVariable(VariableTracker):
         return self.dict_type((k, v.as_python_constant()) for k, v in self.items.items())
 
     def describe(self):
-        return f"dict with {len(self._items) if self._lazy is None else self._size} keys"
+        n = len(self._items) if self._lazy is None else self._size
+        return f"{self.dict_type.__name__} with {n} keys"
 
     def truthy(self, tx):
         return bool(self.items)
@@ -114,13 +166,21 @@ class DictVariable(VariableTracker):
             return ConstantVariable(len(self.items))
         if name == "__contains__" and n == 1:
             return ConstantVariable(_key(tx, args[0]) in self.items)
-        if name in _VIEW_TYPES and n == 0:
+        if name in _VIEW_TYPES and n == 0 and not kwargs:
             return DictViewVariable(self, name)
         if name == "get" and n in (1, 2):
             k = _key(tx, args[0])
             return self.items.get(k, args[1] if n == 2 else ConstantVariable(None))
         if name == "copy" and n == 0:
-            return DictVariable(self.items)
+            return self.copy()
+        if name == "popitem" and n == 0 and not kwargs:
+            self.check_mutable("dict.popitem", tx)
+            if not self.items:
+                unsupported("exceptions", "KeyError: 'popitem(): dictionary is empty'")
+            key = next(reversed(self.items))
+            return TupleVariable([ConstantVariable(key), self.items.pop(key)])
+        if name == "fromkeys" and 1 <= n <= 2 and not kwargs:
+            return from_keys(tx, self.python_type(), args)
         if name == "pop" and n in (1, 2):
             self.check_mutable("dict.pop", tx)
             k = _key(tx, args[0])
@@ -148,6 +208,22 @@ class DictVariable(VariableTracker):
             return ConstantVariable(None)
         return super().call_method(tx, name, args, kwargs)
 
+    def copy(self) -> "DictVariable":
+        """`d.copy()`: a new dict of the same type (subclasses keep their own state)."""
+        return DictVariable(self.items)
+
+    def equals(self, tx, other: "DictVariable") -> bool:
+        """`self == other` as CPython compares dicts: the same keys, each pair of values
+        the same object or equal; two OrderedDicts also need the same key order."""
+        from collections import OrderedDict
+        if len(self.items) != len(other.items) or self.items.keys() != other.items.keys():
+            return False
+        if not all(items_equal(tx, v, other.items[k]) for k, v in self.items.items()):
+            return False
+        if issubclass(self.python_type(), OrderedDict) and issubclass(other.python_type(), OrderedDict):
+            return list(self.items) == list(other.items)
+        return True
+
     def update_from(self, tx, other):
         self.check_mutable("dict update", tx)
         if isinstance(other, DictVariable):
@@ -167,6 +243,24 @@ _SET_METHODS = {"isdisjoint", "__and__", "__or__", "__sub__", "__xor__", "__rand
                 "__rsub__", "__rxor__", "__eq__", "__ne__", "__le__", "__lt__", "__ge__", "__gt__"}
 
 
+def view_type(dict_type, kind: str) -> type:
+    """The type of `d.keys()` (values, items) for a dict of `dict_type` (odict_keys...)."""
+    if dict_type is dict:
+        return _VIEW_TYPES[kind]
+    from collections import OrderedDict
+    return type(getattr(OrderedDict(), kind)()) if issubclass(dict_type, OrderedDict) else _VIEW_TYPES[kind]
+
+
+def from_keys(tx, dict_type, args) -> DictVariable:
+    """`dict_type.fromkeys(iterable, value=None)`: every key maps to the one value object."""
+    value = args[1] if len(args) == 2 else ConstantVariable(None)
+    keys = [_key(tx, k) for k in args[0].iter_items(tx)]
+    if dict_type is dict:
+        return DictVariable(dict.fromkeys(keys, value))
+    from .collections_types import new_dict_of_type
+    return new_dict_of_type(tx, dict_type, dict.fromkeys(keys, value))
+
+
 class DictViewVariable(VariableTracker):
     """`d.keys()` / `d.values()` / `d.items()`: live, as CPython's views: every query reads
     the dict's tracker when it happens, so a key added after the view was taken is in it.
@@ -184,7 +278,7 @@ class DictViewVariable(VariableTracker):
         self.kind = kind
 
     def python_type(self):
-        return _VIEW_TYPES[self.kind]
+        return view_type(self.dict_var.python_type(), self.kind)
 
     def is_python_constant(self):
         if self.kind == "keys":
@@ -235,13 +329,15 @@ class DictViewVariable(VariableTracker):
 class DictIteration(LiveItems):
     """What iterating a dict (or one of its views) yields: the items now, for callers that
     use them at once; for an iterator, each item read when it is taken. CPython's dict
-    iterator raises once the dict changed size; other key changes are declined."""
+    iterator raises once the dict changed size, an OrderedDict's once its keys changed at
+    all; other key changes (a key deleted and added again) are declined."""
 
-    __slots__ = ("dict_var", "kind", "keys", "done", "reverse")
+    __slots__ = ("dict_var", "kind", "keys", "done", "reverse", "changes")
 
     def __init__(self, dict_var: DictVariable, kind: str, reverse: bool = False):
         self.dict_var, self.kind, self.reverse = dict_var, kind, reverse
         self.keys = self._keys_now()
+        self.changes = dict_var.items.key_changes
         self.done = False
         super().__init__(dict_var.view_item(kind, k) for k in self.keys)
 
@@ -252,10 +348,12 @@ class DictIteration(LiveItems):
     def at(self, index: int):
         if self.done:  # an exhausted dict iterator has let go of its dict
             return None
-        # A dict from outside is read-only here: only one made inside can change.
-        now = self._keys_now() if self.dict_var.source is None else self.keys
-        if now != self.keys:
-            if len(now) != len(self.keys):
+        items = self.dict_var.items
+        if items.key_changes != self.changes:
+            from collections import OrderedDict
+            if issubclass(self.dict_var.python_type(), OrderedDict):
+                unsupported("exceptions", "RuntimeError: OrderedDict mutated during iteration")
+            if len(items) != len(self.keys):
                 unsupported("exceptions", "RuntimeError: dictionary changed size during iteration")
             unsupported("construct", "the keys of a dict changed while iterating over it")
         if index >= len(self.keys):

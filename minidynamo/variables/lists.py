@@ -7,6 +7,8 @@ declines the trace.
 """
 from __future__ import annotations
 
+import functools
+
 from ..exc import unsupported
 from .base import VariableTracker
 from .constant import ConstantVariable
@@ -24,6 +26,15 @@ def _index(tx, key: VariableTracker, n: int, what: str):
     if isinstance(k, int) and not -n <= k < n:
         unsupported("exceptions", f"IndexError: {what} index {k} out of range")
     return k
+
+
+def items_equal(tx, a: VariableTracker, b: VariableTracker) -> bool:
+    """Two container items compared as CPython's containers compare them
+    (PyObject_RichCompareBool): the same object is equal without calling ==."""
+    from ..interpreter.operators import compare, is_same
+    if is_same(a, b, tx):
+        return True
+    return compare(tx, "==", a, b).truthy(tx)
 
 
 class BaseListVariable(VariableTracker):
@@ -105,7 +116,31 @@ class BaseListVariable(VariableTracker):
             from .constant import fold
             return fold(tx, getattr(values, name), [a.as_python_constant() for a in args], {},
                         f"{self.python_type().__name__}.{name}")
+        if name in ("index", "count") and not kwargs and 1 <= len(args) <= (3 if name == "index" else 1):
+            return self._search(tx, name, args)
         return super().call_method(tx, name, args, kwargs)
+
+    def _search(self, tx, name, args):
+        """index/count over items that are not all constants: each item compared as CPython
+        compares them (the same object is equal; a tensor compared with == declines)."""
+        items = self.items  # read live: an __eq__ may change a list as it is searched
+        bounds = [a.as_python_constant() if a.is_python_constant() else None for a in args[1:]]
+        if any(b is None or isinstance(b, bool) or not isinstance(b, int) for b in bounds):
+            unsupported("construct", f"{self.python_type().__name__}.index with bounds {[a.describe() for a in args[1:]]}")
+        start, stop, _ = slice(*(bounds + [None] * (2 - len(bounds)))).indices(len(items)) if bounds else \
+            (0, len(items), 1)
+        count, i = 0, start
+        while i < min(stop, len(items)):
+            if items_equal(tx, items[i], args[0]):
+                if name == "index":
+                    return ConstantVariable(i)
+                count += 1
+            i += 1
+        if name == "count":
+            return ConstantVariable(count)
+        what = self.python_type().__name__
+        unsupported("exceptions", f"ValueError: {what}.index(x): x not in {what}" if what == "tuple"
+                    else f"ValueError: {args[0].describe()} is not in list")
 
 
 class TupleVariable(BaseListVariable):
@@ -118,9 +153,21 @@ class TupleVariable(BaseListVariable):
     def python_type(self):
         return self.tuple_type
 
+    def is_python_constant(self):
+        # A tuple subclass with Python dunder methods is not folded: that would run them.
+        return (self.tuple_type is tuple or _foldable_tuple_type(self.tuple_type)) and super().is_python_constant()
+
     def as_python_constant(self):
-        return self.tuple_type(i.as_python_constant() for i in self.items) \
-            if self.tuple_type is not tuple else tuple(i.as_python_constant() for i in self.items)
+        values = tuple(i.as_python_constant() for i in self.items)
+        return values if self.tuple_type is tuple else tuple_maker(self.tuple_type)(values)
+
+    def var_getattr(self, tx, name):
+        if self.tuple_type is not tuple:
+            from .namedtuples import namedtuple_getattr
+            found = namedtuple_getattr(tx, self, name)
+            if found is not None:
+                return found
+        return self.method_getattr(tx, name)
 
     def new_like(self, items):
         # Slicing or repeating a torch.Size gives a torch.Size; a namedtuple gives a tuple.
@@ -136,6 +183,21 @@ class TupleVariable(BaseListVariable):
 def _size_or_tuple(tuple_type):
     import torch
     return torch.Size if tuple_type is torch.Size else tuple
+
+
+def tuple_maker(tuple_type):
+    """What makes a `tuple_type` from one iterable of its items: the type itself for C
+    tuple types (torch.Size, torch.return_types), `tuple.__new__` for namedtuple classes
+    (calling those takes one argument per field)."""
+    from .namedtuples import namedtuple_base
+    if namedtuple_base(tuple_type) is not None:
+        return functools.partial(tuple.__new__, tuple_type)
+    return tuple_type
+
+
+def _foldable_tuple_type(tuple_type) -> bool:
+    from .namedtuples import is_plain_tuple_type
+    return is_plain_tuple_type(tuple_type)
 
 
 class ListVariable(BaseListVariable):

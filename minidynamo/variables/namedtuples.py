@@ -1,0 +1,281 @@
+"""namedtuple and typing.NamedTuple classes defined outside the optimized function: their
+instances are tuple trackers whose `tuple_type` is the class (made inside by calling the
+class, or passed in), with fields as attributes and `_make`, `_replace`, `_asdict`
+modelled. `collections.namedtuple(...)` called inside the function declines (a new class
+per call)."""
+from __future__ import annotations
+
+import collections
+import inspect
+import types
+import typing
+
+from ..exc import READS_FRAME, unsupported
+from ..guards import Guard
+from ..sources import AttrSource
+from .constant import ConstantVariable, is_constant_value
+from .dicts import DictVariable
+from .functions import UserFunctionVariable, UserMethodVariable, bind_arguments
+from .lists import TupleVariable
+
+_REFERENCE = collections.namedtuple("_REFERENCE", "a")
+_TUPLEGETTER = type(_REFERENCE.a)
+# The functions collections.namedtuple puts on every class it makes share these code
+# objects: the same code means the stock method (not one a user replaced).
+_STOCK_CODES = {getattr(_REFERENCE, name).__code__: name for name in ("_replace", "_asdict", "__repr__", "__getnewargs__")}
+_STOCK_CODES[_REFERENCE._make.__func__.__code__] = "_make"
+# Class attributes that say nothing about how instances behave.
+_DATA_DUNDERS = {
+    "__slots__", "__doc__", "__module__", "__qualname__", "__dict__", "__weakref__", "__annotations__",
+    "__orig_bases__", "__parameters__", "__firstlineno__", "__static_attributes__", "__classcell__",
+    "__match_args__", "__annotate__", "__annotate_func__", "__annotations_cache__", "__type_params__",
+    "__slotnames__",  # copyreg caches it on a class whose instances were copied
+}
+
+
+def namedtuple_base(cls):
+    """The class collections.namedtuple made that `cls` is or derives from, else None."""
+    if not isinstance(cls, type) or not issubclass(cls, tuple) or cls is tuple:
+        return None
+    for c in cls.__mro__:
+        d = c.__dict__
+        if "_fields" in d and "_make" in d and "__new__" in d:
+            new = getattr(d["__new__"], "__func__", None)
+            if isinstance(new, types.FunctionType) and new.__globals__.get("_tuple_new") is tuple.__new__:
+                return c
+            return None
+    return None
+
+
+def _stock_name(value):
+    fn = value.__func__ if isinstance(value, classmethod) else value
+    return _STOCK_CODES.get(getattr(fn, "__code__", None))
+
+
+def _is_dunder(name: str) -> bool:
+    return name.startswith("__") and name.endswith("__")
+
+
+_HEAPTYPE = 1 << 9  # Py_TPFLAGS_HEAPTYPE: a class made at run time (a Python class statement)
+
+
+def is_plain_tuple_type(t) -> bool:
+    """Whether instances of the tuple type `t` behave as tuples do, so a tuple tracker
+    models them: tuple itself, C tuple types (torch.Size, structseqs such as
+    torch.return_types), and Python classes of which none in the MRO defines a dunder
+    (==, hash, len, iteration, indexing stay tuple's) other than a namedtuple's generated
+    ones."""
+    if t is tuple:
+        return True
+    if not isinstance(t, type) or not issubclass(t, tuple):
+        return False
+    base = namedtuple_base(t)
+    for c in t.__mro__:
+        if c in (tuple, object, typing.Generic) or not c.__flags__ & _HEAPTYPE or "n_sequence_fields" in vars(c):
+            continue
+        for name, value in vars(c).items():
+            if not _is_dunder(name) or name in _DATA_DUNDERS:
+                continue
+            if c is base and (name == "__new__" or _stock_name(value) is not None):
+                continue
+            return False
+    return True
+
+
+def is_plain_namedtuple(cls) -> bool:
+    """A namedtuple class whose instances behave as tuples do (is_plain_tuple_type) and
+    whose metaclass is type (calling it is its __new__)."""
+    return namedtuple_base(cls) is not None and type(cls) is type and is_plain_tuple_type(cls)
+
+
+def _fields_of(cls) -> tuple:
+    return namedtuple_base(cls).__dict__["_fields"]
+
+
+# --- attributes of instances --------------------------------------------------------------
+def namedtuple_getattr(tx, tup: TupleVariable, name: str):
+    """`p.name` for a namedtuple instance's tracker, or None where tuple's own lookup
+    applies (tuple methods such as count and index)."""
+    from .builder import wrap
+    from .objects import ClassVariable
+    cls = tup.tuple_type
+    if namedtuple_base(cls) is None:
+        return None
+    source = tup.source
+    if name == "__class__":
+        return wrap(tx, cls, None)  # the instance's type is guarded already
+    try:
+        static = inspect.getattr_static(cls, name)
+    except AttributeError:
+        static = None
+    data_descriptor = static is not None and hasattr(type(static), "__set__")
+    if cls.__dictoffset__ and not data_descriptor:  # instances of this class have a __dict__
+        found = _instance_attribute(tx, tup, name)
+        if found is not None:
+            return found
+    if static is None:
+        return None
+    if source is not None:
+        _guard_class_attribute(tx, source, name, static)
+    if type(static) is _TUPLEGETTER:
+        index = static.__reduce__()[1][0]
+        return tup.items[index]
+    stock = _stock_name(static)
+    if stock is not None:
+        fn = static.__func__ if isinstance(static, classmethod) else static
+        owner = ClassVariable(cls) if isinstance(static, classmethod) else tup
+        return UserMethodVariable(NamedTupleMethodVariable(fn), owner)
+    if isinstance(static, types.FunctionType):
+        return UserMethodVariable(UserFunctionVariable(static), tup)
+    if isinstance(static, staticmethod):
+        return UserFunctionVariable(static.__func__)
+    if isinstance(static, classmethod):
+        return UserMethodVariable(UserFunctionVariable(static.__func__), ClassVariable(cls))
+    if isinstance(static, property):
+        if static.fget is None:
+            unsupported("exceptions", f"AttributeError: property {name!r} has no getter")
+        return UserFunctionVariable(static.fget).call_function(tx, [tup], {})
+    if hasattr(type(static), "__get__"):
+        return None  # tuple's methods (count, index, __getitem__...): the tuple tracker's own
+    if source is not None:
+        return wrap(tx, static, AttrSource(source, name))
+    if is_constant_value(static):
+        return ConstantVariable(static)
+    if name == "_field_defaults":
+        return DictVariable({k: wrap(tx, v, None) for k, v in static.items()})
+    unsupported("construct", f"class attribute {name!r} of {cls.__qualname__} read through an instance "
+                             "made while tracing (not a constant)")
+
+
+def _instance_attribute(tx, tup: TupleVariable, name: str):
+    """An attribute in the instance's own __dict__ (a namedtuple subclass without
+    __slots__). One made while tracing has none (attribute writes decline)."""
+    from .builder import wrap
+    if tup.source is None:
+        return None
+    seen = tx.output.wrapped.get(tup.source)
+    if seen is None:
+        unsupported("construct", f"the __dict__ of {tup.source.name()!r} is not known while tracing")
+    inst_dict = seen[0].__dict__
+    if name in inst_dict:
+        return wrap(tx, inst_dict[name], AttrSource(tup.source, name))
+    tx.output.guards.add(Guard("NOT_IN_DICT", tup.source, None, {"attr": name}))
+    return None
+
+
+def _guard_class_attribute(tx, source, name, static) -> None:
+    """What the class gives for `name` is inlined or read: pin it (a class can be patched)."""
+    on_class = AttrSource(AttrSource(source, "__class__"), name)
+    if isinstance(static, classmethod):  # read through the class: a bound method, made anew
+        tx.output.guards.add(Guard("ID_MATCH", AttrSource(on_class, "__func__"), static.__func__))
+    elif isinstance(static, staticmethod):
+        tx.output.guards.add(Guard("ID_MATCH", on_class, static.__func__))
+    elif isinstance(static, (types.FunctionType, property, _TUPLEGETTER)):
+        tx.output.guards.add(Guard("ID_MATCH", on_class, static))
+
+
+# --- the stock methods ----------------------------------------------------------------------
+class NamedTupleMethodVariable(UserFunctionVariable):
+    """One of the functions collections.namedtuple generates (`_make`, `_replace`,
+    `_asdict`, `__getnewargs__`, `__repr__`), applied natively: their bodies call
+    `tuple.__new__` and `map`, which the trace would not follow."""
+
+    def call_function(self, tx, args, kwargs):
+        name = _STOCK_CODES[self.fn.__code__]
+        if name == "_make":
+            return self._make(tx, args, kwargs)
+        if not args or not isinstance(args[0], TupleVariable) or namedtuple_base(args[0].tuple_type) is None:
+            unsupported("construct", f"namedtuple {name}() applied to {args[0].describe() if args else 'nothing'}")
+        tup, rest = args[0], args[1:]
+        cls = tup.tuple_type
+        if _stock_name(inspect.getattr_static(cls, name, None)) != name or \
+                getattr(inspect.getattr_static(cls, name), "__code__", None) is not self.fn.__code__:
+            unsupported("construct", f"{self.fn.__qualname__} applied to a {cls.__qualname__}")
+        if name == "_replace":
+            if rest:
+                unsupported("exceptions", f"TypeError: _replace() takes 1 positional argument but {len(args)} were given")
+            fields = _fields_of(cls)
+            unknown = [k for k in kwargs if k not in fields]
+            if unknown:
+                unsupported("exceptions", f"TypeError: Got unexpected field names: {unknown!r}")
+            made = _class_method(cls, "_make")  # _replace makes its result with type(self)._make
+            items = [kwargs.get(f, item) for f, item in zip(fields, tup.items)]
+            return made.call_function(tx, [TupleVariable(items)], {})
+        if rest or kwargs:
+            unsupported("exceptions", f"TypeError: {name}() takes 1 positional argument")
+        if name == "_asdict":
+            fields = inspect.getattr_static(cls, "_fields")
+            if not is_constant_value(fields):
+                unsupported("construct", f"{cls.__qualname__}._fields is not a constant")
+            return DictVariable(dict(zip(fields, tup.items)))
+        if name == "__getnewargs__":
+            return TupleVariable(list(tup.items))
+        if tup.is_python_constant():  # __repr__
+            return ConstantVariable(repr(tup.as_python_constant()))
+        unsupported("construct", f"repr of {tup.describe()}")
+
+    def _make(self, tx, args, kwargs):
+        from .objects import ClassVariable
+        if len(args) != 2 or kwargs or not isinstance(args[0], ClassVariable):
+            unsupported("construct", "namedtuple _make() called with these arguments")
+        cls = args[0].value
+        static = inspect.getattr_static(cls, "_make", None)
+        if namedtuple_base(cls) is None or not isinstance(static, classmethod) or static.__func__ is not self.fn:
+            unsupported("construct", f"{self.fn.__qualname__} applied to {cls!r}")
+        items = list(args[1].iter_items(tx))
+        fields = _fields_of(cls)
+        if len(items) != len(fields):
+            unsupported("exceptions", f"TypeError: Expected {len(fields)} arguments, got {len(items)}")
+        return TupleVariable(items, tuple_type=cls)
+
+
+def _class_method(cls, name):
+    """`cls.name` for a classmethod, as a tracker to call (the stock one natively)."""
+    from .objects import ClassVariable
+    static = inspect.getattr_static(cls, name)
+    if not isinstance(static, classmethod):
+        unsupported("construct", f"{cls.__qualname__}.{name} is not a classmethod")
+    fn = NamedTupleMethodVariable(static.__func__) if _stock_name(static) == name else UserFunctionVariable(static.__func__)
+    return UserMethodVariable(fn, ClassVariable(cls))
+
+
+# --- construction -----------------------------------------------------------------------
+def _make_namedtuple(tx, cls, args, kwargs):
+    """`P(...)`: the arguments bound as the generated __new__ binds them (defaults
+    included); a class that changes construction (its own __new__/__init__) is not modelled."""
+    from .objects import ClassVariable
+    if not is_plain_namedtuple(cls):
+        return None
+    base = namedtuple_base(cls)
+    if inspect.getattr_static(cls, "__new__") is not base.__dict__["__new__"] or cls.__init__ is not object.__init__:
+        return None
+    new = base.__dict__["__new__"].__func__
+    bound = bind_arguments(UserFunctionVariable(new), tx, new.__code__, [ClassVariable(cls), *args], kwargs)
+    names = new.__code__.co_varnames[1:new.__code__.co_argcount]
+    return TupleVariable([bound[n] for n in names], tuple_type=cls)
+
+
+class NamedTupleFactoryVariable(UserFunctionVariable):
+    """`collections.namedtuple` / `typing.NamedTuple` called inside the optimized function."""
+
+    def call_function(self, tx, args, kwargs):
+        # It also names the class's module after the calling frame's globals, which a
+        # graph break's helper would replace: the whole call runs eagerly.
+        unsupported("construct", f"{self.fn.__module__}.{self.fn.__qualname__}() inside the optimized function "
+                                 "makes a new class on every call",
+                    hint="define the namedtuple class at module level and call it inside the function",
+                    no_break=READS_FRAME)
+
+
+def _is_stock_function(value) -> bool:
+    return type(value) is types.FunctionType and value.__code__ in _STOCK_CODES
+
+
+def register():
+    """Called once builder is complete (collections_types._register)."""
+    from .builder import register_wrapper
+    from .objects import register_constructor
+    register_constructor(lambda cls: namedtuple_base(cls) is not None, _make_namedtuple, first=True)
+    register_wrapper(_is_stock_function, lambda tx, v, src: NamedTupleMethodVariable(v, src))
+    register_wrapper(lambda v: v is collections.namedtuple or v is typing.NamedTuple,
+                     lambda tx, v, src: NamedTupleFactoryVariable(v, src))
