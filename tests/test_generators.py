@@ -280,6 +280,82 @@ def test_with_block_around_yields_consumed_to_the_end():
     check(f, t().requires_grad_(), kind="graph", graphs=1)
 
 
+def test_builtins_over_generators():
+    def f(x, log):
+        def noisy(n):
+            for i in range(n):
+                log.append(i)
+                yield i
+
+        d = dict((k, x * i) for i, k in enumerate("abc"))
+        hit = any(i > 1 for i in noisy(5))  # stops pulling at 2: the appends show where
+        top = max(len(s) for s in ["a", "abc", "ab"])
+        numbered = [i * v for i, v in enumerate((x * k for k in range(3)), 1)]
+        columns = list(zip(*([x * i, x + i] for i in range(3))))
+        return d, hit, top, numbered, columns
+
+    check(f, (t(), []), kind="graph", graphs=1)
+
+
+def test_generators_inside_generators_and_star_arguments():
+    def f(x):
+        def partial_sums(n):
+            for i in range(n):
+                yield sum(x * j for j in range(i + 1))
+
+        def spread(*args, **kwargs):
+            yield from args
+            yield from kwargs.values()
+
+        return list(partial_sums(3)), list(spread(x, x + 1, z=x * 2))
+
+    check(f, t(), kind="graph", graphs=1)
+
+
+def test_yield_expression_receives_none():
+    def f(x):
+        def echo():
+            got = yield x
+            yield x if got is None else x * 0
+
+        return tuple(echo())
+
+    check(f, t(), kind="constant")
+
+
+def test_generator_shared_by_the_frame_and_a_helper():
+    def take(it, n):
+        return [next(it) for _ in range(n)]
+
+    def f(x):
+        g = scaled([x, x + 1, x + 2, x + 3], 2)
+        head = take(g, 2)
+        tail = [v - 1 for v in g]
+        return head, tail
+
+    check(f, t(), kind="graph", graphs=1)
+
+
+def test_getattr_of_a_generator():
+    def f(x):
+        g = (v for v in [x])
+        return getattr(g, "missing", 3) * x, g.__name__, isinstance(g, type(g)), bool(g)
+
+    check(f, t(), kind="graph", graphs=1)
+
+
+def test_a_generator_pulling_itself_raises_as_in_eager():
+    def f(x):
+        def g():
+            yield x
+            yield next(it)  # ValueError: generator already executing
+
+        it = g()
+        return list(it)
+
+    check(f, t(), kind="eager", reason="exceptions")
+
+
 # --- interleaving: side effects and in-place ops -----------------------------------------
 
 def test_side_effects_interleave_on_a_list_passed_in():
@@ -470,7 +546,33 @@ def test_abandoned_inside_a_with_block_declines():
             break  # CPython closes the generator here: grad mode comes back
         return v + x, (x * 2).requires_grad
 
-    check(f, t().requires_grad_(), kind="eager", reason="generator")
+    info = check(f, t().requires_grad_(), kind="eager", reason="generator")
+    assert "suspended inside a try or with block" in info.entries[0].reason.detail
+
+
+def test_abandoned_inside_a_user_with_block_declines():
+    class Tracker:
+        def __init__(self, log):
+            self.log = log
+
+        def __enter__(self):
+            self.log.append("enter")
+            return self
+
+        def __exit__(self, *exc):
+            self.log.append("exit")  # runs when CPython drops the generator
+            return False
+
+    def gen(log, x):
+        with Tracker(log):
+            yield x
+            yield x * 2
+
+    def f(x, log):
+        return next(gen(log, x)) + 1
+
+    info = check(f, (t(), []), kind="eager", reason="generator")
+    assert "suspended inside a try or with block" in info.entries[0].reason.detail
 
 
 def test_in_over_a_generator_declines():

@@ -167,7 +167,7 @@ class InstructionTranslator(GeneratorOps, LoadStoreOps, StackOps, BinaryOps, Jum
     def inline_call(self, fn_var, args: list, kwargs: dict):
         flags = fn_var.get_code().co_flags
         if flags & _NOT_PLAIN:
-            if flags & _NOT_PLAIN == CO_GENERATOR:  # a generator object; its body runs as it is pulled
+            if (flags & _NOT_PLAIN) == CO_GENERATOR:  # a generator object; its body runs as it is pulled
                 from ..variables.generators import GeneratorVariable
                 return GeneratorVariable(self.start_generator(fn_var, args, kwargs), fn_var, args, kwargs)
             unsupported("generator", f"calling {fn_var.describe()}, a coroutine or async generator function")

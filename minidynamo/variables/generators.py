@@ -190,6 +190,8 @@ class GeneratorVariable(IteratorVariable):
         if name in ("__name__", "__qualname__"):
             code = self.frame.code
             return ConstantVariable(code.co_name if name == "__name__" else getattr(code, "co_qualname", code.co_name))
+        if not hasattr(types.GeneratorType, name):
+            unsupported("exceptions", f"AttributeError: 'generator' object has no attribute {name!r}")
         unsupported("generator", f"attribute {name!r} of a {self.describe()}")
 
     def call_method(self, tx, name, args, kwargs):
@@ -228,8 +230,9 @@ class GeneratorVariable(IteratorVariable):
         if inst is None or inst.in_try:
             return True
         from .contexts import ContextManagerVariable, _Method
-        return any(isinstance(v, (_Method, ContextManagerVariable)) or type(v).__name__ == "UserExitVariable"
-                   for v in self.frame.stack)
+        from .user_objects import UserExitVariable
+        # A with block keeps its bound __exit__ on the stack (3.10's SETUP_WITH too).
+        return any(isinstance(v, (_Method, ContextManagerVariable, UserExitVariable)) for v in self.frame.stack)
 
     def __repr__(self):
         return f"GeneratorVariable({self.describe()}, {self.state})"
