@@ -643,3 +643,64 @@ def test_guards_of_the_callable_recompile():
     opt = info.opt
     same(opt(t(), torch.sigmoid), f(t(), torch.sigmoid))
     assert len(opt.cache_entries()) == 2
+
+
+def test_count_of_a_bool_counts_in_ints_as_cpython():
+    def f(x):
+        return (list(itertools.islice(itertools.count(True), 2)), list(itertools.islice(itertools.count(True, 2), 2)),
+                list(itertools.islice(itertools.count(1, True), 2)), list(zip(itertools.count(1.5), "ab")), x + 1)
+
+    check(f, t(), kind="graph", graphs=1)
+
+
+def test_filter_and_chain_see_a_list_grow_during_the_loop():
+    def f(x):
+        items = [x, x + 1]
+        out = []
+        for v in filter(lambda a: a is not None, items):
+            if len(items) < 4:
+                items.append(v * 2)
+            out.append(v)
+        tail = [x]
+        for v in itertools.chain(tail, [x + 5]):
+            if len(tail) < 3:
+                tail.append(v + 1)
+            out.append(v)
+        return out
+
+    check(f, t(), kind="graph", graphs=1)
+
+
+def test_a_loop_over_map_that_breaks_in_its_body():
+    def f(x):
+        out = []
+        for v in map(lambda a: a * 2, [x, x + 1, x + 2]):
+            print("item")
+            out.append(v + 1)
+        return out
+
+    check(f, t(), kind="break", reason="side_effect")
+
+
+def test_exhausted_and_copied_iterators_returned():
+    def f(x):
+        done = iter(lambda: 1, 1)
+        list(done)
+        a, b = itertools.tee([x, x + 1])
+        c, d = itertools.tee(a)  # a tee of a tee copies it
+        next(c)
+        e, g = itertools.tee([x, x * 2])
+        list(g)  # the source is read to its end: e holds what is left
+        return done, list(a), list(b), list(c), list(d), e
+
+    _same_escape(f, t())
+
+
+def test_a_map_live_at_a_break_over_a_closure_falls_back_whole():
+    def f(x):
+        scale = x.sum()
+        m = map(lambda v: v * scale, [x, x + 1])
+        minidynamo.graph_break()
+        return list(m)
+
+    check(f, t(), kind="eager", reason="graph_break")

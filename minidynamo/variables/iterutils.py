@@ -92,7 +92,11 @@ def _number(v, what: str):
 def _count(tx, args, kwargs):
     start, step = bind_args("count", args, kwargs, ("start", "step"),
                             {"start": ConstantVariable(0), "step": ConstantVariable(1)})
-    return CountItems(tx, _number(start, "count start"), _number(step, "count step"))
+    start, step = _number(start, "count start"), _number(step, "count step")
+    fast = [v.as_python_constant() if isinstance(v, ConstantVariable) else None for v in (start, step)]
+    if isinstance(fast[0], int) and isinstance(fast[1], int) and fast[1] == 1:
+        start = ConstantVariable(int(fast[0]))  # CPython's fast mode counts in plain ints (count(True): 1, 2...)
+    return CountItems(tx, start, step)
 
 
 def _repeat(tx, args, kwargs):
