@@ -230,6 +230,23 @@ def test_zip_and_enumerate_pull_lazily():
     check(f, ([t(), t(seed=1), t(seed=2)], []), kind="graph", graphs=1)
 
 
+def test_infinite_generator_consumed_partly():
+    def naturals():
+        i = 0
+        while True:
+            yield i
+            i += 1
+
+    def f(xs):
+        out = [x * i for i, x in zip(naturals(), xs)]
+        for i in naturals():
+            if i == 3:
+                break
+        return out, i
+
+    check(f, [t(), t(seed=1), t(seed=2)], kind="graph", graphs=1)
+
+
 def test_generator_method_of_a_module():
     class Stack(torch.nn.Module):
         def __init__(self):
@@ -339,7 +356,8 @@ def test_generator_shared_by_the_frame_and_a_helper():
 def test_getattr_of_a_generator():
     def f(x):
         g = (v for v in [x])
-        return getattr(g, "missing", 3) * x, g.__name__, isinstance(g, type(g)), bool(g)
+        return getattr(g, "missing", 3) * x, g.__name__, isinstance(g, type(g)), bool(g), \
+            scaled([], 1).__qualname__
 
     check(f, t(), kind="graph", graphs=1)
 

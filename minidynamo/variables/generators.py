@@ -188,8 +188,15 @@ class GeneratorVariable(IteratorVariable):
             from .functions import BoundMethodVariable
             return BoundMethodVariable(self, name)
         if name in ("__name__", "__qualname__"):
+            # CPython names a generator after its function (not its code object).
+            fn = getattr(self.fn_var, "fn", None)
+            if fn is not None:
+                return ConstantVariable(getattr(fn, name))
             code = self.frame.code
-            return ConstantVariable(code.co_name if name == "__name__" else getattr(code, "co_qualname", code.co_name))
+            value = code.co_name if name == "__name__" else getattr(code, "co_qualname", None)
+            if value is None:  # 3.10: MAKE_FUNCTION's qualified name is not kept
+                unsupported("generator", f"__qualname__ of a {self.describe()} made by a nested function")
+            return ConstantVariable(value)
         if not hasattr(types.GeneratorType, name):
             unsupported("exceptions", f"AttributeError: 'generator' object has no attribute {name!r}")
         unsupported("generator", f"attribute {name!r} of a {self.describe()}")
