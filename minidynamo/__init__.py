@@ -1,7 +1,7 @@
 """minidynamo: a small symbolic bytecode interpreter that captures what a Python function
 does with tensors (and user-written Triton kernels) into a guarded torch.fx graph."""
 from .api import OptimizedFunction, optimize, reset
-from .backends import register_backend
+from .backends import list_backends, register_backend
 from .cache import RecompileError
 from .config import config
 from .exc import BackendError, Unsupported
@@ -16,6 +16,6 @@ _init_logs()
 _register_triton()
 
 __all__ = ["optimize", "explain", "reset", "Unsupported", "config", "set_logs",
-           "register_backend", "OptimizedFunction", "RecompileError", "BackendError",
+           "register_backend", "list_backends", "OptimizedFunction", "RecompileError", "BackendError",
            "graph_break", "disable"]
 __version__ = "0.1.0"

@@ -54,11 +54,21 @@ def lookup_backend(backend):
         return backend
     if isinstance(backend, str):
         if backend not in _REGISTRY:
-            raise ValueError(f"unknown minidynamo backend {backend!r}; registered: "
-                             f"{sorted(_REGISTRY)} (or pass a callable backend(gm, example_inputs))")
+            from .torch_backends import torch_backend
+            found = torch_backend(backend)  # torch's own: "aot_eager", "inductor", ...
+            if found is None:
+                raise ValueError(f"unknown minidynamo backend {backend!r}; registered: "
+                                 f"{list_backends()} (or pass a callable backend(gm, example_inputs))")
+            _REGISTRY[backend] = found
         return _REGISTRY[backend]
     raise TypeError(f"a minidynamo backend must be a registered name or a callable "
                     f"(gm, example_inputs) -> callable, not {type(backend).__name__}")
+
+
+def list_backends() -> list:
+    """Backend names `optimize(backend=...)` takes: minidynamo's own and torch's registry's."""
+    from .torch_backends import torch_backend_names
+    return sorted(set(_REGISTRY) | set(torch_backend_names()))
 
 
 def backend_name(backend) -> str:
@@ -73,6 +83,8 @@ def compile_with(backend, gm, example_inputs):
     name = backend_name(backend)
     try:
         compiled = fn(gm, example_inputs)
+    except BackendError:
+        raise  # already says what is wrong, naming the backend's limits
     except Exception as e:
         raise BackendError(f"minidynamo backend {name!r} raised {type(e).__name__}: {e}") from e
     if not callable(compiled):
