@@ -315,3 +315,144 @@ def test_setup_context_is_traced_into_the_forward_body():
     (node,) = [n for n in gm.graph.nodes if is_function_node(n)]
     fwd, bwd = function_bodies(gm, node)
     assert "exp" in fwd.code and "mul" in bwd.code, (fwd.code, bwd.code)
+
+
+# --- keyword arguments to apply ---------------------------------------------------------
+class KwScale(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, w=None, scale=1.0, shift=0.0):
+        ctx.save_for_backward(w)
+        ctx.scale = scale
+        return x * w * scale + shift
+
+    @staticmethod
+    def backward(ctx, g):
+        (w,) = ctx.saved_tensors
+        # as many gradients as apply's inputs after torch bound them (needs_input_grad)
+        return (g * w * ctx.scale, None, None, None)[:len(ctx.needs_input_grad)]
+
+
+class KwNeeds(torch.autograd.Function):
+    """Returns one gradient per input torch counted: keyword arguments are inputs."""
+
+    @staticmethod
+    def forward(ctx, x, scale=1.0):
+        ctx.n_inputs = len(ctx.needs_input_grad)
+        return x * scale
+
+    @staticmethod
+    def backward(ctx, g):
+        return g * 2
+
+
+class KwSetup(torch.autograd.Function):
+    @staticmethod
+    def forward(x, w, scale=1.0):
+        return x * w * scale
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        x, w, scale = inputs
+        ctx.save_for_backward(x, w)
+        ctx.scale = scale
+
+    @staticmethod
+    def backward(ctx, g):
+        x, w = ctx.saved_tensors
+        return g * w * ctx.scale, g * x * ctx.scale, None
+
+
+class KwOnlySetup(torch.autograd.Function):
+    """A keyword-only parameter: torch binds it as a keyword, which apply then rejects."""
+
+    @staticmethod
+    def forward(x, *, scale=1.0):
+        return x * scale
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        pass
+
+    @staticmethod
+    def backward(ctx, g):
+        return g
+
+
+class KwOnlyCtx(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, *rest, scale=1.0):
+        return x * scale
+
+    @staticmethod
+    def backward(ctx, g):
+        return g
+
+
+class KwVar(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, **options):
+        return x * 2
+
+    @staticmethod
+    def backward(ctx, g):
+        return g * 2
+
+
+KW_CASES = {
+    "scale_by_keyword": lambda x, w: KwScale.apply(x, w, scale=2.0),
+    "tensor_by_keyword": lambda x, w: KwScale.apply(x, w=w, scale=-1.5),
+    "all_by_keyword": lambda x, w: KwScale.apply(shift=0.5, scale=3.0, w=w, x=x),
+    "later_default_left_to_forward": lambda x, w: KwScale.apply(x, w=w),
+    "star_star_dict": lambda x, w: KwScale.apply(x, **{"w": w, "scale": 0.5}),
+    "setup_context_by_keyword": lambda x, w: KwSetup.apply(x, w=w, scale=2.0),
+    "setup_context_default": lambda x, w: KwSetup.apply(x, w=w),
+    "setup_context_star_star": lambda x, w: KwSetup.apply(**{"x": x, "w": w}),
+}
+
+
+@pytest.mark.parametrize("name", list(KW_CASES))
+def test_keyword_arguments(name):
+    fn = KW_CASES[name]
+    fn.__name__ = name
+    check_grad(fn, t(3, 4), t(3, 4))
+
+
+def test_keyword_arguments_count_as_inputs():
+    # The keyword makes two inputs: the backward's one gradient is too few, in eager and here.
+    check_grad(lambda x: KwNeeds.apply(x, scale=2.0), t(4))
+    check_grad(lambda x: KwNeeds.apply(x), t(4))
+
+
+def test_keyword_argument_needs_input_grad():
+    check_grad(lambda x, w: KwScale.apply(x, w=w) + KwSetup.apply(x, w=w), t(3), t(3, grad=False),
+               functions=2)
+
+
+REJECTED = {
+    # ctx style: torch maps keywords to forward's positional parameters by name
+    "unknown_keyword": (lambda x: KwScale.apply(x, bogus=1), "forward() got an unexpected keyword argument 'bogus'"),
+    "ctx_by_keyword": (lambda x: KwScale.apply(x, ctx=1), "forward() got an unexpected keyword argument 'ctx'"),
+    "given_twice": (lambda x: KwScale.apply(x, x, w=x), "forward() got multiple values for argument 'w'"),
+    "position_skipped": (lambda x: KwScale.apply(x, scale=2.0), "forward() missing required argument: 'w' (position 1)"),
+    "keyword_only_parameter": (lambda x: KwOnlyCtx.apply(x, scale=2.0), "forward() got an unexpected keyword argument 'scale'"),
+    "var_keyword_parameter": (lambda x: KwVar.apply(x, mode=1), "forward() got an unexpected keyword argument 'mode'"),
+    # setup_context style: bound to forward's signature first
+    "setup_unknown_keyword": (lambda x: KwSetup.apply(x, x, bogus=1), "got an unexpected keyword argument 'bogus'"),
+    "setup_missing": (lambda x: KwSetup.apply(x), "missing a required argument: 'w'"),
+    "setup_too_many": (lambda x: KwSetup.apply(x, x, 1.0, 2.0), "too many positional arguments"),
+    "setup_keyword_only": (lambda x: KwOnlySetup.apply(x), "forward() got an unexpected keyword argument 'scale'"),
+}
+
+
+@pytest.mark.parametrize("name", list(REJECTED))
+def test_keyword_arguments_torch_rejects_raise_as_eager(name):
+    fn, message = REJECTED[name]
+    opt = minidynamo.optimize(backend=CountingBackend())(fn)
+    for f in (fn, opt, opt):
+        with pytest.raises(TypeError) as e:
+            f(t(3))
+        assert str(e.value) == message, e.value
+    assert all(e.kind != "graph" for e in opt.cache_entries()), opt.cache_entries()
+    with pytest.raises(minidynamo.Unsupported) as e:
+        minidynamo.optimize(backend=CountingBackend(), fullgraph=True)(fn)(t(3))
+    assert e.value.category == "exceptions", e.value

@@ -4,7 +4,8 @@ two bodies held by one graph node (run time: autograd_function.py).
 The forward is traced with grad mode off (as `apply` runs it) into a body that lifts the
 tensors it uses; a Function in the newer style (`forward(*args)` without ctx, plus
 `setup_context(ctx, inputs, output)`) has both traced into that body, one after the
-other, as autograd calls them. The backward is traced right after, against gradients shaped like the
+other, as autograd calls them; apply's keyword arguments take forward's positions as
+torch maps them (`_forward_arguments`). The backward is traced right after, against gradients shaped like the
 forward's outputs, into a second body whose lifted values are the forward's saved values.
 Where the backward cannot be traced (it reads gradient values, prints, ...), or the
 forward asked for unmaterialized gradients, the node runs the user's backward eagerly on
@@ -221,8 +222,6 @@ def capture_apply(tx, cls, args: list, kwargs: dict, cls_source=None):
     name = cls.__qualname__
     if inspect.getattr_static(cls, "vjp") is not inspect.getattr_static(_BASE, "vjp"):
         unsupported("construct", f"{name} defines vjp, which is not captured")
-    if kwargs:
-        unsupported("construct", f"{name}.apply with keyword arguments")
     output = tx.output
     if isinstance(output.graph, LiftingGraph):
         unsupported("construct", f"{name}.apply inside another Function's forward or backward")
