@@ -21,8 +21,8 @@ from .variables.dicts import DictVariable
 
 
 # The types of outside objects whose trackers the trace changes (dict trackers model the
-# collections' dict types too).
-_CONTAINER_TYPES = (list, dict, collections.OrderedDict, collections.defaultdict)
+# collections' dict types too; collections_types.DequeVariable has its own writeback).
+_CONTAINER_TYPES = (list, dict, collections.OrderedDict, collections.defaultdict, collections.deque)
 
 
 def mutation_guards(output) -> None:
@@ -53,7 +53,12 @@ def writeback_lines(rb, output) -> list[str]:
     for var, _ in output.mutated.values():
         target = var.source.expr(rb.ns)
         temp = rb.temp()
-        if isinstance(var, DictVariable):
+        custom = getattr(var, "writeback", None)  # other containers (deque): (contents, how to apply them)
+        if custom is not None:
+            content, apply = custom(rb, target, temp)
+            contents.append(f"{temp} = {content}")
+            applies.append(apply)
+        elif isinstance(var, DictVariable):
             body = ", ".join(f"{rb.key(k)}: {rb.expr(v)}" for k, v in var.items.items())
             contents.append(f"{temp} = {{{body}}}")
             applies.append(f"{target}.clear(); {target}.update({temp})")

@@ -441,14 +441,51 @@ def test_deque_passed_in_guards_length_and_maxlen():
     assert len(opt.cache_entries()) == 3
 
 
-def test_deque_passed_in_changed_breaks():
+def test_deque_passed_in_is_changed_in_place():
     def f(d, x):
         y = x * 2
         d.append(y)
-        return y + 1
+        d.appendleft(x)  # maxlen 2: the tensor appended first is dropped
+        d.rotate()
+        return y + 1, len(d)
 
-    entry = check_deques(f, deque([t()], maxlen=2), t(), kind="break", reason="side_effect")
-    assert "read-only" in entry.break_reason.detail
+    check_deques(f, deque([t()], maxlen=2), t())
+    check_deques(f, deque([t(), t(), t()]), t())
+
+    def g(d):
+        d.clear()
+        return len(d)
+
+    check_deques(g, deque([1, 2]), kind="constant")
+
+
+def test_deque_passed_in_changed_keeps_its_identity():
+    def f(d, x):
+        d.extend([x, x + 1])
+        return d
+
+    d = deque([t()], maxlen=3)
+    opt = minidynamo.optimize(backend=CountingBackend())(f)
+    x = t()
+    got = opt(d, x)
+    assert got is d and d.maxlen == 3 and len(d) == 3
+    same(d[2], x + 1)
+
+
+def test_deque_passed_twice_is_one_object():
+    def f(a, b, x):
+        a.append(x)
+        return len(b), b[-1] * 2
+
+    opt = minidynamo.optimize(backend=CountingBackend())(f)
+    x = t()
+    for pair in ((deque([t()]),) * 2, (deque([t()]), deque([t()]))):
+        expected_args = copy.deepcopy(pair)  # keeps the aliasing
+        expected = f(*expected_args, x)
+        got = opt(*pair, x)
+        same(plain(got), plain(expected))
+        same(plain(pair), plain(expected_args))
+    assert len(opt.cache_entries()) == 2  # one object or two: guarded
 
 
 def test_deque_returned_across_a_graph_break():
@@ -640,3 +677,38 @@ def test_namedtuple_returned_rebuilt(fields):
 
     check(f, t(), kind="graph", graphs=1)
 
+
+
+# --- across graph breaks ------------------------------------------------------------------------
+def test_collections_cross_a_graph_break():
+    def f(x, y):
+        od = OrderedDict(a=x, b=y)
+        dd = defaultdict(list)
+        dd["k"].append(x)
+        p = Point(x, y)
+        minidynamo.graph_break()
+        od.move_to_end("a")  # the resume function changes what the break rebuilt
+        dd["new"].append(y)
+        return od, dd, dd.default_factory, p._replace(x=y), p.x + 1
+
+    check(f, (t(), t()), kind="break", reason="graph_break")
+
+
+def test_defaultdict_with_a_lambda_factory_crosses_a_graph_break():
+    def f(x):
+        d = defaultdict(lambda: 0)
+        d["a"] += 1
+        print("between")
+        d["b"] += 2
+        return d, x + d["a"]
+
+    check(f, t(), kind="break", reason="side_effect")
+
+
+def test_defaultdict_passed_twice_is_one_object():
+    def f(a, b, x):
+        a["new"].append(x * 2)
+        return len(b["new"]), a is b
+
+    d = defaultdict(list)
+    check(f, Args(d, d, t()), kind="graph", graphs=1)

@@ -1,9 +1,9 @@
 """Models of the collections types: OrderedDict, defaultdict and deque made inside the
 trace or passed in, `fromkeys` of the dict types (namedtuples: namedtuples.py).
 
-OrderedDict and defaultdict are dict trackers with their own methods; those passed in are
-written back after the graph like plain dicts (side_effects.py). A deque passed in is
-read-only here: changing it declines (a graph break at the call)."""
+OrderedDict and defaultdict are dict trackers with their own methods. Those passed in, and
+deques passed in, may be changed: the entry writes their final contents back in place
+after the graph, as for lists and dicts (side_effects.py)."""
 from __future__ import annotations
 
 import operator
@@ -329,11 +329,15 @@ class DequeVariable(VariableTracker):
         return self.method_getattr(tx, name)
 
     def _changing(self, what: str, tx) -> list:
-        if self.source is not None:
-            unsupported("side_effect", f"deque.{what} on {self.source.name()!r}, a deque passed in (deques "
-                                       "from outside are read-only while tracing)")
+        if self.source is not None:  # a deque from outside: its final contents are written back
+            tx.output.record_mutation(self, f"deque.{what} on {self.source.name()!r}")
         self.version += 1
         return self.items
+
+    def writeback(self, rb, target: str, temp: str) -> tuple[str, str]:
+        """(the final contents, how to put them in) for a deque from outside (side_effects.py):
+        in place, so the caller's deque stays the same object with its maxlen."""
+        return "[" + ", ".join(rb.expr(i) for i in self.items) + "]", f"{target}.clear(); {target}.extend({temp})"
 
     def _position(self, tx, key, what="deque index") -> int:
         if key.is_python_constant() and isinstance(key.as_python_constant(), slice):
@@ -504,11 +508,15 @@ def _make_deque(tx, cls, args, kwargs):
 
 def _wrap_deque(tx, value, source):
     """A deque read from the frame: its length guarded when its items are first looked
-    at, its maxlen when first read. Read-only (see DequeVariable._changing)."""
+    at, its maxlen when first read; one tracker per object however it is reached."""
     from .builder import wrap
     if source is None:
         return DequeVariable([wrap(tx, v, None) for v in value], value.maxlen)
     guards = tx.output.guards
+    seen = tx.output.containers.get(id(value))
+    if seen is not None and seen[0] is value:
+        guards.add(Guard("ALIAS_MATCH", source, True, {"other": seen[2]}))
+        return seen[1]
     guards.add(Guard("TYPE_MATCH", source, deque))
 
     def items():
@@ -519,7 +527,9 @@ def _wrap_deque(tx, value, source):
         guards.add(Guard("EQUALS_MATCH", AttrSource(source, "maxlen"), value.maxlen))
         return value.maxlen
 
-    return DequeVariable((), source=source, lazy=items, size=len(value), maxlen_lazy=maxlen)
+    var = DequeVariable((), source=source, lazy=items, size=len(value), maxlen_lazy=maxlen)
+    tx.output.containers[id(value)] = (value, var, source)
+    return var
 
 
 def _register():
