@@ -1,6 +1,6 @@
 """minidynamo: a small symbolic bytecode interpreter that captures what a Python function
 does with tensors (and user-written Triton kernels) into a guarded torch.fx graph."""
-from .api import OptimizedFunction, optimize, reset
+from .api import OptimizedFunction, OptimizedModule, optimize, reset
 from .backends import list_backends, register_backend
 from .cache import RecompileError
 from .config import config
@@ -16,6 +16,6 @@ _init_logs()
 _register_triton()
 
 __all__ = ["optimize", "explain", "reset", "Unsupported", "config", "set_logs",
-           "register_backend", "list_backends", "OptimizedFunction", "RecompileError", "BackendError",
+           "register_backend", "list_backends", "OptimizedFunction", "OptimizedModule", "RecompileError", "BackendError",
            "graph_break", "disable"]
 __version__ = "0.1.0"

@@ -103,6 +103,51 @@ class OptimizedFunction:
         return f"<minidynamo optimized {self._fn.__qualname__}>"
 
 
+class OptimizedModule(torch.nn.Module):
+    """`optimize(module)`: calling it runs the module's call (its forward, and its hooks
+    as Module.__call__ runs them) through an OptimizedFunction, like torch.compile's
+    OptimizedModule. Parameters, buffers, state_dict (the original's keys, no prefix),
+    train/eval and attribute reads are the original module's."""
+
+    def __init__(self, mod: torch.nn.Module, backend="eager", fullgraph: bool = False, mode=None):
+        super().__init__()
+        self._orig_mod = mod  # a submodule: parameters(), .to(), train() reach it
+
+        def forward(*args, **kwargs):
+            return mod(*args, **kwargs)
+        forward.__qualname__ = f"{type(mod).__qualname__}.forward"
+        forward.__wrapped__ = mod.forward
+        self._optimized = OptimizedFunction(forward, backend, fullgraph, mode)
+
+    def __call__(self, *args, **kwargs):
+        return self._optimized(*args, **kwargs)
+
+    forward = __call__
+
+    def __getattr__(self, name):
+        if name in ("_orig_mod", "_optimized"):
+            return self.__dict__[name] if name in self.__dict__ else super().__getattr__(name)
+        return getattr(self._orig_mod, name)
+
+    def state_dict(self, *args, **kwargs):
+        return self._orig_mod.state_dict(*args, **kwargs)
+
+    def load_state_dict(self, *args, **kwargs):
+        return self._orig_mod.load_state_dict(*args, **kwargs)
+
+    def cache_entries(self):
+        return self._optimized.cache_entries()
+
+    def guard_failures(self):
+        return self._optimized.guard_failures()
+
+    def reset(self):
+        self._optimized.reset()
+
+    def __repr__(self):
+        return f"OptimizedModule({self._orig_mod!r})"
+
+
 def _check_optimizable(fn):
     why = _not_optimizable(fn)
     if why is not None:
@@ -122,11 +167,9 @@ def _not_optimizable(fn) -> str | None:
     if isinstance(fn, type):
         return (f"minidynamo.optimize got the class {fn.__qualname__}: optimize a "
                 "function (for a module, its forward method)")
-    if isinstance(fn, torch.nn.Module):
-        return (f"minidynamo.optimize got the nn.Module instance {type(fn).__name__}: modules are "
-                "not optimized directly yet; decorate `def forward` in its class with "
-                "@minidynamo.optimize, or optimize a function that takes the module as an argument "
-                "(minidynamo.optimize(lambda model, x: model(x)))")
+    if isinstance(fn, torch.nn.Module):  # optimize() wraps modules in an OptimizedModule first
+        return (f"minidynamo.optimize got the nn.Module instance {type(fn).__name__} here: use "
+                "minidynamo.optimize(module), which returns an OptimizedModule")
     if isinstance(fn, (types.BuiltinFunctionType, types.BuiltinMethodType)) or (
             callable(fn) and not isinstance(fn, types.FunctionType) and not hasattr(fn, "__code__")):
         return (f"minidynamo.optimize needs a Python function; "
@@ -188,9 +231,15 @@ def optimize(fn=None, *, backend=_EAGER, fullgraph: bool = False, dynamic: bool 
     def decorator(fn):
         if isinstance(fn, OptimizedFunction):
             fn = fn._fn
+        if isinstance(fn, OptimizedModule):
+            fn = fn._orig_mod
+        if isinstance(fn, torch.nn.Module):
+            return OptimizedModule(fn, backend, fullgraph, mode)
         return OptimizedFunction(fn, backend, fullgraph, mode)
     if fn is None:
         return decorator
+    if isinstance(fn, (torch.nn.Module, OptimizedModule)):
+        return decorator(fn)
     why = _not_optimizable(fn)
     if why is not None:
         # The old form optimize(backend)(fn) lands here: say where a backend goes.

@@ -9,7 +9,9 @@ import keyword
 import re
 from dataclasses import dataclass, field
 
-from .api import OptimizedFunction, _not_optimizable
+import torch
+
+from .api import OptimizedFunction, OptimizedModule, _not_optimizable
 from .convert import compile_call
 from .exc import HINTS, BackendError
 
@@ -167,6 +169,10 @@ def explain(fn, backend=None):
     `fn` is a plain function or an OptimizedFunction (its real cache is left alone).
     Nothing runs: the trace uses fake tensors and, unless `backend` is given, no backend
     is called; with `backend`, a backend that fails shows as a `backend` break reason."""
+    if isinstance(fn, OptimizedModule):
+        fn = fn._optimized
+    if isinstance(fn, torch.nn.Module):
+        fn = OptimizedModule(fn)._optimized  # explains its call as optimize(module) runs it
     if isinstance(fn, OptimizedFunction):
         fn = fn._fn
     why = _not_optimizable(fn)
