@@ -7,7 +7,7 @@ import logging
 import threading
 import time
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from .codegen import MISS
 from .config import config
@@ -43,13 +43,22 @@ class GuardFailure:
     actual: str = ""
     where: str = ""  # the function's file:line
     entry: int = -1  # index of the cache entry whose guard failed
+    # The first failing guard of each older entry, newest first (each entry missed).
+    others: tuple = ()
 
     def __str__(self):
         return f"{self.function}: {self.reason} (guard: {self.guard})"
 
     def message(self) -> str:
-        """The recompile line: function, file:line, the failing guard, expected and actual."""
-        return f"recompiling {self.function} ({self.where}): {self.reason} [guard {self.kind} {self.source}]"
+        """The recompile line: function, file:line, the failing guard, expected and actual;
+        with several entries, one line more per older entry, saying why it missed too."""
+        first = f"recompiling {self.function} ({self.where}): {self.reason} [guard {self.kind} {self.source}]"
+        if not self.others:
+            return first
+        lines = [f"recompiling {self.function} ({self.where}), no entry's guards passed:",
+                 f"  entry {self.entry}: {self.reason} [guard {self.kind} {self.source}]"]
+        lines += [f"  entry {o.entry}: {o.reason} [guard {o.kind} {o.source}]" for o in self.others]
+        return "\n".join(lines)
 
 
 class FunctionCache:
@@ -155,21 +164,26 @@ class FunctionCache:
             return result
 
     def _record_failure(self, args, kwargs) -> GuardFailure | None:
-        # The newest entry is the one the caller most likely meant to hit.
+        """Why each entry missed: the newest entry's first failing guard (the entry the
+        caller most likely meant to hit), the older entries' in `others`."""
+        now = time.time()
+        found_all = []
         for index in range(len(self.entries) - 1, -1, -1):
             entry = self.entries[index]
             found = entry.first_mismatch(args, kwargs)
             if found is not None:
                 guard, reason, expected, actual = found
-                failure = GuardFailure(time.time(), self.name, guard.code(entry.ns), reason,
-                                       guard.kind, guard.source.name(), expected, actual,
-                                       self.where, index)
-                self.failures.append(failure)
-                if recompile_log.isEnabledFor(logging.INFO):
-                    recompile_log.info("%s", failure.message())
-                    recompile_log.debug("  failing guard of entry %d: %s", index, failure.guard)
-                return failure
-        return None
+                found_all.append(GuardFailure(now, self.name, guard.code(entry.ns), reason, guard.kind,
+                                              guard.source.name(), expected, actual, self.where, index))
+        if not found_all:
+            return None
+        failure = replace(found_all[0], others=tuple(found_all[1:]))
+        self.failures.append(failure)
+        if recompile_log.isEnabledFor(logging.INFO):
+            recompile_log.info("%s", failure.message())
+            for f in found_all:
+                recompile_log.debug("  failing guard of entry %d: %s", f.entry, f.guard)
+        return failure
 
     def _warn_limit(self, failure):
         if self.warned_limit:
