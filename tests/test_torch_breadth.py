@@ -520,3 +520,311 @@ def test_slice_of_a_sequential_subclass_is_declined():
         return seq[0](x), len(seq[1:])
     seq = _MySequential(nn.ReLU(), nn.Tanh())
     check(f, (torch.randn(3), seq), kind="eager", reason="construct")
+
+
+# --- torch.device ------------------------------------------------------------------------
+def device_fields(x):
+    cpu = torch.device("cpu")
+    gpu = torch.device("cuda", 1)
+    parsed = torch.device("cuda:0")
+    return (x.to(cpu), cpu.type, cpu.index, gpu.type, gpu.index, parsed.index, str(gpu),
+            cpu == x.device, torch.device(x.device).type, torch.device("cpu", 0).index)
+
+
+def device_of_input(x):
+    d = x.device
+    return torch.zeros(2, device=d), d.type, d.index, d == torch.device("cpu")
+
+
+@pytest.mark.parametrize("fn", [device_fields, device_of_input], ids=lambda f: f.__name__)
+def test_device_is_a_folded_constant(fn):
+    info = check(fn, torch.randn(2), kind="graph", graphs=1)
+    ops = info.backend.ops()
+    assert not any("device" in str(op) for op in ops), ops  # folded: no device node
+
+
+def bad_device(x):
+    return x.to(torch.device("no_such_device"))
+
+
+def test_bad_device_raises_as_eager():
+    check(bad_device, torch.randn(2), kind="break", reason="exceptions")
+
+
+# --- torch.distributions -------------------------------------------------------------------
+D = torch.distributions
+
+
+def normal_log_prob(x):
+    d = D.Normal(x, 1.0, validate_args=False)
+    return d.log_prob(x * 2), d.entropy(), d.mean, d.stddev, d.batch_shape
+
+
+def categorical_log_prob(logits):
+    return D.Categorical(logits=logits, validate_args=False).log_prob(torch.tensor([0, 2]))
+
+
+def returned_distribution(x):
+    return D.Normal(x, x.exp(), validate_args=False)
+
+
+@pytest.mark.parametrize("fn, arg", [
+    (normal_log_prob, torch.randn(3)), (categorical_log_prob, torch.randn(2, 3)),
+    (returned_distribution, torch.randn(3)),
+], ids=lambda v: getattr(v, "__name__", None))
+def test_distribution_made_inside(fn, arg):
+    check(fn, arg, kind="graph", graphs=1)
+
+
+def normal_sample(x):
+    d = D.Normal(x, 0.5, validate_args=False)
+    return d.sample(), d.rsample((2,)), d.sample().requires_grad
+
+
+def test_distribution_sample_matches_eager_under_a_seed():
+    """Sampling draws from the RNG in the graph, in the order eager draws."""
+    opt, backend = opt_of(normal_sample)
+    x = torch.randn(3, requires_grad=True)
+    for _ in range(2):
+        torch.manual_seed(3)
+        want = normal_sample(x)
+        torch.manual_seed(3)
+        got = opt(x)
+        for a, b in zip(got[:2], want[:2]):
+            torch.testing.assert_close(a, b, rtol=0, atol=0)
+            assert a.requires_grad == b.requires_grad
+        assert got[2] is want[2] is False
+    assert [e.kind for e in opt.cache_entries()] == ["graph"] and backend.calls == 1
+
+
+def validated_normal(x):
+    return D.Normal(x, 1.0).log_prob(x)
+
+
+def test_validated_distribution_breaks():
+    """validate_args (on by default) checks the parameters' values: data-dependent."""
+    info = check(validated_normal, torch.randn(3), kind="break")
+    assert info.break_reason.category in ("construct", "data_dependent"), info.break_reason
+
+
+# --- grad-mode context managers as decorators ----------------------------------------------
+def no_grad_inner(x):
+    @torch.no_grad()
+    def double(y):
+        return y * 2
+    z = double(x)
+    return z, z.requires_grad, (x * 2).requires_grad, torch.is_grad_enabled()
+
+
+def no_grad_without_parentheses(x):
+    @torch.no_grad
+    def double(y):
+        return y * 2, torch.is_grad_enabled()
+    return double(x), double.__wrapped__(x)
+
+
+def enable_grad_inside_no_grad(x):
+    @torch.enable_grad()
+    def grow(y):
+        return y * 3
+    with torch.no_grad():
+        a = grow(x)
+        b = x * 3
+    return a, b, a.requires_grad, b.requires_grad
+
+
+def set_grad_enabled_decorator(x):
+    @torch.set_grad_enabled(False)
+    def off(y):
+        return y + 1
+    mode_after_decorating = torch.is_grad_enabled()
+    return off(x), mode_after_decorating, (x + 1).requires_grad
+
+
+@torch.no_grad()
+def _module_level_no_grad(y):
+    return y.sin()
+
+
+def no_grad_reached_from_the_frame(x):
+    return _module_level_no_grad(x), x.sin()
+
+
+class _WithNoGradMethod(nn.Module):
+    @torch.no_grad()
+    def stats(self, x):
+        return x.mean(), x.std()
+
+    def forward(self, x):
+        return self.stats(x), x * 2
+
+
+def no_grad_method(x, m):
+    return m(x)
+
+
+def decorated_function_returned(x):
+    def double(y):
+        return y * 2
+    wrapped = torch.no_grad()(double)
+    return wrapped, wrapped(x)
+
+
+@pytest.mark.parametrize("fn, args", [
+    (no_grad_inner, ()), (no_grad_without_parentheses, ()), (enable_grad_inside_no_grad, ()),
+    (set_grad_enabled_decorator, ()), (no_grad_reached_from_the_frame, ()),
+    (no_grad_method, (_WithNoGradMethod(),)), (decorated_function_returned, ()),
+], ids=lambda v: getattr(v, "__name__", None) if callable(v) else None)
+def test_grad_mode_decorator_is_a_region(fn, args):
+    check(fn, (torch.randn(3, requires_grad=True), *args), kind="graph", graphs=1)
+
+
+def test_returned_decorated_function_runs_without_grad():
+    info = check(decorated_function_returned, torch.randn(3, requires_grad=True), kind="graph", graphs=1)
+    wrapped, _ = info.opt(torch.randn(2, requires_grad=True))
+    assert not wrapped(torch.ones(2, requires_grad=True)).requires_grad
+
+
+def break_inside_decorated(x):
+    @torch.no_grad()
+    def noisy(y):
+        print("inside")
+        return y * 2
+    return noisy(x), (x * 2).requires_grad
+
+
+def test_break_inside_a_decorated_function():
+    check(break_inside_decorated, torch.randn(3, requires_grad=True), kind="break", reason="side_effect")
+
+
+def decorated_generator(x):
+    @torch.no_grad()
+    def gen(y):
+        yield y * 2
+    return list(gen(x))
+
+
+def test_decorated_generator_is_declined():
+    """Each step of a decorated generator runs in the mode: not modelled as a region. (The
+    call cannot break: the context manager being called is on the stack.)"""
+    info = check(decorated_generator, torch.randn(3, requires_grad=True), kind="eager", reason="call")
+    assert "decorating" in str(info.entries[0].reason)
+
+
+# --- logging ----------------------------------------------------------------------------------
+import logging  # noqa: E402
+
+_log = logging.getLogger("minidynamo.tests.breadth")
+_log.propagate = False
+
+
+class _Records(logging.Handler):
+    def __init__(self):
+        super().__init__(logging.DEBUG)
+        self.seen = []
+
+    def emit(self, record):
+        self.seen.append(record.getMessage())
+
+
+@pytest.fixture
+def records():
+    handler = _Records()
+    _log.addHandler(handler)
+    old = _log.level
+    _log.setLevel(logging.WARNING)
+    try:
+        yield handler.seen
+    finally:
+        _log.removeHandler(handler)
+        _log.setLevel(old)
+        _log.disabled = False
+
+
+def logs_below_the_level(x):
+    _log.debug("x is %s", x.shape)
+    _log.info("info")
+    _log.log(5, "very fine")
+    y = x * 2
+    _log.debug("y=%r", 1)
+    return y
+
+
+def test_logging_below_the_level_is_a_guarded_no_op(records):
+    info = check(logs_below_the_level, torch.randn(3), kind="graph", graphs=1)
+    assert records == []
+    guards = own_guards(info.entries[0])
+    assert any("isEnabledFor(10)" in g for g in guards) and any("isEnabledFor(5)" in g for g in guards), guards
+    opt, backend = opt_of(logs_below_the_level)
+    x = torch.randn(3)
+    opt(x)
+    _log.setLevel(logging.DEBUG)  # now the records are emitted: the entry is not reused
+    got = opt(x)
+    torch.testing.assert_close(got, x * 2)
+    assert records == ["x is torch.Size([3])", "info", "y=1"]
+    assert opt.cache_entries()[-1].kind == "break"
+    _log.setLevel(logging.WARNING)
+    opt(x)
+    assert len(records) == 3 and backend.calls >= 1
+
+
+def test_disabled_logger_and_logging_disable(records):
+    def f(x):
+        _log.warning("careful")
+        _log.error("bad %d", 3)
+        return x + 1
+    opt, _ = opt_of(f)
+    x = torch.randn(2)
+    _log.disabled = True
+    opt(x)
+    opt(x)
+    assert records == [] and [e.kind for e in opt.cache_entries()] == ["graph"]
+    _log.disabled = False
+    logging.disable(logging.ERROR)
+    try:
+        opt(x)
+        assert records == []
+    finally:
+        logging.disable(logging.NOTSET)
+    opt(x)
+    assert records == ["careful", "bad 3"]
+
+
+def logs_a_warning(x):
+    _log.warning("warned %s", "once")
+    return x + 1
+
+
+def test_logging_at_the_level_still_breaks(records):
+    check(logs_a_warning, torch.randn(2), kind="break", reason="side_effect")
+    assert records == ["warned once"] * 3  # eager, then the two optimized calls (fullgraph refuses first)
+
+
+def missing_message(x):
+    _log.debug()
+    return x
+
+
+def module_level_logging(x):
+    logging.debug("root")
+    return x + 1
+
+
+class _ChattyLogger(logging.Logger):
+    def debug(self, msg, *args, **kwargs):
+        print("overridden", msg)
+
+
+_chatty = _ChattyLogger("minidynamo.tests.chatty")
+
+
+def overridden_debug(x):
+    _chatty.debug("hi")
+    return x + 1
+
+
+@pytest.mark.parametrize("fn, reason", [
+    (missing_message, "side_effect"), (module_level_logging, "side_effect"), (overridden_debug, "side_effect"),
+], ids=lambda v: getattr(v, "__name__", None) if callable(v) else None)
+def test_logging_that_is_not_a_no_op_breaks(fn, reason, records):
+    check(fn, torch.randn(2), kind="break", reason=reason)

@@ -81,7 +81,7 @@ _PROCESS_CONSTANTS = (
 # takes the eager path. (Under torch.compile they answer True and such code may skip
 # checks; minidynamo does not, so its results match the plain call's.)
 _GUARDED_QUERIES = (
-    "torch.jit.is_tracing", "torch._C._is_tracing", "torch.onnx.is_in_onnx_export",
+    "torch.jit.is_tracing", "torch._C._is_tracing", "torch._C._get_tracing_state", "torch.onnx.is_in_onnx_export",
     "torch.fx._symbolic_trace.is_fx_tracing", "torch.fx._symbolic_trace.is_fx_symbolic_tracing",
     "torch.compiler.is_compiling", "torch.compiler.is_dynamo_compiling", "torch.compiler.is_exporting",
     "torch._dynamo.is_compiling", "torch._utils.is_compiling",

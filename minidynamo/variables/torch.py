@@ -1,6 +1,7 @@
 """torch functions, modules and classes: calls become graph nodes run on fake tensors."""
 from __future__ import annotations
 
+import inspect
 import types
 
 import torch
@@ -8,8 +9,9 @@ import torch
 from ..exc import unsupported
 from ..guards import Guard
 from ..sources import AttrSource, CallSource
-from .base import ObjectConstantVariable
+from .base import ObjectConstantVariable, VariableTracker
 from .constant import ConstantVariable, fold, is_constant_value
+from .contexts import GradModeVariable
 from .lists import TupleVariable
 from .purity import is_compiler_disabled, is_operator, qualified_name, query_kind
 from .tensor import TensorVariable
@@ -128,7 +130,11 @@ class TorchVariable(ObjectConstantVariable):
                             {k: v.as_python_constant() for k, v in kwargs.items()}, what)
         if isinstance(fn, type) and not issubclass(fn, torch.Tensor):
             from .contexts import make_context_manager
+            if fn in (torch.no_grad, torch.enable_grad) and len(args) == 1 and not kwargs:
+                return decorate_with_grad_mode(tx, args[0], fn is torch.enable_grad, fn)  # @torch.no_grad
             cm = make_context_manager(tx, fn, args, kwargs)
+            if type(cm) is GradModeVariable:
+                return GradModeFactoryVariable.like(cm)
             if cm is not None:
                 return cm
             from .objects import construct
@@ -201,4 +207,96 @@ class TorchSettingsVariable(ObjectConstantVariable):
         return wrap(tx, value, AttrSource(self.source, name))
 
 
+# --- grad-mode context managers used as decorators ------------------------------------
+class GradModeFactoryVariable(GradModeVariable):
+    """`torch.no_grad()`, `torch.enable_grad()`, `torch.set_grad_enabled(mode)` made in
+    the trace: the context manager of contexts.py, which is also a decorator."""
+
+    @classmethod
+    def like(cls, cm):
+        made = cls(cm.enabled, cm.manager_type)
+        made.prev = cm.prev  # set_grad_enabled(mode) has already set the mode
+        return made
+
+    def call_function(self, tx, args, kwargs):
+        if len(args) != 1 or kwargs:
+            unsupported("exceptions", f"TypeError: {self.manager_type.__name__}() as a decorator takes "
+                                      "one function")
+        if self.manager_type is torch.set_grad_enabled and self.prev is not None:
+            self.exit(tx)  # its __call__ puts back the mode from before it was made
+        return decorate_with_grad_mode(tx, args[0], self.enabled, self.manager_type)
+
+
+def decorate_with_grad_mode(tx, fn, enabled: bool, manager_type):
+    """`torch.no_grad()(fn)` and the like: what calling the result does is a grad-mode
+    region around the call of `fn`."""
+    from .functions import BaseFunctionVariable, UserMethodVariable
+    from .objects import ClassVariable
+    if isinstance(fn, ClassVariable) or (isinstance(fn, TorchVariable) and isinstance(fn.value, type)):
+        unsupported("call", f"decorating a class with {manager_type.__name__}")
+    if not isinstance(fn, (BaseFunctionVariable, UserMethodVariable)):
+        unsupported("call", f"decorating {fn.describe()} with {manager_type.__name__}")
+    plain = fn.func if isinstance(fn, UserMethodVariable) else fn
+    code = plain.get_code() if hasattr(plain, "get_code") else None
+    if code is None or code.co_flags & (inspect.CO_GENERATOR | inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR):
+        # A generator is wrapped so that each step runs in the mode: not modelled.
+        unsupported("call", f"decorating {fn.describe()} with {manager_type.__name__} (only plain "
+                            "functions are traced as grad-mode regions)")
+    return GradModeFunctionVariable(fn, enabled, manager_type)
+
+
+class GradModeFunctionVariable(VariableTracker):
+    """A function decorated with a grad-mode context manager in the trace: each call is a
+    grad-mode region (contexts.py) around the inlined call of the function."""
+
+    __slots__ = ("fn", "enabled", "manager_type")
+
+    def __init__(self, fn, enabled: bool, manager_type):
+        super().__init__(None)
+        self.fn = fn
+        self.enabled = enabled
+        self.manager_type = manager_type
+
+    def python_type(self):
+        return types.FunctionType
+
+    def describe(self):
+        return f"{self.fn.describe()} decorated with {self.manager_type.__name__}"
+
+    def call_function(self, tx, args, kwargs):
+        region = GradModeVariable(self.enabled, self.manager_type)
+        region.enter(tx)
+        result = self.fn.call_function(tx, args, kwargs)
+        region.exit(tx)
+        return result
+
+    def var_getattr(self, tx, name):
+        if name == "__wrapped__":
+            return self.fn
+        if name in ("__name__", "__qualname__", "__doc__", "__module__"):  # functools.wraps copies them
+            return self.fn.var_getattr(tx, name)
+        unsupported("construct", f"attribute {name!r} of {self.describe()}")
+
+    def rebuild_new(self, rb):
+        cls = rb.ns.bind(self.manager_type, "grad_mode")
+        made = f"{cls}({self.enabled!r})" if self.manager_type is torch.set_grad_enabled else f"{cls}()"
+        return f"{made}({rb.expr(self.fn)})"
+
+
+def _is_distribution_class(cls) -> bool:
+    return isinstance(cls, type) and cls.__module__.startswith("torch.distributions.") \
+        and issubclass(cls, torch.distributions.Distribution)
+
+
+def _make_distribution(tx, cls, args, kwargs):
+    """A torch.distributions object is a plain Python object (its parameters are tensors,
+    its shapes Sizes): made in the trace as a user class's object is (user_objects.py);
+    sampling is a random op of the graph, as torch.randn is."""
+    from .user_objects import _construct
+    return _construct(tx, cls, args, kwargs)
+
+
 from . import nn_modules  # noqa: E402,F401  (registers the constructors of torch.nn modules)
+from .objects import register_constructor  # noqa: E402
+
+register_constructor(_is_distribution_class, _make_distribution)
