@@ -7,13 +7,16 @@ object that outlives the call declines the trace.
 from __future__ import annotations
 
 import inspect
+import logging
 import types
+from dataclasses import dataclass
 
 import torch
 
 from ..exc import unsupported
-from ..sources import AttrSource
+from ..sources import AttrSource, Source
 from .base import ObjectConstantVariable, VariableTracker
+from .constant import ConstantVariable
 from .functions import UserFunctionVariable, UserMethodVariable
 
 
@@ -133,6 +136,10 @@ class UserObjectVariable(VariableTracker):
             return wrap(tx, inst_dict[name], self._attr_source(name))
         if static is not None and self.source is not None:
             self._guard_class_attr(tx, name, static, shadowable=inst_dict is not None and not is_data_descriptor)
+        if isinstance(obj, logging.Logger) and name in _LOGGER_LEVELS and self.source is not None:
+            disabled_call = self._logger_method(tx, name)
+            if disabled_call is not None:
+                return disabled_call
         if static is None:
             if hasattr(cls, "__getattr__") and not isinstance(obj, torch.nn.Module):
                 unsupported("construct", f"{cls.__qualname__}.__getattr__ is not traced")
@@ -150,6 +157,17 @@ class UserObjectVariable(VariableTracker):
         if hasattr(type(static), "__get__"):
             unsupported("construct", f"descriptor {name!r} of {cls.__qualname__} is not traced")
         return wrap(tx, static, self._attr_source(name))
+
+    def _logger_method(self, tx, name):
+        """`logger.debug` and its kind on a logging.Logger whose class keeps logging's own
+        methods: a call below the logger's level does nothing (see LoggerCallVariable)."""
+        cls = type(self.value)
+        needed = (name, "isEnabledFor") + (("error",) if name == "exception" else ())
+        if any(inspect.getattr_static(cls, n, None) is not getattr(logging.Logger, n) for n in needed):
+            return None
+        for n in needed:
+            self._guard_class_attr(tx, n, getattr(logging.Logger, n), shadowable=True)
+        return LoggerCallVariable(self, name)
 
     def _guard_class_attr(self, tx, name, static, shadowable):
         """What the class gives for `name` is inlined: pin it (the class may be patched),
@@ -198,6 +216,62 @@ class UserObjectVariable(VariableTracker):
         if inspect.getattr_static(type(obj), "__call__", None) is not None:
             return self.call_method(tx, "__call__", args, kwargs)
         unsupported("exceptions", f"TypeError: {type(obj).__qualname__!r} object is not callable")
+
+
+# Logger methods whose whole effect, below the logger's level, is asking isEnabledFor
+# (`logging.debug()` and the other module functions are not: they may configure the root
+# logger first). None: the level is the call's first argument (`logger.log`).
+_LOGGER_LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "warning": logging.WARNING,
+                  "error": logging.ERROR, "exception": logging.ERROR, "critical": logging.CRITICAL,
+                  "log": None}
+
+
+@dataclass(frozen=True)
+class EnabledForSource(Source):
+    """`logger.isEnabledFor(level)`, asked again by the entry."""
+
+    base: Source
+    level: int
+
+    def expr(self, ns):
+        return f"{self.base.expr(ns)}.isEnabledFor({self.level!r})"
+
+    def name(self):
+        return f"{self.base.name()}.isEnabledFor({self.level!r})"
+
+    @property
+    def depth(self):
+        return self.base.depth + 3  # after the guards on the class's methods
+
+
+class LoggerCallVariable(UserMethodVariable):
+    """`logger.debug(...)` (info, warning, error, exception, critical, log): below the
+    logger's effective level the call does nothing, exactly (logging's own methods check
+    isEnabledFor first and return), so it is a no-op guarded on isEnabledFor being False;
+    at or above it, the record would be emitted: inlined, which declines as before."""
+
+    __slots__ = ("name",)
+
+    def __init__(self, logger, name):
+        super().__init__(UserFunctionVariable(getattr(logging.Logger, name)), logger)
+        self.name = name
+
+    def call_function(self, tx, args, kwargs):
+        logger = self.obj
+        try:  # the arguments must bind (a missing msg raises even below the level)
+            inspect.signature(self.func.fn).bind(logger.value, *args, **kwargs)
+        except TypeError:
+            return super().call_function(tx, args, kwargs)
+        level = _LOGGER_LEVELS[self.name]
+        if level is None:
+            if not args or not args[0].is_python_constant() or type(args[0].as_python_constant()) is not int:
+                return super().call_function(tx, args, kwargs)
+            level = args[0].as_python_constant()
+        if logger.value.isEnabledFor(level):  # reads the level (and fills logging's cache)
+            return super().call_function(tx, args, kwargs)
+        from ..guards import Guard
+        tx.output.guards.add(Guard("EQUALS_MATCH", EnabledForSource(logger.source, level), False))
+        return ConstantVariable(None)
 
 
 # What Module.__call__ consults before it calls forward: the module's own hooks and the
