@@ -704,3 +704,32 @@ def test_a_map_live_at_a_break_over_a_closure_falls_back_whole():
         return list(m)
 
     check(f, t(), kind="eager", reason="graph_break")
+
+
+def test_cmp_to_key_in_sorted_min_max():
+    def f(x):
+        calls = []
+
+        def by_length_descending(a, b):
+            calls.append((a.shape[0], b.shape[0]))
+            return b.shape[0] - a.shape[0]
+        ts = [x[:1], x, x[:2], x[1:2]]
+        key = functools.cmp_to_key(by_length_descending)
+        return (sorted(ts, key=key), sorted(ts, key=key, reverse=True), max(ts, key=key),
+                min(ts, key=functools.cmp_to_key(lambda a, b: a.dim() - b.dim())), calls, key(x).obj,
+                sorted([3, 1, 2], key=functools.cmp_to_key(lambda a, b: b - a)))
+
+    check(f, t(3), kind="graph", graphs=1)
+
+
+def test_cmp_to_key_returned():
+    def f(x):
+        key = functools.cmp_to_key(operator.sub)
+        return key, key(x), x + 1
+
+    backend = CountingBackend()
+    opt = minidynamo.optimize(backend=backend)(f)
+    key, k, _ = opt(t())
+    assert type(key) is type(functools.cmp_to_key(operator.sub)) and k.obj.shape == (3,)
+    assert sorted([3, 1, 2], key=key) == [1, 2, 3]
+    assert opt.cache_entries()[0].kind == "graph"

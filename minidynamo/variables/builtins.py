@@ -260,7 +260,6 @@ def _minmax(fn):
         if default is not None and len(args) > 1:
             unsupported("exceptions", f"TypeError: Cannot specify a default for {name}() with multiple "
                                       "positional arguments")
-        from ..interpreter.operators import compare
         # Read as CPython reads it: one item, then its key, then the next item.
         it = iterator_of(tx, args[0]) if len(args) == 1 else IteratorVariable(list(args))
         best = best_key = None
@@ -269,7 +268,7 @@ def _minmax(fn):
             if best is None:
                 best, best_key = item, k
                 continue
-            better = compare(tx, op, k, best_key)
+            better = order_compare(tx, op, k, best_key)
             if isinstance(better, TensorVariable):
                 best, best_key = _select(tx, name, better, item, best, k, best_key, key is None)
             elif better.truthy(tx):
@@ -330,27 +329,49 @@ def _sorted(tx, args, kwargs):
 
 def sort_items(tx, items: list, key=None, reverse=None) -> list:
     """`items` in the order list.sort(key=, reverse=) leaves them: the key is called on each
-    item first, in order; the order is CPython's own sort of those keys (stable, the same
-    comparisons), so keys must be constants: comparing tensors reads their data."""
+    item first, in order; then CPython's own sort orders them, so the comparisons are the
+    ones CPython makes, in its order: on the constant keys themselves, or else each one
+    traced (a comparison of tensors reads their data and declines)."""
     key = None if key is None or _is_none(key) else key
     if reverse is not None and not reverse.is_python_constant():
         unsupported("data_dependent", f"sort(reverse=) is {reverse.describe()}")
     rev = bool(reverse.as_python_constant()) if reverse is not None else False
     keys = [item if key is None else key.call_function(tx, [item], {}) for item in items]
-    values = []
-    for k in keys:
-        if not k.is_python_constant():
-            tensors = isinstance(k, TensorVariable) or (
-                isinstance(k, (TupleVariable, ListVariable)) and any(isinstance(i, TensorVariable) for i in k.items))
-            unsupported("data_dependent" if tensors else "construct",
-                        f"sorting by {k.describe()}" + (" compares tensor values" if tensors else
-                                                         ", which is not a constant"))
-        values.append(k.as_python_constant())
+    if all(k.is_python_constant() for k in keys):
+        values = [k.as_python_constant() for k in keys]
+        sort_key = values.__getitem__
+    else:
+        def sort_key(i):
+            return _TracedKey(tx, keys[i])
     try:
-        order = sorted(range(len(values)), key=values.__getitem__, reverse=rev)
+        order = sorted(range(len(keys)), key=sort_key, reverse=rev)
+    except Unsupported:
+        raise
     except Exception as e:  # the eager run raises it for real
         unsupported("exceptions", f"sort() raised {type(e).__name__}: {e}")
     return [items[i] for i in order]
+
+
+class _TracedKey:
+    """A sort key whose `<` (all CPython's sort asks) is traced on the key trackers."""
+
+    __slots__ = ("tx", "value")
+
+    def __init__(self, tx, value):
+        self.tx, self.value = tx, value
+
+    def __lt__(self, other):
+        return order_compare(self.tx, "<", self.value, other.value).truthy(self.tx)
+
+
+def order_compare(tx, op, a, b):
+    """`a op b` as min, max and sort compare keys: functools.cmp_to_key's keys call their
+    function, anything else is an ordinary comparison."""
+    from ..interpreter.operators import compare
+    from .iterutils import KeyWrapperVariable
+    if isinstance(a, KeyWrapperVariable):
+        return a.compare(tx, op, b)
+    return compare(tx, op, a, b)
 
 
 def is_callable(v) -> bool:
@@ -475,10 +496,11 @@ _HANDLERS = {
     map: _lazy("make_map"), filter: _lazy("make_filter"), sorted: _sorted, callable: _callable,
     any: _any_all(any), all: _any_all(all), functools.reduce: _reduce,
     itertools.tee: _lazy("make_tee"), itertools.chain.from_iterable: _lazy("chain_from_iterable"),
+    functools.cmp_to_key: _lazy("make_cmp_to_key"),
 }
 # C functions outside builtins that are traced as builtins (itertools' classes are classes:
 # iterutils registers their constructors).
-_TRACED_C_FUNCTIONS = (functools.reduce, itertools.tee)
+_TRACED_C_FUNCTIONS = (functools.reduce, functools.cmp_to_key, itertools.tee)
 
 
 def _is_from_iterable(value) -> bool:

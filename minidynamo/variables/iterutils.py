@@ -4,6 +4,7 @@ make lazy iterators (map, filter, iter(callable, sentinel)), all through lazy_it
 and itertools_items.py."""
 from __future__ import annotations
 
+import functools
 import itertools
 import numbers
 import sys
@@ -19,7 +20,7 @@ from .lazy_iterators import (ModelIterator, bind_args, decline_type, decline_val
 from .lists import IteratorVariable, TupleVariable, iterator_of
 from .objects import ClassVariable, register_constructor
 
-__all__ = ["make_map", "make_filter", "make_call_until", "make_tee", "chain_from_iterable"]
+__all__ = ["make_map", "make_filter", "make_call_until", "make_tee", "chain_from_iterable", "make_cmp_to_key"]
 
 
 def _product(tx, args, kwargs):
@@ -201,6 +202,51 @@ def _construct(tx, cls, args, kwargs):
 
 
 register_constructor(lambda cls: cls in _FACTORIES, _construct, first=True)
+
+
+_KEY_WRAPPER = type(functools.cmp_to_key(lambda a, b: 0))
+
+
+class KeyWrapperVariable(VariableTracker):
+    """functools.cmp_to_key(cmp) (obj None) and the keys calling it makes, K(obj): two keys
+    compare as `cmp(a.obj, b.obj) op 0`, cmp called when CPython calls it."""
+
+    __slots__ = ("cmp", "obj")
+
+    def __init__(self, cmp, obj=None):
+        super().__init__(None)
+        self.cmp, self.obj = cmp, obj
+
+    def python_type(self):
+        return _KEY_WRAPPER
+
+    def describe(self):
+        return "functools.cmp_to_key key" if self.obj is not None else "functools.cmp_to_key object"
+
+    def call_function(self, tx, args, kwargs):
+        (obj,) = bind_args("K", args, kwargs, ("obj",))
+        return KeyWrapperVariable(self.cmp, obj)
+
+    def var_getattr(self, tx, name):
+        if name == "obj" and self.obj is not None:
+            return self.obj
+        return super().var_getattr(tx, name)
+
+    def compare(self, tx, op, other):
+        from ..interpreter.operators import compare
+        if not isinstance(other, KeyWrapperVariable) or self.obj is None or other.obj is None:
+            decline_type("other argument must be K instance")
+        result = self.cmp.call_function(tx, [self.obj, other.obj], {})
+        return compare(tx, op, result, ConstantVariable(0))
+
+    def rebuild_new(self, rb):
+        made = f"{rb.ns.bind(functools.cmp_to_key, 'cmp_to_key')}({rb.expr(self.cmp)})"
+        return made if self.obj is None else f"{made}({rb.expr(self.obj)})"
+
+
+def make_cmp_to_key(tx, args, kwargs):
+    (cmp,) = bind_args("cmp_to_key", args, kwargs, ("mycmp",))
+    return KeyWrapperVariable(cmp)
 
 
 class ChainClassVariable(ClassVariable):
