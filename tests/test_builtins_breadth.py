@@ -733,3 +733,33 @@ def test_cmp_to_key_returned():
     assert type(key) is type(functools.cmp_to_key(operator.sub)) and k.obj.shape == (3,)
     assert sorted([3, 1, 2], key=key) == [1, 2, 3]
     assert opt.cache_entries()[0].kind == "graph"
+
+
+def test_a_declined_function_inside_a_for_loop_over_map_runs_eagerly():
+    def f(x):
+        out = []
+        for v in map(lambda a: print("item") or a * 2, [x, x + 1]):
+            out.append(v)
+        return out
+
+    check(f, t(), kind="eager", reason="side_effect")
+
+
+@pytest.mark.parametrize("make", [
+    lambda x: itertools.product([x, x + 1], [1, 2]),
+    lambda x: itertools.chain([x], (x + 1, x + 2)),
+    lambda x: itertools.islice(itertools.count(), 1, 7, 2),
+    lambda x: itertools.accumulate([x, x, x]),
+    lambda x: filter(lambda v: v is not None, [x, None, x + 1]),
+    lambda x: itertools.zip_longest([x], [1, 2]),
+    lambda x: itertools.starmap(torch.mul, [(x, 2), (x, 3)]),
+], ids=["product", "chain", "islice_count", "accumulate", "filter", "zip_longest", "starmap"])
+def test_a_loop_over_an_iterator_that_breaks_in_its_body(make):
+    def f(x):
+        out = []
+        for v in make(x):
+            print("item")
+            out.append(v)
+        return out
+
+    check(f, t(), kind="break", reason="side_effect")

@@ -376,16 +376,15 @@ def order_compare(tx, op, a, b):
 
 def is_callable(v) -> bool:
     """callable(v): whether v's type has a __call__ (the real object's, where there is one)."""
+    from .functions import BaseFunctionVariable, BoundMethodVariable, PartialVariable, UserMethodVariable
     from .objects import UserObjectVariable
     if isinstance(v, (ObjectConstantVariable, UserObjectVariable)):
         return callable(v.value)
+    if isinstance(v, (BaseFunctionVariable, BoundMethodVariable, PartialVariable, UserMethodVariable)):
+        return True
     if isinstance(v, (TensorVariable, BaseListVariable, DictVariable, SetVariable, IteratorVariable)):
         return False
-    try:
-        t = v.python_type()
-    except Unsupported:
-        return True  # functions, methods, partials, kernels: the trackers without a type are calls
-    return any("__call__" in vars(k) for k in t.__mro__)
+    return any("__call__" in vars(k) for k in v.python_type().__mro__)
 
 
 def _callable(tx, args, kwargs):
