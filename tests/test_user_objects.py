@@ -374,3 +374,16 @@ def test_with_over_a_lock_is_not_traced():
             return y * 2
 
     check(f, t(), kind="eager", reason="exceptions")
+
+
+def test_instance_dict_of_a_new_object():
+    def f(x):
+        o = Scaled(x)
+        o.__dict__["extra"] = x + 1
+        o.__dict__.update(more=3)
+        d = o.__dict__
+        return "t" in o.__dict__, o.extra * o.more, sorted(d), o, d
+
+    info = check(f, t(), kind="graph")
+    *_, o, d = info.opt(t())
+    assert d is o.__dict__

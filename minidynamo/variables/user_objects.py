@@ -21,6 +21,7 @@ from ..guards import Guard
 from ..sources import AttrSource, ObjectSource
 from .base import VariableTracker
 from .constant import ConstantVariable
+from .dicts import DictVariable
 from .functions import UserFunctionVariable, UserMethodVariable
 from .objects import ClassVariable, UserObjectVariable, register_constructor
 
@@ -67,15 +68,34 @@ def _guard_attr(tx, cls, name, value):
     tx.output.guards.add(Guard("ID_MATCH", AttrSource(ObjectSource(cls, cls.__qualname__), name), value))
 
 
+class InstanceDictVariable(DictVariable):
+    """The `__dict__` of an object made in the trace: its attributes, by name. Rebuilt as
+    that object's own `__dict__` (identity kept)."""
+
+    __slots__ = ("owner",)
+
+    def __init__(self, owner):
+        super().__init__({})
+        self.owner = owner
+
+    def rebuild_new(self, rb) -> str:
+        return f"{rb.expr(self.owner)}.__dict__"
+
+
 class NewObjectVariable(VariableTracker):
     """An object of a plain user class made by the trace: its instance attributes."""
 
-    __slots__ = ("cls", "attrs")
+    __slots__ = ("cls", "instance_dict")
 
     def __init__(self, cls):
         super().__init__(None)
         self.cls = cls
-        self.attrs: dict = {}
+        self.instance_dict = InstanceDictVariable(self)
+
+    @property
+    def attrs(self) -> dict:
+        """name → tracker, in assignment order (the __dict__'s own items)."""
+        return self.instance_dict.items
 
     def python_type(self):
         return self.cls
@@ -91,7 +111,7 @@ class NewObjectVariable(VariableTracker):
         if name == "__class__":
             return _class_var(self.cls)
         if name == "__dict__":
-            unsupported("construct", f"the __dict__ of {self.describe()}")
+            return self.instance_dict
         static = _static(self.cls, name)
         if static is not None and hasattr(type(static), "__set__"):  # a data descriptor wins
             return self._descriptor(tx, name, static)
