@@ -22,7 +22,8 @@ from .variables.dicts import DictVariable
 
 # The types of outside objects whose trackers the trace changes (dict trackers model the
 # collections' dict types too; collections_types.DequeVariable has its own writeback).
-_CONTAINER_TYPES = (list, dict, collections.OrderedDict, collections.defaultdict, collections.deque)
+_CONTAINER_TYPES = (list, dict, collections.OrderedDict, collections.defaultdict, collections.Counter,
+                    collections.deque)
 
 
 def mutation_guards(output) -> None:

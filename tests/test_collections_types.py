@@ -4,7 +4,7 @@ differential against eager."""
 import collections
 import copy
 import typing
-from collections import OrderedDict, defaultdict, deque, namedtuple
+from collections import Counter, OrderedDict, defaultdict, deque, namedtuple
 
 import pytest
 import torch
@@ -712,3 +712,46 @@ def test_defaultdict_passed_twice_is_one_object():
 
     d = defaultdict(list)
     check(f, Args(d, d, t()), kind="graph", graphs=1)
+
+
+# --- Counter ----------------------------------------------------------------------------------
+def test_counter_made_inside():
+    def f(x):
+        c = Counter("abracadabra")
+        c.update(["a", "z"])
+        c.update({"z": 2}, q=1)
+        c.subtract("aa")
+        c.subtract({"q": 3})
+        c["new"] += 2
+        del c["missing"]  # a Counter forgets a missing key quietly
+        missing = c["nope"]
+        return (c, missing, "nope" in c, c.most_common(2), sorted(c.elements()), c.total(), len(c),
+                Counter(a=1) == Counter(a=1, b=0), Counter(a=1) == {"a": 1, "b": 0}, x * c["a"])
+
+    check(f, t(), kind="graph", graphs=1)
+
+
+def test_counter_of_tensors_and_equality():
+    def f(x, y):
+        c = Counter({"a": x})
+        c.update({"a": y, "b": y})  # counts added: tensor nodes
+        d = c.copy()
+        return c, d, type(d), Counter() == Counter(a=0), c["zz"], x + 1
+
+    check(f, (t(), t()), kind="graph", graphs=1)
+
+
+def test_counter_passed_in_is_updated_in_place():
+    def f(c, x):
+        c.update(["a", "b", "a"])
+        c["t"] = x + 1
+        return c["a"], c["never"]
+
+    check(f, (Counter(a=1, z=5), t()), kind="graph", graphs=1)
+
+
+def test_counter_fromkeys_raises_like_eager():
+    def f(x):
+        return Counter.fromkeys("ab"), x
+
+    check(f, t(), kind="break", reason="exceptions")

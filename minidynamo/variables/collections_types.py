@@ -1,14 +1,14 @@
-"""Models of the collections types: OrderedDict and defaultdict made inside the trace or
-passed in, `fromkeys` of the dict types (deques: deques.py; namedtuples: namedtuples.py).
+"""Models of the collections types: OrderedDict, defaultdict and Counter made inside the
+trace or passed in, `fromkeys` of the dict types (deques: deques.py; namedtuples: namedtuples.py).
 
-OrderedDict and defaultdict are dict trackers with their own methods. Those passed in, and
+OrderedDict, defaultdict and Counter are dict trackers with their own methods. Those passed in, and
 deques passed in, may be changed: the entry writes their final contents back in place
 after the graph, as for lists and dicts (side_effects.py)."""
 from __future__ import annotations
 
 import operator
 import types
-from collections import OrderedDict, defaultdict
+from collections import Counter, OrderedDict, defaultdict
 
 from ..exc import unsupported
 from ..guards import Guard
@@ -186,6 +186,94 @@ def new_dict_of_type(tx, dict_type, items: dict) -> DictVariable:
     unsupported("construct", f"a {dict_type.__qualname__} made while tracing")
 
 
+# --- Counter ------------------------------------------------------------------------------
+class CounterVariable(DictVariable):
+    """A Counter: a missing key reads 0 (and is not stored), deleting a missing key is
+    fine, update/subtract count, and two Counters are equal when their counts agree with
+    missing ones read as 0 (3.10+). Counting folds on constant counts."""
+
+    __slots__ = ()
+
+    def __init__(self, items, source=None, lazy=None, size=None):
+        super().__init__(items, source, dict_type=Counter, lazy=lazy, size=size)
+
+    def as_python_constant(self):
+        return Counter({k: v.as_python_constant() for k, v in self.items.items()})
+
+    def copy(self):
+        return CounterVariable(self.items)
+
+    def getitem(self, tx, key):
+        k = _key(tx, key)
+        return self.items[k] if k in self.items else ConstantVariable(0)
+
+    def delitem(self, tx, key):
+        k = _key(tx, key)
+        if k in self.items:
+            self.check_mutable("item deletion", tx)
+            del self.items[k]
+
+    def equals(self, tx, other):
+        from ..interpreter.operators import compare
+        if not isinstance(other, CounterVariable):
+            return super().equals(tx, other)  # Counter.__eq__ leaves it to dict's
+        return all(compare(tx, "==", c.getitem(tx, ConstantVariable(k)), d.getitem(tx, ConstantVariable(k))).truthy(tx)
+                   for c, d in ((self, other), (other, self)) for k in list(c.items))
+
+    def count_in(self, tx, what: str, source, kwargs, sign: int) -> None:
+        """Counter.update (sign 1) / subtract (sign -1): a mapping's counts, or one per element."""
+        from ..interpreter.operators import binary_op
+        self.check_mutable(f"Counter.{what}", tx)
+        op = "add" if sign > 0 else "sub"
+        if source is not None and not is_none(source):
+            if isinstance(source, DictVariable):
+                if sign > 0 and not self.items:
+                    self.items.update(source.items)  # CPython's fast path: the counts as they are
+                else:
+                    for k, count in list(source.items.items()):
+                        old = self.items.get(k, ConstantVariable(0))
+                        self.items[k] = binary_op(tx, op, count, old) if sign > 0 else binary_op(tx, op, old, count)
+            else:
+                for element in source.iter_items(tx):
+                    k = _key(tx, element)
+                    self.items[k] = binary_op(tx, op, self.items.get(k, ConstantVariable(0)), ConstantVariable(1))
+        if kwargs:
+            self.count_in(tx, what, DictVariable(kwargs), {}, sign)
+
+    def call_method(self, tx, name, args, kwargs):
+        from .constant import fold
+        if name in ("update", "subtract"):
+            (source,) = bind_params(f"Counter.{name}()", args, {}, ("iterable",), {"iterable": ConstantVariable(None)})
+            self.count_in(tx, name, source, kwargs, 1 if name == "update" else -1)
+            return ConstantVariable(None)
+        if name == "__missing__" and len(args) == 1 and not kwargs:
+            return ConstantVariable(0)
+        if name == "fromkeys":
+            unsupported("exceptions", "NotImplementedError: Counter.fromkeys() is undefined.  Use Counter(iterable) instead.")
+        if name in ("most_common", "total", "elements"):
+            if not self.is_python_constant() or not all(a.is_python_constant() for a in [*args, *kwargs.values()]):
+                unsupported("construct", f"Counter.{name} of counts that are not constants")
+            method = getattr(self.as_python_constant(), name)
+            if name == "elements":  # an iterator over a snapshot: the counts are read at the call
+                from .lists import IteratorVariable
+                listed = fold(tx, lambda *a, **k: list(method(*a, **k)), [a.as_python_constant() for a in args],
+                              {k: v.as_python_constant() for k, v in kwargs.items()}, "Counter.elements()")
+                return IteratorVariable(listed.items)
+            return fold(tx, method, [a.as_python_constant() for a in args],
+                        {k: v.as_python_constant() for k, v in kwargs.items()}, f"Counter.{name}()")
+        return super().call_method(tx, name, args, kwargs)
+
+    def __repr__(self):
+        return f"CounterVariable({self.items!r})"
+
+
+def _make_counter(tx, cls, args, kwargs):
+    (source,) = bind_params("Counter()", args, {}, ("iterable",), {"iterable": ConstantVariable(None)})
+    c = CounterVariable({})
+    c.count_in(tx, "update", source, kwargs, 1)
+    return c
+
+
 # --- constructors -------------------------------------------------------------------------
 def _fill(tx, d: DictVariable, what: str, args, kwargs) -> DictVariable:
     """`dict(*args, **kwargs)`'s filling: a mapping or an iterable of pairs, then keywords."""
@@ -210,8 +298,8 @@ def _make_defaultdict(tx, cls, args, kwargs):
 
 # --- dicts passed in ------------------------------------------------------------------------
 def _wrap_dict(tx, value, source):
-    """An OrderedDict or defaultdict read from the frame: like a dict (keys guarded when
-    first looked into), one tracker per object however it is reached."""
+    """An OrderedDict, defaultdict or Counter read from the frame: like a dict (keys
+    guarded when first looked into), one tracker per object however it is reached."""
     from .builder import wrap
     if source is not None:
         seen = tx.output.containers.get(id(value))
@@ -228,12 +316,13 @@ def _wrap_dict(tx, value, source):
         return {k: wrap(tx, v, ItemSource(source, k) if source else None) for k, v in value.items()}
 
     if source is None:
-        var = OrderedDictVariable(entries()) if kind is OrderedDict else \
-            DefaultDictVariable(entries(), wrap(tx, value.default_factory, None))
-        return var
+        if kind is defaultdict:
+            return DefaultDictVariable(entries(), wrap(tx, value.default_factory, None))
+        return (OrderedDictVariable if kind is OrderedDict else CounterVariable)(entries())
     tx.output.guards.add(Guard("TYPE_MATCH", source, kind))
-    if kind is OrderedDict:
-        var = OrderedDictVariable({}, source, lazy=entries, size=len(value))
+    if kind is not defaultdict:
+        var = (OrderedDictVariable if kind is OrderedDict else CounterVariable)({}, source, lazy=entries,
+                                                                                size=len(value))
     else:
         var = DefaultDictVariable({}, source=source, lazy=entries, size=len(value),
                                   factory_lazy=lambda: wrap(tx, value.default_factory,
@@ -283,7 +372,8 @@ def _register():
     from .objects import register_constructor
     register_constructor(lambda cls: cls is OrderedDict, _make_ordered_dict, first=True)
     register_constructor(lambda cls: cls is defaultdict, _make_defaultdict, first=True)
-    register_wrapper(lambda v: type(v) in (OrderedDict, defaultdict), _wrap_dict, guard_identity=False)
+    register_constructor(lambda cls: cls is Counter, _make_counter, first=True)
+    register_wrapper(lambda v: type(v) in (OrderedDict, defaultdict, Counter), _wrap_dict, guard_identity=False)
     register_wrapper(_is_fromkeys, _wrap_fromkeys, guard_identity=False)
     deques.register()
     namedtuples.register()
