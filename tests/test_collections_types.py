@@ -755,3 +755,34 @@ def test_counter_fromkeys_raises_like_eager():
         return Counter.fromkeys("ab"), x
 
     check(f, t(), kind="break", reason="exceptions")
+
+
+def test_namedtuple_made_inside_class_patched_after_the_trace():
+    Local = namedtuple("Local", "a b")
+
+    def f(x):
+        p = Local(x, x + 1)
+        return p.b, p._replace(a=2)
+
+    opt = minidynamo.optimize(backend=CountingBackend())(f)
+    x = t()
+    same(opt(x), f(x))
+    original = Local.b
+    try:
+        Local.b = property(lambda self: "patched")
+        assert opt(x)[0] == "patched" == f(x)[0]
+    finally:
+        Local.b = original
+    same(opt(x), f(x))
+
+
+class Shouting(tuple):
+    def __getitem__(self, i):  # a tuple subclass with a dunder of its own is not a plain tuple
+        return 42
+
+
+def test_tuple_subclass_with_its_own_dunders_passed_in():
+    def f(s, x):
+        return s[0], x + 1
+
+    check(f, (Shouting((t(), t())), t()), kind="graph", graphs=1)

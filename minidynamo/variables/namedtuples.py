@@ -12,7 +12,7 @@ import typing
 
 from ..exc import READS_FRAME, unsupported
 from ..guards import Guard
-from ..sources import AttrSource
+from ..sources import AttrSource, ObjectSource
 from .constant import ConstantVariable, is_constant_value
 from .dicts import DictVariable
 from .functions import UserFunctionVariable, UserMethodVariable, bind_arguments
@@ -115,8 +115,7 @@ def namedtuple_getattr(tx, tup: TupleVariable, name: str):
             return found
     if static is None:
         return None
-    if source is not None:
-        _guard_class_attribute(tx, source, name, static)
+    _guard_class_attribute(tx, _class_source(cls, source), name, static)
     if type(static) is _TUPLEGETTER:
         index = static.__reduce__()[1][0]
         return tup.items[index]
@@ -163,9 +162,16 @@ def _instance_attribute(tx, tup: TupleVariable, name: str):
     return None
 
 
-def _guard_class_attribute(tx, source, name, static) -> None:
+def _class_source(cls, instance_source):
+    """Where guards read the class: through the instance passed in, or the class itself."""
+    if instance_source is not None:
+        return AttrSource(instance_source, "__class__")
+    return ObjectSource(cls, cls.__qualname__)
+
+
+def _guard_class_attribute(tx, class_source, name, static) -> None:
     """What the class gives for `name` is inlined or read: pin it (a class can be patched)."""
-    on_class = AttrSource(AttrSource(source, "__class__"), name)
+    on_class = AttrSource(class_source, name)
     if isinstance(static, classmethod):  # read through the class: a bound method, made anew
         tx.output.guards.add(Guard("ID_MATCH", AttrSource(on_class, "__func__"), static.__func__))
     elif isinstance(static, staticmethod):
@@ -250,6 +256,9 @@ def _make_namedtuple(tx, cls, args, kwargs):
     if inspect.getattr_static(cls, "__new__") is not base.__dict__["__new__"] or cls.__init__ is not object.__init__:
         return None
     new = base.__dict__["__new__"].__func__
+    # The construction relies on both (a class can be patched after the trace).
+    tx.output.guards.add(Guard("ID_MATCH", AttrSource(_class_source(cls, None), "__new__"), new))
+    tx.output.guards.add(Guard("ID_MATCH", AttrSource(_class_source(cls, None), "__init__"), object.__init__))
     bound = bind_arguments(UserFunctionVariable(new), tx, new.__code__, [ClassVariable(cls), *args], kwargs)
     names = new.__code__.co_varnames[1:new.__code__.co_argcount]
     return TupleVariable([bound[n] for n in names], tuple_type=cls)
