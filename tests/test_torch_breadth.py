@@ -4,10 +4,12 @@ decorator, and logging calls. Each function is compared with eager (helpers.chec
 what is captured is asserted; settings are changed between calls to show the entry is
 not stale."""
 import contextlib
+import logging
 
 import pytest
 import torch
 import torch.fx._symbolic_trace as symbolic_trace
+from torch.backends.cuda import matmul as _matmul_settings
 from helpers import CountingBackend, check, same_outcome
 
 import minidynamo
@@ -712,8 +714,6 @@ def test_decorated_generator_is_declined():
 
 
 # --- logging ----------------------------------------------------------------------------------
-import logging  # noqa: E402
-
 _log = logging.getLogger("minidynamo.tests.breadth")
 _log.propagate = False
 
@@ -828,3 +828,42 @@ def overridden_debug(x):
 ], ids=lambda v: getattr(v, "__name__", None) if callable(v) else None)
 def test_logging_that_is_not_a_no_op_breaks(fn, reason, records):
     check(fn, torch.randn(2), kind="break", reason=reason)
+
+
+# --- made modules and graph breaks -------------------------------------------------------------
+class _Printing(nn.Module):
+    def forward(self, x):
+        print("forward of _Printing")
+        return x * 2
+
+
+def break_inside_a_made_sequential(x, printing):
+    return nn.Sequential(nn.ReLU(), printing, nn.Tanh())(x) + 1
+
+
+def made_container_live_at_a_break(x):
+    s = nn.Sequential(nn.ReLU(), nn.Sigmoid())
+    d = nn.ModuleDict({"a": nn.Tanh()})
+    print("between")
+    return s(x), d["a"](x), len(s)
+
+
+@pytest.mark.parametrize("fn, args", [
+    (break_inside_a_made_sequential, (_Printing(),)), (made_container_live_at_a_break, ()),
+], ids=lambda v: getattr(v, "__name__", None) if callable(v) else None)
+def test_made_modules_across_a_graph_break(fn, args):
+    check(fn, (torch.randn(3), *args), kind="break", reason="side_effect")
+
+
+def tf32_through_an_imported_name(x):
+    return x + 1 if _matmul_settings.allow_tf32 else x - 1
+
+
+def test_settings_object_imported_by_name_is_guarded():
+    check(tf32_through_an_imported_name, torch.ones(2), kind="graph", graphs=1)
+    opt, _ = opt_of(tf32_through_an_imported_name)
+    _twice(tf32_through_an_imported_name, opt, torch.ones(2))
+    with setting(_MATMUL, "allow_tf32", not _MATMUL.allow_tf32):
+        _twice(tf32_through_an_imported_name, opt, torch.ones(2))
+    assert len(opt.cache_entries()) == 2
+    assert any("allow_tf32" in g for g in own_guards(opt.cache_entries()[0]))

@@ -141,6 +141,9 @@ class UserObjectVariable(VariableTracker):
             if disabled_call is not None:
                 return disabled_call
         if static is None:
+            from .torch import SETTINGS_TYPES, TorchSettingsVariable
+            if cls in SETTINGS_TYPES and self.source is not None:  # `from torch.backends.cuda import matmul`
+                return TorchSettingsVariable(obj, self.source).var_getattr(tx, name)
             if hasattr(cls, "__getattr__") and not isinstance(obj, torch.nn.Module):
                 unsupported("construct", f"{cls.__qualname__}.__getattr__ is not traced")
             unsupported("exceptions", f"AttributeError: {cls.__qualname__!r} object has no attribute {name!r}")

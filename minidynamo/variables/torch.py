@@ -46,7 +46,7 @@ def _settings_types() -> tuple:
                              getattr(torch.backends, "_FP32Precision", None)) if t is not None)
 
 
-_SETTINGS_TYPES = _settings_types()
+SETTINGS_TYPES = _settings_types()
 
 
 def is_torch_object(value) -> bool:
@@ -98,7 +98,7 @@ class TorchVariable(ObjectConstantVariable):
             return wrap(tx, attr, source)
         if is_constant_value(attr):
             return ConstantVariable(attr)  # dtypes, devices, layouts: never rebound
-        if type(attr) in _SETTINGS_TYPES:
+        if type(attr) in SETTINGS_TYPES:
             if source is None:
                 unsupported("construct", f"{qualified_name(self.value)}.{name}, settings that "
                                          "could not be guarded here")
