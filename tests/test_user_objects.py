@@ -387,3 +387,18 @@ def test_instance_dict_of_a_new_object():
     info = check(f, t(), kind="graph")
     *_, o, d = info.opt(t())
     assert d is o.__dict__
+
+
+def test_generic_base_with_empty_slots_is_modelled():
+    import typing
+
+    T = typing.TypeVar("T")
+
+    class Box(typing.Generic[T]):
+        def __init__(self, item):
+            self.item = item
+
+    def f(x):
+        return Box(x).item * 2
+
+    check(f, t(), kind="graph")

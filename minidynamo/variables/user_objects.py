@@ -41,9 +41,19 @@ def why_not_modelled(cls) -> str | None:
             return f"its base {base.__qualname__} is a builtin type"
     for klass in cls.__mro__[:-1]:
         for name in _UNMODELLED:
-            if name in vars(klass):
+            if name in vars(klass) and not (name == "__slots__" and not _named_slots(klass)):
                 return f"{klass.__qualname__} defines {name}"
+    if all("__slots__" in vars(klass) for klass in cls.__mro__[:-1]):
+        return "its instances have no __dict__ (every class in its MRO defines __slots__)"
     return None
+
+
+def _named_slots(klass) -> list:
+    """The slots `klass` gives its instances, beyond __dict__/__weakref__ (typing.Generic
+    and abc-style bases define `__slots__ = ()`: no slot of their own)."""
+    slots = vars(klass)["__slots__"]
+    slots = (slots,) if isinstance(slots, str) else tuple(slots)
+    return [s for s in slots if s not in ("__dict__", "__weakref__")]
 
 
 def _is_user_class(cls) -> bool:
