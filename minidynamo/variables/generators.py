@@ -19,7 +19,9 @@ What the trace cannot make exact declines, with the reason:
   works through the items. That equals CPython's item-by-item order unless the body, after
   an item was taken, changes something the consumer's work reads (a tensor in place, the
   grad mode, a yielded list); such a drain declines. `x in gen` (CPython stops at the first
-  match) declines.
+  match) declines. Not detected: a consumer that writes as it pulls (`list.extend`,
+  `dict.update`, `+=` on a list) over a body that reads or writes that same container; those
+  consumers are exact once they pull item by item (`next_item`), as min/max/any/all do.
 """
 from __future__ import annotations
 
