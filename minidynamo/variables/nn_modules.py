@@ -345,8 +345,8 @@ def _make_container(tx, cls, args, kwargs):
         _check_module(m, cls)
         if type(name) is not str:
             unsupported("exceptions", f"TypeError: module name should be a string. Got {type(name).__name__}")
-    _check_names(cls, children)
     _guard_no_global_hooks(tx, _REGISTRATION_HOOKS, f"creating a {cls.__qualname__}")
+    _check_names(cls, children)
     return NewContainerVariable(cls, children)
 
 
