@@ -53,6 +53,7 @@ class OutputGraph:
         self.root_graph = self.graph  # the frame's graph: inputs are its placeholders
         self.submodules: dict = {}  # bodies held by nodes (autograd.Function), by attribute name
         self.entered: list = []  # real context managers the trace is inside (autocast)
+        self.inference_regions = 0  # torch.inference_mode() regions the trace is inside
         self.fake_mode = _FactMode()
         self.inputs: list[GraphInput] = []
         self._input_by_source: dict = {}
@@ -136,6 +137,9 @@ class OutputGraph:
             finally:
                 self.fake_mode.log = None
             writes, aliases, items = _memory_facts(tensors, versions, log, result)
+            if self.inference_regions:
+                from .variables.contexts import mark_inference_views
+                mark_inference_views(target, tensors, result)
             if key is not None and not writes and not aliases:
                 remember(key, result)
         if not _contains_tensor(result):

@@ -1,5 +1,5 @@
 """A decline says what to do about *that* construct: the hint fits the site, not only the
-category (a logging call is not told to keep try/with outside, inference_mode is not told to
+category (a logging call is not told to keep try/with outside, an untraced context manager is not told to
 pass a result in, .backward() is not told to branch on shapes)."""
 import logging
 
@@ -22,8 +22,8 @@ def _module_logging(x):
     return x + 1
 
 
-def _inference_mode(x):
-    with torch.inference_mode():
+def _untraced_manager(x):
+    with torch.autograd.forward_ad.dual_level():
         return x + 1
 
 
@@ -54,7 +54,7 @@ def _calls_disabled(x):
 CASES = [
     (_logs, "side_effect", "logging.Logger.info() emits a log record", "logging is output"),
     (_module_logging, "side_effect", "logging.warning() emits a log record", "logging is output"),
-    (_inference_mode, "call", "context manager torch.autograd.grad_mode.inference_mode",
+    (_untraced_manager, "call", "context manager torch.autograd.forward_ad.dual_level",
      "enter it around the optimized call"),
     (_backward, "call", "Tensor.backward() runs autograd", "call .backward() on what the optimized function returns"),
     (_item, "data_dependent", "Tensor.item()", "keep the value a tensor"),
@@ -70,7 +70,7 @@ def test_the_hint_fits_the_construct(fn, category, detail, hint):
     reason = reasons[0]
     # Creating a context manager the trace declines breaks; the resume function then meets
     # the with statement over it, and runs eagerly as a whole: a second reason.
-    assert [r.category for r in reasons[1:]] == (["exceptions"] if fn is _inference_mode else []), reasons
+    assert [r.category for r in reasons[1:]] == (["exceptions"] if fn is _untraced_manager else []), reasons
     assert reason.category == category and detail in reason.detail, reason
     assert reason.hint.startswith(hint), reason
     assert reason.filename == __file__, reason  # the user's line, not a library's

@@ -1,5 +1,6 @@
 """Context managers the trace enters and leaves: grad mode (`torch.no_grad`,
-`enable_grad`, `set_grad_enabled`), `torch.autocast` and `contextlib.nullcontext`.
+`enable_grad`, `set_grad_enabled`), `torch.inference_mode`, `torch.autocast`,
+`contextlib.nullcontext`, `torch.cuda.device`, @contextlib.contextmanager generators.
 
 Each changes the tracer's copy of the state (the real thread-local state, which the fake
 ops read, restored by the cache whatever happens) and records the change in the graph as
@@ -10,9 +11,12 @@ never raises inside the block (anything that would raise declines first).
 from __future__ import annotations
 
 import contextlib
+import inspect
+import types
 
 import torch
 from torch.amp import autocast_mode
+from torch.autograd import grad_mode
 
 from ..exc import unsupported
 from .base import VariableTracker
@@ -36,6 +40,46 @@ class ContextManagerVariable(VariableTracker):
         if name in ("__enter__", "__exit__"):
             return _Method(self, name)
         return super().var_getattr(tx, name)
+
+    def clone(self) -> "ContextManagerVariable | None":
+        """A fresh manager of the same kind, which torch's decorator form enters around
+        each call; None where that form is not traced."""
+        return None
+
+    def call_function(self, tx, args, kwargs):
+        """`torch.no_grad()(fn)`, `@torch.inference_mode()` over a function defined in the
+        traced code: the decorated function."""
+        from .functions import BaseFunctionVariable
+        if (self.clone() is None or kwargs or len(args) != 1 or not isinstance(args[0], BaseFunctionVariable)
+                or args[0].get_code().co_flags & _GENERATOR_FLAGS):
+            return super().call_function(tx, args, kwargs)
+        return ContextDecoratedFunction(self, args[0])
+
+
+# Generators, coroutines, async generators: torch's decorator wraps them otherwise.
+_GENERATOR_FLAGS = inspect.CO_GENERATOR | inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR
+
+
+class ContextDecoratedFunction(VariableTracker):
+    """A function decorated by a context manager in the trace: each call runs it inside a
+    fresh copy of the manager, as torch's `context_decorator` enters `clone()`."""
+
+    def __init__(self, cm, fn):
+        super().__init__(None)
+        self.cm, self.fn = cm, fn
+
+    def python_type(self):
+        return types.FunctionType
+
+    def describe(self):
+        return f"{self.fn.describe()} decorated by {self.cm.describe()}"
+
+    def call_function(self, tx, args, kwargs):
+        cm = self.cm.clone()
+        cm.enter(tx)
+        result = self.fn.call_function(tx, args, kwargs)
+        cm.exit(tx)
+        return result
 
 
 class _Method(VariableTracker):
@@ -76,6 +120,11 @@ class GradModeVariable(ContextManagerVariable):
 
     def describe(self):
         return f"{self.manager_type.__name__} (grad {'on' if self.enabled else 'off'})"
+
+    def clone(self):
+        if self.manager_type is torch.set_grad_enabled:  # sets the mode when made: not a plain decorator
+            return None
+        return GradModeVariable(self.enabled, self.manager_type)
 
 
 class GradModeExit:
@@ -127,6 +176,70 @@ def _set_grad(tx, enabled: bool) -> bool:
     tx.output.graph.create_node("call_function", torch._C._set_grad_enabled, (enabled,), {})
     torch._C._set_grad_enabled(enabled)
     return prev
+
+
+class InferenceModeVariable(ContextManagerVariable):
+    """`torch.inference_mode(mode=True)`: torch's guard sets inference mode to `mode` and
+    grad mode to `not mode` inside, and puts both back on exit; the graph does the same
+    around the region (`_enter_inference_mode` / `_exit_inference_mode`). Tensors made
+    inside are inference tensors in the trace as in eager: the fake ops run under the
+    real mode."""
+
+    manager_type = torch.inference_mode
+
+    def __init__(self, mode: bool):
+        super().__init__(None)
+        self.mode = mode
+        self.real = None
+        self.node = None
+
+    def enter(self, tx):
+        output = tx.output
+        self.real = torch._C._InferenceMode(self.mode)
+        self.real.__enter__()
+        output.entered.append(self.real)  # left by the cache if the trace stops inside
+        self.node = output.graph.create_node("call_function", grad_mode._enter_inference_mode, (self.mode,), {})
+        output.inference_regions += self.mode
+        return ConstantVariable(None)
+
+    def exit(self, tx):
+        output = tx.output
+        output.graph.create_node("call_function", grad_mode._exit_inference_mode, (self.node,), {})
+        output.inference_regions -= self.mode
+        output.entered.remove(self.real)
+        self.real.__exit__(None, None, None)
+
+    def clone(self):
+        return InferenceModeVariable(self.mode)
+
+    def describe(self):
+        return f"torch.inference_mode({self.mode})"
+
+
+def mark_inference_views(target, tensors: list, result) -> None:
+    """Under inference mode, eager's view of a tensor that requires grad (and is no
+    inference tensor) requires grad too, a leaf without grad_fn. Torch's composite view
+    ops (reshape, flatten, view_as) reach fake tensors whole there, autograd's dispatch
+    keys being off, and come back as new tensors without it: set it on a result sharing
+    such an argument's storage (detach's result does not require grad)."""
+    if target in _DETACHES or not torch.is_inference_mode_enabled():
+        return
+    bases = {_storage(t) for _, t in tensors if t.requires_grad and not t.is_inference()}
+    bases.discard(None)
+    for r in result if isinstance(result, (tuple, list)) else (result,):
+        if (isinstance(r, torch.Tensor) and not r.requires_grad and not r.is_inference()
+                and (r.is_floating_point() or r.is_complex()) and _storage(r) in bases):
+            r.requires_grad_(True)
+
+
+_DETACHES = ("detach", torch.detach, torch.Tensor.detach)
+
+
+def _storage(t: torch.Tensor):
+    try:
+        return t.untyped_storage()._cdata
+    except (RuntimeError, NotImplementedError):  # sparse, nested: no single storage
+        return None
 
 
 class AutocastVariable(ContextManagerVariable):
@@ -244,6 +357,10 @@ def make_context_manager(tx, cls, args, kwargs):
         mode = values[0] if values else named.get("mode")
         if type(mode) is bool:
             return GradModeVariable(mode, cls, tx, now=True)
+    if cls is torch.inference_mode and len(values) + len(named) <= 1 and set(named) <= {"mode"}:
+        mode = values[0] if values else named.get("mode", True)
+        if type(mode) is bool:  # anything else is a function to decorate
+            return InferenceModeVariable(mode)
     if cls is getattr(torch.cpu, "device", None) and len(values) == 1 and not named:
         return NullContextVariable(ConstantVariable(None))  # the CPU has one device: nothing to switch
     if cls is torch.cuda.device and len(values) == 1 and not named:
@@ -264,7 +381,6 @@ def make_context_manager(tx, cls, args, kwargs):
 
 
 def _autocast_signature():
-    import inspect
     params = list(inspect.signature(torch.autocast.__init__).parameters.values())[1:]
     return inspect.Signature(params)
 

@@ -17,7 +17,7 @@ from .constant import ConstantVariable
 _METADATA_METHODS = {
     "size", "dim", "ndimension", "numel", "nelement", "stride", "is_contiguous",
     "element_size", "is_floating_point", "is_complex", "get_device",
-    "__len__", "is_signed", "type",
+    "__len__", "is_signed", "type", "is_inference",
 }
 # Methods that read data or leave the tensor world: always a fallback.
 _DATA_METHODS = {
