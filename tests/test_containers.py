@@ -412,3 +412,23 @@ def test_setitem_list_of_tensor_slices():
             out[i] = x[i]
         return torch.stack(out)
     check(f, t(), kind="graph")
+
+
+_BACKENDS = {torch.Tensor: "torch", list: "list"}
+
+
+def test_global_dict_keyed_by_classes():
+    # einops keeps {tensor type: backend}; a key is a class, hashed by identity
+    def f(x):
+        return x * 2 if _BACKENDS.get(type(x)) == "torch" else x
+
+    check(f, t(3), kind="graph")
+
+
+def test_nested_def_with_generic_annotation():
+    def f(x):
+        def grid(meta) -> tuple[int, ...]:
+            return (meta,)
+        return x + grid(1)[0]
+
+    check(f, t(3), kind="graph")

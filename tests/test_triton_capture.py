@@ -374,3 +374,27 @@ def test_config_pre_hook_and_restore_value_run_as_in_eager():
         K.double_inplace[lambda m: (triton.cdiv(m["n"], m["BLOCK"]),)](x, x.numel())
         return acc + 0, x
     run_both(f, t(40), t(40))
+
+
+class _CachingAutotuner(triton.runtime.autotuner.Autotuner):
+    """A library's own autotuner subclass (fla's CachedAutotuner is one)."""
+
+    def run(self, *args, **kwargs):
+        self.runs = getattr(self, "runs", 0) + 1
+        return super().run(*args, **kwargs)
+
+
+# autotune(heuristics(jit)) as add_stack, with the autotuner of the library's class
+_subclassed = _CachingAutotuner(K.add_stack.fn, K.add_stack.fn.arg_names,
+                                [triton.Config({"BLOCK": 16}), triton.Config({"BLOCK": 64})], ["n"],
+                                None, None, do_bench=K.last_config_wins())
+
+
+def test_autotuner_subclass_defined_outside_triton_is_a_kernel():
+    def f(a, b):
+        o = torch.empty_like(a)
+        _subclassed[lambda m: (triton.cdiv(m["n"], m["BLOCK"]),)](a, b, o, a.numel())
+        return o
+    opt = run_both(f, t(64), t(64))
+    assert len(launches(opt)) == 1
+    assert _subclassed.runs >= 1  # its own run() chose the config

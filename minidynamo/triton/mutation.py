@@ -476,7 +476,8 @@ def _unwrap(kernel):
     for _ in range(32):
         if isinstance(obj, types.FunctionType):
             return obj, chain
-        if not type(obj).__module__.startswith("triton") or not hasattr(obj, "fn"):
+        from triton.runtime.jit import KernelInterface
+        if not isinstance(obj, KernelInterface) or not hasattr(obj, "fn"):  # library subclasses too
             break
         chain.append(obj)
         obj = obj.fn

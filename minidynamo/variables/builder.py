@@ -13,6 +13,7 @@ from ..exc import READS_FRAME, unsupported
 from ..guards import Guard
 from ..sources import AttrSource, ItemSource, IteratorSource, iterator_state
 from .autograd import FunctionApplyVariable, is_function_apply
+from .base import ObjectConstantVariable
 from .builtins import BuiltinVariable, is_builtin_callable
 from .constant import ConstantVariable, is_constant_value
 from .contexts import GradModeExit, null_exit, wrap_exit
@@ -90,8 +91,10 @@ def _wrap(tx, value, source):
             return TupleVariable((), source, tuple_type=type(value), lazy=items, size=len(value))
         return ListVariable((), source, lazy=items, size=len(value))
     if type(value) is dict:
-        if not all(is_constant_value(k) for k in value):
-            unsupported("construct", "a dict with keys that are not constants")
+        # Keys hashed by value, or classes (hashed and compared by identity: a dict from
+        # types to backends, handlers...).
+        if not all(is_constant_value(k) or _identity_hashed_class(k) for k in value):
+            unsupported("construct", "a dict with keys that are not constants or classes")
 
         def entries():
             _guard(tx, "DICT_KEYS", source, tuple(value), type=dict)
@@ -190,6 +193,11 @@ def _wrap(tx, value, source):
 _ITERATORS = (type(iter([])), type(iter(())), type(iter(range(0))))
 
 
+def _identity_hashed_class(k) -> bool:
+    """A class whose metaclass keeps type's identity __eq__ and __hash__."""
+    return isinstance(k, type) and type(k).__eq__ is type.__eq__ and type(k).__hash__ is type.__hash__
+
+
 def _made_per_call(fn) -> bool:
     """A nested function (`f.<locals>.g`, a lambda, 3.10's `<listcomp>`) without a closure
     whose defaults are constants and that carries no attributes: its code, globals and
@@ -280,6 +288,8 @@ def wrap_constant_result(result, what: str):
         return BuiltinVariable(result)
     if isinstance(result, (torch.finfo, torch.iinfo)):
         return ConstantVariable(result)
+    if isinstance(result, types.GenericAlias):  # `tuple[int, ...]` in an annotation
+        return ObjectConstantVariable(result)
     unsupported("construct", f"{what} returned a {type(result).__name__}, which is not traced")
 
 

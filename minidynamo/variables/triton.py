@@ -2,6 +2,8 @@
 becomes one launch node (see triton/capture.py for the node and its side table)."""
 from __future__ import annotations
 
+import sys
+
 import torch.fx as fx
 
 from ..exc import Unsupported, unsupported
@@ -24,8 +26,9 @@ from .tensor import TensorVariable
 
 
 def is_triton_kernel(value) -> bool:
-    mod = type(value).__module__ or ""
-    if not mod.startswith("triton"):
+    """A kernel, or a wrapper of one (autotune, heuristics, and subclasses of them a library
+    defines, such as a caching autotuner). Triton imported by nobody means no kernel."""
+    if "triton.runtime.jit" not in sys.modules:
         return False
     from triton.runtime.jit import KernelInterface
     return isinstance(value, KernelInterface)
@@ -199,8 +202,11 @@ def emit_launch(tx, kv: TritonKernelVariable, grid_var, args: list, kwargs: dict
         grid = _eval_grid(tx, grid_var, meta, name)
         node_grid = [grid]
 
-    record = LaunchRecord(kernel, name, grid, constant_kwargs, tuple(dynamic_names),
-                          analyze_mutations(kernel))
+    try:
+        mutation = analyze_mutations(kernel)
+    except TypeError as e:  # no Python function at the bottom of the wrappers
+        unsupported("triton", f"kernel {name}: {e}")
+    record = LaunchRecord(kernel, name, grid, constant_kwargs, tuple(dynamic_names), mutation)
     _name_triton_in_fx_code()
     output = tx.output
     idx = output.kernels.add(record)
