@@ -76,7 +76,6 @@ async def _agen(x):
     (_agen, "async"),
     (functools.partial(plus_one), "partial"),
     (Plain(), "Plain"),
-    (torch.nn.Linear(2, 2), "Linear"),
 ])
 def test_not_optimizable_is_a_clear_type_error(target, words):
     with pytest.raises(TypeError) as info:
