@@ -3,6 +3,7 @@ defaultdict, deque, the dict types' fromkeys, namedtuple and typing.NamedTuple c
 differential against eager."""
 import collections
 import copy
+import sys
 import typing
 from collections import Counter, OrderedDict, defaultdict, deque, namedtuple
 
@@ -563,6 +564,23 @@ def test_namedtuple_passed_in():
     check(f, (Point(t(), t()), Pair(t(), t(), 3.0)), kind="graph", graphs=1)
 
 
+T = typing.TypeVar("T")
+if sys.version_info >= (3, 11):
+    class Boxed(typing.NamedTuple, typing.Generic[T]):  # generic NamedTuple: 3.11+
+        item: T
+        count: int = 1
+else:
+    Boxed = namedtuple("Boxed", "item count", defaults=[1])
+
+
+def test_generic_typing_namedtuple():
+    def f(x):
+        b = Boxed(x)
+        return b, b.item * b.count, b._replace(count=3), type(b) is Boxed
+
+    check(f, t(), kind="graph", graphs=1)
+
+
 def test_typing_namedtuple_made_inside():
     def f(x, y):
         pair = Pair(x, right=y)
@@ -786,3 +804,12 @@ def test_tuple_subclass_with_its_own_dunders_passed_in():
         return s[0], x + 1
 
     check(f, (Shouting((t(), t())), t()), kind="graph", graphs=1)
+
+
+def test_sys_version_info_is_a_constant():
+    def f(x):
+        newer = sys.version_info >= (3, 11)
+        return (x + 1 if sys.version_info[:2] >= (3, 8) else x, newer, sys.version_info.major,
+                repr(sys.version_info), sys.flags.optimize)
+
+    check(f, t(), kind="graph", graphs=1)

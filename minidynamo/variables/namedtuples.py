@@ -30,6 +30,7 @@ _DATA_DUNDERS = {
     "__orig_bases__", "__parameters__", "__firstlineno__", "__static_attributes__", "__classcell__",
     "__match_args__", "__annotate__", "__annotate_func__", "__annotations_cache__", "__type_params__",
     "__slotnames__",  # copyreg caches it on a class whose instances were copied
+    "__class_getitem__", "__init_subclass__", "__subclasshook__",  # about the class (G[int], subclassing)
 }
 
 
@@ -276,6 +277,22 @@ class NamedTupleFactoryVariable(UserFunctionVariable):
                     no_break=READS_FRAME)
 
 
+_DISALLOW_INSTANTIATION = 1 << 7  # Py_TPFLAGS_DISALLOW_INSTANTIATION
+
+
+def _is_uninstantiable_constant(value) -> bool:
+    """A tuple of constants whose type cannot be instantiated (sys.version_info, sys.flags):
+    a tuple tracker could not fold it (it makes its type from the items), so it is a constant."""
+    return isinstance(value, tuple) and type(value) is not tuple \
+        and type(value).__flags__ & _DISALLOW_INSTANTIATION and is_constant_value(tuple(value))
+
+
+def _wrap_uninstantiable_constant(tx, value, source):
+    if source is not None:
+        tx.output.guards.add(Guard("EQUALS_MATCH", source, value))
+    return ConstantVariable(value, source)
+
+
 def _is_stock_function(value) -> bool:
     return type(value) is types.FunctionType and value.__code__ in _STOCK_CODES
 
@@ -286,5 +303,6 @@ def register():
     from .objects import register_constructor
     register_constructor(lambda cls: namedtuple_base(cls) is not None, _make_namedtuple, first=True)
     register_wrapper(_is_stock_function, lambda tx, v, src: NamedTupleMethodVariable(v, src))
+    register_wrapper(_is_uninstantiable_constant, _wrap_uninstantiable_constant, guard_identity=False)
     register_wrapper(lambda v: v is collections.namedtuple or v is typing.NamedTuple,
                      lambda tx, v, src: NamedTupleFactoryVariable(v, src))
