@@ -432,3 +432,12 @@ def test_nested_def_with_generic_annotation():
         return x + grid(1)[0]
 
     check(f, t(3), kind="graph")
+
+
+def test_torch_query_imported_by_name_is_answered_not_inlined():
+    from torch.autograd import _is_checkpoint_valid
+
+    def f(x):
+        return x + 1 if _is_checkpoint_valid() else x
+
+    check(f, t(3), kind="graph")

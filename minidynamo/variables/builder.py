@@ -23,6 +23,7 @@ from .lists import IteratorVariable, ListVariable, TupleVariable
 from .namedtuples import is_plain_tuple_type
 from .objects import ClassVariable, ModuleVariable, UserObjectVariable
 from .tensor import TensorVariable, size_variable
+from .purity import query_kind
 from .torch import TorchVariable, is_torch_object
 
 # (predicate, factory(tx, value, source), identity) triples other modules register (Triton
@@ -121,6 +122,9 @@ def _wrap(tx, value, source):
             getattr(value, "__wrapped__", None), types.FunctionType):
         _guard(tx, "ID_MATCH", source, value)
         return CachedFunctionVariable(value, source)
+    if isinstance(value, types.FunctionType) and is_torch_object(value) and query_kind(value) is not None:
+        _guard(tx, "ID_MATCH", source, value)  # a torch query reached by name: answered, not inlined
+        return TorchVariable(value, source)
     if isinstance(value, types.FunctionType):
         if source is not None and _made_per_call(value):
             # A lambda or inner def is a new object on every call (one handed to a resume
