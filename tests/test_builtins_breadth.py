@@ -763,3 +763,22 @@ def test_a_loop_over_an_iterator_that_breaks_in_its_body(make):
         return out
 
     check(f, t(), kind="break", reason="side_effect")
+
+
+def test_islice_and_count_of_tensors_returned_midway():
+    def f(x):
+        isl = itertools.islice([x, x + 1, x + 2, x + 3, x + 4, x + 5, x + 6], 1, 6, 2)
+        next(isl)
+        c = itertools.count(x.sum(), x.mean())
+        next(c)
+        return isl, itertools.islice(c, 2), itertools.islice(itertools.count(), 3, 5)
+
+    _same_escape(f, t())
+
+
+def test_a_count_of_tensors_inside_an_escaping_zip_declines():
+    def f(x):
+        return zip(itertools.count(x.sum()), [1, 2])
+
+    entry = _same_escape(f, t(), kind="eager")
+    assert "read after the trace" in entry.reason.detail, entry.reason

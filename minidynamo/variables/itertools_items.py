@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 
 from ..exc import unsupported
+from .constant import ConstantVariable
 from .lazy_iterators import (ModelItems, ModelIterator, advanced, decline_value, exprs, is_none, never, rich_equal,
                              tuple_expr)
 from .lists import TupleVariable, iterator_of
@@ -69,9 +70,8 @@ class IsliceItems(ModelItems):
         if item is None:
             return self._empty()
         self.cnt += 1
-        old = self.next
         self.next += self.step
-        if self.next < old or (self.stop is not None and self.next > self.stop):
+        if self.stop is not None and self.next > self.stop:
             self.next = self.stop
         return item
 
@@ -83,8 +83,8 @@ class IsliceItems(ModelItems):
         islice = self.bind(rb, itertools.islice, "islice")
         if self.it is None:
             return f"{islice}((), 0)"
-        stop = None if self.stop is None else self.stop - self.cnt
-        start = (stop if self.next is None else self.next - self.cnt)
+        stop = None if self.stop is None else self.stop - self.cnt  # counted from here on
+        start = self.next - self.cnt
         return f"{islice}({rb.expr(self.it)}, {start!r}, {stop!r}, {self.step!r})"
 
 
@@ -310,6 +310,10 @@ class CountItems(ModelItems):
     def __init__(self, tx, start, step):
         super().__init__(tx)
         self.current, self.step = start, step
+
+    @property
+    def calls_code(self):  # counting tensors adds graph nodes: only while tracing
+        return not (isinstance(self.current, ConstantVariable) and isinstance(self.step, ConstantVariable))
 
     def produce(self):
         from ..interpreter.operators import binary_op
