@@ -67,6 +67,11 @@ class TensorVariable(VariableTracker):
 
     def var_getattr(self, tx, name):
         fake = self.fake
+        if name == "__class__":
+            # The exact type: a graph input's is pinned by TENSOR_MATCH (subclasses other
+            # than Parameter are declined as inputs); a computed tensor is a torch.Tensor.
+            from .builder import wrap
+            return wrap(tx, self.cls, None)
         if name == "shape":
             return size_variable(fake.shape)
         if name in _METADATA_ATTRS:
@@ -87,6 +92,10 @@ class TensorVariable(VariableTracker):
         if name in _AUTOGRAD_METHODS:
             unsupported("call", f"Tensor.{name}() {_AUTOGRAD_METHODS[name]}",
                         hint=f"call .{name}() on what the optimized function returns, outside it")
+        if name == "numpy":
+            from .numpy_interop import AVAILABLE, tensor_to_ndarray
+            if AVAILABLE:
+                return tensor_to_ndarray(tx, self, args, kwargs)
         if name in _DATA_METHODS:
             unsupported("data_dependent", f"Tensor.{name}() {_DATA_METHODS[name]}",
                         hint=_VALUE_HINT if name in _VALUE_METHODS else None)

@@ -1,0 +1,258 @@
+"""NumPy functions, methods, attributes, indexing and operators in a trace: what each
+becomes (a folded constant, a checked graph node: numpy_calls.py, a decline)."""
+from __future__ import annotations
+
+import operator
+
+import numpy as np
+
+from ..exc import unsupported
+from .numpy_calls import (
+    METHODS, NOT_CONSTANT, SIZE_ARGS, Arguments, Attribute, Expected, Method, NumpyNode, Result,
+    Slot, Spec, Strong, check_call, small_size, dry_run, has_slot, numpy_on, quiet, record, run_call, spec_of,
+    split_arguments,
+)
+
+
+def is_random(fn) -> bool:
+    owner = getattr(fn, "__self__", None)
+    return (getattr(fn, "__module__", None) or "").startswith("numpy.random") or \
+        isinstance(owner, (np.random.RandomState, np.random.Generator))
+
+
+# Functions of constants only, folded: their results are immutable values.
+_FOLDED = ("iinfo", "finfo", "dtype", "result_type", "promote_types", "can_cast", "issubdtype",
+           "isscalar", "min_scalar_type")
+
+
+def _is_folded(fn) -> bool:
+    return any(getattr(np, n, None) is fn for n in _FOLDED) or (
+        isinstance(fn, type) and issubclass(fn, np.generic))
+
+
+def _constants(args, kwargs):
+    from .numpy_interop import numpy_constant_of
+    pargs = [numpy_constant_of(a) for a in args]
+    pkwargs = {k: numpy_constant_of(v) for k, v in kwargs.items()}
+    if any(a is NOT_CONSTANT for a in (*pargs, *pkwargs.values())):
+        return None
+
+    def plain(v):
+        return v.value if isinstance(v, Strong) else v
+    return [plain(a) for a in pargs], {k: plain(v) for k, v in pkwargs.items()}
+
+
+def fold_constant_call(fn, args, kwargs, what: str):
+    """`fn(*args, **kwargs)` on constants, folded (fn is pure: a NumPy function of
+    constants, a method of a NumPy constant, an operator)."""
+    from .numpy_interop import numpy_constant_variable
+    plain = _constants(args, kwargs)
+    if plain is None:
+        unsupported("call", f"{what} on values that are not constants is not traced")
+    try:
+        result = quiet(fn, *plain[0], **plain[1])
+    except Exception as e:  # noqa: BLE001 - eager raises it
+        unsupported("exceptions", f"{what} raised {type(e).__name__}: {e}")
+    return numpy_constant_variable(result, what)
+
+
+def _check_keywords(kwargs: dict, what: str):
+    for key in ("out", "where"):
+        if key in kwargs:
+            unsupported("call", f"{what} with {key}= is not traced")
+
+
+def call_function(tx, fn, args, kwargs):
+    """`fn(*args, **kwargs)` for a NumPy function `fn`."""
+    from .numpy_interop import NumpyNdarrayVariable, numpy_constant_variable
+    name = getattr(fn, "__name__", repr(fn))
+    what = f"{getattr(fn, '__module__', None) or 'numpy'}.{name}()"
+    if is_random(fn):
+        unsupported("side_effect", f"{what} reads and advances NumPy's global random state: it runs "
+                                   "natively, as in eager (a trace never runs it)",
+                    hint="pass the random array in as an argument to keep one graph")
+    if _is_folded(fn):
+        return fold_constant_call(fn, args, kwargs, what)
+    found = spec_of(fn)
+    if found is None:
+        unsupported("call", f"{what} is not traced (no model of it in the NumPy support)")
+    spec, tnp_fn, dotted = found
+    short = dotted.rpartition(".")[2]
+    _check_keywords(kwargs, what)
+    if short == "asarray" and len(args) == 1 and not kwargs and isinstance(args[0], NumpyNdarrayVariable) \
+            and not args[0].scalar:
+        return args[0]  # the array itself, as NumPy returns it
+    call = split_arguments(tx, args, kwargs, what)
+    label = "numpy_" + dotted.removeprefix("numpy.").replace(".", "_")
+    if not call.arrays and short == "arange":
+        return _arange(tx, label, tnp_fn, call, what)
+    if not call.arrays and short not in SIZE_ARGS:
+        # Only constants: NumPy's own answer. A scalar is a folded constant; an array is
+        # made by the graph (arrays are mutable: never constants).
+        out, _ = numpy_on(fn, (call.args, call.kwargs), [])
+        if not isinstance(out, (Exception, np.ndarray, tuple, list)):
+            return numpy_constant_variable(out, what)
+    probe_template = None
+    if short in SIZE_ARGS:
+        pos, key = SIZE_ARGS[short]
+        pargs, pkwargs = list(call.args), dict(call.kwargs)
+        if key in pkwargs:
+            pkwargs[key] = small_size(pkwargs[key])
+        elif len(pargs) > pos:
+            pargs[pos] = small_size(pargs[pos])
+        probe_template = (pargs, pkwargs)
+    return run_call(tx, label, tnp_fn, fn, call, spec, what, probe_template)
+
+
+def _arange(tx, label, tnp_fn, call: Arguments, what: str):
+    """np.arange of Python numbers: int64, or float64 if any is a float (or `dtype=`)."""
+    values = [*call.args, *(v for k, v in call.kwargs.items() if k in ("start", "stop", "step"))]
+    if set(call.kwargs) - {"start", "stop", "step", "dtype"} or not all(type(v) in (int, float) for v in values):
+        unsupported("call", f"{what} with arguments other than Python numbers is not traced")
+    if "dtype" in call.kwargs:
+        dt = np.dtype(call.kwargs["dtype"])
+    else:
+        dt = np.dtype(np.float64 if any(type(v) is float for v in values) else np.int64)
+    expected = Expected([Result(dt, False, 1)], None)
+    return record(tx, NumpyNode(label, tnp_fn, (call.args, call.kwargs), copy=False), call, expected,
+                  Spec(), what)
+
+
+def call_method(tx, array, name, args, kwargs):
+    """`array.name(*args, **kwargs)`."""
+    owner = "ndarray" if not array.scalar else f"numpy.{array.np_dtype.type.__name__}"
+    what = f"{owner}.{name}()"
+    spec = METHODS.get(name)
+    if spec is None:
+        unsupported("call", f"{what} is not traced (no model of it in the NumPy support)")
+    _check_keywords(kwargs, what)
+    if name == "astype" and "copy" in kwargs:
+        spec = Spec(memory="either")
+    if array.scalar and spec.layout:
+        spec = Spec()  # a NumPy scalar's reshape/transpose: checked like any call
+    call = split_arguments(tx, [array, *args], kwargs, what)
+    return run_call(tx, f"numpy_ndarray_{name}", Method(name), Method(name), call, spec, what)
+
+
+def call_attribute(tx, array, name):
+    """`array.T`, `.real`, `.imag`: views of the array."""
+    what = f"ndarray.{name}"
+    call = split_arguments(tx, [array], {}, what)
+    return run_call(tx, f"numpy_ndarray_{name}", Attribute(name), Attribute(name), call, Spec(), what)
+
+
+def call_getitem(tx, array, key):
+    """`array[key]`: basic indexing is a view (a NumPy scalar when every axis gets an
+    integer), an index array or list makes a copy."""
+    what = "ndarray indexing"
+    if array.scalar:
+        unsupported("call", "indexing a NumPy scalar is not traced")
+    call = split_arguments(tx, [array, key], {}, what)
+    parts = call.args[1] if type(call.args[1]) is tuple else (call.args[1],)
+    if any(type(p) is bool or isinstance(p, (Strong, str)) for p in parts):
+        unsupported("call", f"{what} with a boolean, string or NumPy scalar index is not traced")
+    slots = [p for p in parts if isinstance(p, Slot)]
+    if any(p.scalar or call.arrays[p.index].np_dtype.kind not in "iu" for p in slots):
+        unsupported("call", f"{what} with a boolean or 0-d index array is not traced")
+    advanced = bool(slots) or any(type(p) is list for p in parts)
+    scalar = all(type(p) is int for p in parts) and len(parts) == len(array.shape)
+    # A NumPy scalar is a copy too: a later write to the array must not change it.
+    views = frozenset() if advanced or scalar else frozenset({0})
+    result = Result(array.np_dtype, scalar, -1, views)
+    node = NumpyNode("numpy_ndarray_getitem", operator.getitem, (call.args, {}), copy=not views)
+    out = dry_run(tx, node, call, None, what)
+    result.ndim = out[0].dim()
+    if out[0].dtype != array.tensor.fake.dtype:
+        unsupported("call", f"torch._numpy's {what} changes the dtype: not traced")
+    return record(tx, node, call, Expected([result], None), Spec(), what)
+
+
+def _setitem(obj, key, value):
+    obj[key] = value
+    return obj  # written in place: the node's result is the array itself
+
+
+class _Inplace:
+    def __init__(self, op):
+        self.op = op
+
+    def __call__(self, obj, other):
+        return self.op(obj, other)
+
+
+def call_setitem(tx, array, key, value):
+    """`array[key] = value`: the array's tensor written in place."""
+    what = "ndarray item assignment"
+    if array.scalar:
+        unsupported("exceptions", "TypeError: NumPy scalars do not support item assignment")
+    call = split_arguments(tx, [array, key, value], {}, what)
+    stored = call.args[2]
+    if not isinstance(stored, Slot):
+        if has_slot(stored):
+            unsupported("call", f"{what} of a list holding arrays is not traced")
+        # NumPy converts the value to the array's dtype (a Python int out of range raises);
+        # an array value is cast unsafely. Shapes are the fake run's to check.
+        target = np.empty((1,), array.np_dtype)
+        out, _ = numpy_on(target.__setitem__, ([0, stored], {}), [])
+        if isinstance(out, Exception):
+            unsupported("exceptions", f"{what} raised {type(out).__name__}: {out}")
+    _run_inplace(tx, "numpy_ndarray_setitem", _setitem, call, what)
+
+
+def _run_inplace(tx, label, target, call: Arguments, what: str):
+    array = call.arrays[0]
+    node = NumpyNode(label, target, (call.args, {}), copy=False)
+    dry_run(tx, node, call, None, what)
+    result = tx.output.call("call_function", node, [a.tensor for a in call.arrays], {}, what=what)
+    if result is not array.tensor:
+        unsupported("call", f"{what} did not write the array in place in torch._numpy: not traced")
+    return array
+
+
+# Python operators → the ufunc NumPy's ndarray dunder methods call.
+OPERATOR_UFUNCS = {
+    "add": np.add, "sub": np.subtract, "mul": np.multiply, "truediv": np.true_divide,
+    "floordiv": np.floor_divide, "mod": np.remainder, "pow": np.power, "matmul": np.matmul,
+    "lshift": np.left_shift, "rshift": np.right_shift, "and_": np.bitwise_and,
+    "or_": np.bitwise_or, "xor": np.bitwise_xor,
+    "<": np.less, "<=": np.less_equal, "==": np.equal, "!=": np.not_equal, ">": np.greater,
+    ">=": np.greater_equal, "neg": np.negative, "pos": np.positive, "invert": np.invert,
+}
+_INPLACE = {name: getattr(operator, "i" + name.rstrip("_")) for name in (
+    "add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "matmul", "lshift", "rshift",
+    "and_", "or_", "xor")}
+_OPERATORS = {
+    **{name: getattr(operator, name) for name in _INPLACE},
+    "<": operator.lt, "<=": operator.le, "==": operator.eq, "!=": operator.ne, ">": operator.gt,
+    ">=": operator.ge, "neg": operator.neg, "pos": operator.pos, "invert": operator.invert,
+}
+
+
+def call_operator(tx, name, operands, inplace=False):
+    """A Python operator with a NumPy array or constant among its operands: the ufunc
+    ndarray's dunder method calls, folded when every operand is a constant."""
+    from .lists import ListVariable, TupleVariable
+    from .numpy_interop import NumpyNdarrayVariable, numpy_constant_of
+    from .tensor import TensorVariable
+    if any(isinstance(v, TensorVariable) for v in operands):
+        unsupported("call", f"operator {name} between a NumPy array and a torch tensor is not traced",
+                    hint="convert one side first (torch.from_numpy(a) or t.numpy())")
+    if _constants(operands, {}) is not None:
+        return fold_constant_call(_OPERATORS[name], operands, {}, f"operator {name}")
+    ufunc = OPERATOR_UFUNCS[name]
+    for v in operands:
+        if not (isinstance(v, (NumpyNdarrayVariable, ListVariable, TupleVariable))
+                or numpy_constant_of(v) is not NOT_CONSTANT):
+            unsupported("call", f"operator {name} with {v.describe()} is not traced")
+    first = operands[0]
+    if not (inplace and isinstance(first, NumpyNdarrayVariable) and not first.scalar):
+        return call_function(tx, ufunc, operands, {})
+    # a += b: NumPy's add(a, b, out=a), the result cast to a's dtype (same_kind).
+    what = f"ndarray {name} (in place)"
+    call = split_arguments(tx, operands, {}, what)
+
+    def numpy_inplace(a, b):
+        return ufunc(a, b, out=a)
+    label = f"numpy_inplace_{ufunc.__name__}"
+    check_call(label, _Inplace(_INPLACE[name]), numpy_inplace, call, Spec(elementwise=True), what)
+    return _run_inplace(tx, label, _Inplace(_INPLACE[name]), call, what)
