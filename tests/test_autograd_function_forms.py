@@ -456,3 +456,159 @@ def test_keyword_arguments_torch_rejects_raise_as_eager(name):
     with pytest.raises(minidynamo.Unsupported) as e:
         minidynamo.optimize(backend=CountingBackend(), fullgraph=True)(fn)(t(3))
     assert e.value.category == "exceptions", e.value
+
+
+# --- a Function applied inside another Function's forward -------------------------------
+class InnerSquare(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        # Under the outer forward's no_grad, needs_input_grad still says requires_grad.
+        return x * x if ctx.needs_input_grad[0] else x * x + 100
+
+    @staticmethod
+    def backward(ctx, g):
+        raise AssertionError("an inner Function's backward never runs: its forward ran under no_grad")
+
+
+class OuterSquarePlus(torch.autograd.Function):
+    """forward applies InnerSquare; its own backward gives the gradient."""
+
+    @staticmethod
+    def forward(ctx, x, w):
+        sq = InnerSquare.apply(x)
+        ctx.save_for_backward(x, w)
+        return sq * w if not sq.requires_grad else sq * 0
+
+    @staticmethod
+    def backward(ctx, g):
+        x, w = ctx.saved_tensors
+        return g * 2 * x * w, g * x * x
+
+
+class InnerSetup(torch.autograd.Function):
+    @staticmethod
+    def forward(x, alpha):
+        return x.sin() * alpha
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        ctx.alpha = inputs[1]
+
+    @staticmethod
+    def backward(ctx, g):
+        raise AssertionError("not reached")
+
+
+class InnerDirty(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        ctx.mark_dirty(x)
+        return x.add_(1)
+
+    @staticmethod
+    def backward(ctx, g):
+        raise AssertionError("not reached")
+
+
+OFFSET = torch.linspace(-1, 1, 4)
+
+
+class InnerReadsGlobal(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        return x + OFFSET
+
+    @staticmethod
+    def backward(ctx, g):
+        raise AssertionError("not reached")
+
+
+class OuterMany(torch.autograd.Function):
+    """Several inner Functions, an in-place one on a tensor the forward made, a global."""
+
+    @staticmethod
+    def forward(ctx, x):
+        h = InnerSetup.apply(x, 2.0)
+        h = InnerDirty.apply(h * 1)
+        h = InnerReadsGlobal.apply(h)
+        ctx.save_for_backward(x)
+        return h, h.requires_grad
+
+    @staticmethod
+    def backward(ctx, g, _):
+        (x,) = ctx.saved_tensors
+        return g * 2 * x.cos()
+
+
+class Middle(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        return OuterSquarePlus.apply(x, x * 0 + 3)
+
+    @staticmethod
+    def backward(ctx, g):
+        raise AssertionError("not reached")
+
+
+class OuterTwoLevels(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return Middle.apply(x) + 1
+
+    @staticmethod
+    def backward(ctx, g):
+        (x,) = ctx.saved_tensors
+        return g * 6 * x
+
+
+def _inner_nodes(gm):
+    """(outer node, [Function nodes inside its forward body]) for each Function node."""
+    found = []
+    for node in gm.graph.nodes:
+        if is_function_node(node):
+            fwd, _ = function_bodies(gm, node)
+            found.append((node, [n for n in fwd.graph.nodes if is_function_node(n)], fwd))
+    return found
+
+
+@pytest.mark.parametrize("x_grad", [True, False])
+def test_function_inside_a_forward(x_grad):
+    opt = check_grad(lambda x, w: OuterSquarePlus.apply(x, w) + 1, t(3, 4, grad=x_grad), t(3, 4))
+    ((_, inner, fwd),) = _inner_nodes(opt.backend.graphs[-1])
+    assert len(inner) == 1, fwd.code
+
+
+def test_several_functions_inside_a_forward():
+    opt = check_grad(lambda x: OuterMany.apply(x)[0] * 2, t(4))
+    ((_, inner, fwd),) = _inner_nodes(opt.backend.graphs[-1])
+    assert len(inner) == 3, fwd.code
+
+
+def test_functions_nested_two_levels():
+    opt = check_grad(lambda x: OuterTwoLevels.apply(x), t(5))
+    ((_, inner, fwd),) = _inner_nodes(opt.backend.graphs[-1])
+    (middle,) = inner
+    middle_fwd, _ = function_bodies(fwd, middle)
+    assert sum(is_function_node(n) for n in middle_fwd.graph.nodes) == 1, middle_fwd.code
+
+
+class OuterInnerInBackward(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return x * x
+
+    @staticmethod
+    def backward(ctx, g):
+        (x,) = ctx.saved_tensors
+        return SetupMul.apply(g, 2 * x)
+
+
+def test_function_inside_a_backward_runs_that_backward_as_a_frame():
+    # Not traced into the backward body: the backward runs as a frame of its own, where
+    # the inner apply is captured at the top level.
+    opt = check_grad(lambda x: OuterInnerInBackward.apply(x) + 1, t(4))
+    gm = opt.backend.graphs[-1]
+    (node,) = [n for n in gm.graph.nodes if is_function_node(n)]
+    assert "inside another Function's backward" in node.meta["eager_backward"], node.meta

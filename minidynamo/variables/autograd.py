@@ -223,8 +223,13 @@ def capture_apply(tx, cls, args: list, kwargs: dict, cls_source=None):
     if inspect.getattr_static(cls, "vjp") is not inspect.getattr_static(_BASE, "vjp"):
         unsupported("construct", f"{name} defines vjp, which is not captured")
     output = tx.output
-    if isinstance(output.graph, LiftingGraph):
-        unsupported("construct", f"{name}.apply inside another Function's forward or backward")
+    # Inside another Function's forward (which runs under no_grad), the inner apply is a
+    # node of that forward's body, run by the outer node as eager runs it: non-executable.
+    # A backward's inner apply would record a graph under create_graph, which its body,
+    # traced with grad off, does not model.
+    inside = getattr(output.graph, "function_body", None)
+    if inside == "backward" or (inside is None and isinstance(output.graph, LiftingGraph)):
+        unsupported("construct", f"{name}.apply inside another Function's backward")
     # torch's test: forward takes no ctx where setup_context is overridden.
     setup_context = _method(cls, "setup_context", cls_source) if cls.setup_context is not _BASE.setup_context \
         else None
@@ -238,6 +243,7 @@ def capture_apply(tx, cls, args: list, kwargs: dict, cls_source=None):
     ctx = FunctionCtxVariable(name, needs)
 
     fwd = LiftingGraph(output.graph)
+    fwd.function_body = "forward"
     for a in tensor_args:  # each tensor argument is an input with its own gradient slot
         fwd.lift(a.node)
     with tracing_into(output, fwd, grad_enabled=False):
@@ -263,6 +269,7 @@ def capture_apply(tx, cls, args: list, kwargs: dict, cls_source=None):
 
     ctx.phase = "backward"
     bwd = LiftingGraph(fwd, lift_from=lambda n: n if n.graph is fwd else fwd.lift(n))
+    bwd.function_body = "backward"
     eager, bwd_nodes = None, None
     if not ctx.materialize_grads:
         eager_reason = "the forward set materialize_grads(False): gradients may be None"
@@ -347,11 +354,22 @@ def _eager_backward(ctx, user_backward, reason, user_outputs, outs, args, fwd) -
                          tuple(arg_index.get(id(n)) for n in fwd.lifted))
 
 
+def _bodies_of(output, graph) -> torch.nn.Module:
+    """A module holding the bodies a body's own Function nodes name (a Function applied
+    inside this one's forward): what its GraphModule reads them from."""
+    holder = torch.nn.Module()
+    for node in graph.nodes:
+        if node.op == "get_attr":
+            holder.add_module(node.target, output.submodules[node.target])
+    return holder
+
+
 def _emit(tx, cls, spec, fwd, bwd, user_outputs, outs, args):
-    """The node in the frame's graph; the trackers of the user's outputs, in order."""
+    """The node in the graph being traced (the frame's, or an outer Function's forward body);
+    the trackers of the user's outputs, in order."""
     output = tx.output
     n = output.next_body_index()
-    fwd_gm = fx.GraphModule(torch.nn.Module(), fwd, class_name=f"{cls.__name__}_fwd_body")
+    fwd_gm = fx.GraphModule(_bodies_of(output, fwd), fwd, class_name=f"{cls.__name__}_fwd_body")
     bwd_gm = fx.GraphModule(torch.nn.Module(), bwd, class_name=f"{cls.__name__}_bwd_body")
     fwd_attr = output.add_submodule(f"fwd_body_{n}", fwd_gm)
     bwd_attr = output.add_submodule(f"bwd_body_{n}", bwd_gm)
