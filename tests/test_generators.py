@@ -424,6 +424,26 @@ def test_in_place_op_on_an_input_inside_a_generator():
     check(f, t(), kind="graph", graphs=1)
 
 
+def test_consumers_that_write_as_they_pull():
+    # list.extend, += and dict.update take one item, store it, then take the next: the
+    # generator's body sees (and may change) the container half filled.
+    def f(x, log):
+        def logged(n):
+            for i in range(n):
+                log.append("gen")
+                yield i
+
+        log.extend(logged(2))  # a list passed in
+        made = []
+        made.extend(len(made) for _ in range(3))
+        made += (len(made) * 10 for _ in range(2))
+        d = {}
+        d.update((k, len(d)) for k in "ab")
+        return x * len(made), made, d
+
+    check(f, (t(), []), kind="graph", graphs=1)
+
+
 def test_print_outside_the_generator_after_it_finished():
     def f(x):
         total = sum(v * v for v in (x, x + 1))

@@ -71,7 +71,8 @@ def binary_op(tx, name: str, a: VariableTracker, b: VariableTracker, inplace: bo
             return TupleVariable(a.items + b.items, tuple_type=torch.Size if size else tuple)
         if name == "add" and inplace and isinstance(a, ListVariable):
             a.check_mutable("+=", tx)
-            a.items.extend(b.iter_items(tx))
+            from ..variables.generators import pulled_one_by_one
+            a.items.extend(pulled_one_by_one(tx, b))  # a generator body sees each append
             return a
         if name == "mul" and b.is_python_constant() and isinstance(b.as_python_constant(), int):
             n = b.as_python_constant()

@@ -229,7 +229,8 @@ class DictVariable(VariableTracker):
         if isinstance(other, DictVariable):
             self.items.update(other.items)
         else:
-            for pair in other.iter_items(tx):
+            from .generators import pulled_one_by_one
+            for pair in pulled_one_by_one(tx, other):  # a generator body sees each insertion
                 k, v = pair.unpack_sequence(tx)
                 self.items[_key(tx, k)] = v
 

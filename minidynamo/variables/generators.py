@@ -19,9 +19,9 @@ What the trace cannot make exact declines, with the reason:
   works through the items. That equals CPython's item-by-item order unless the body, after
   an item was taken, changes something the consumer's work reads (a tensor in place, the
   grad mode, a yielded list); such a drain declines. `x in gen` (CPython stops at the first
-  match) declines. Not detected: a consumer that writes as it pulls (`list.extend`,
-  `dict.update`, `+=` on a list) over a body that reads or writes that same container; those
-  consumers are exact once they pull item by item (`next_item`), as min/max/any/all do.
+  match) declines. Consumers that write as they pull (`list.extend`, `+=` on a list,
+  `dict.update`) take a generator's items one by one (`pulled_one_by_one`), as CPython does:
+  its body may read or write the container they fill.
 """
 from __future__ import annotations
 
@@ -245,6 +245,24 @@ class GeneratorVariable(IteratorVariable):
 
     def __repr__(self):
         return f"GeneratorVariable({self.describe()}, {self.state})"
+
+
+def is_generator(v) -> bool:
+    return isinstance(v, GeneratorVariable)
+
+
+def pulled_one_by_one(tx, v):
+    """The items of `v` for a consumer that acts on each before taking the next (list.extend,
+    `+=` on a list, dict.update): a generator's are pulled as the consumer asks for them, so
+    its body sees the consumer's work in CPython's order; other values' all at once."""
+    if isinstance(v, GeneratorVariable):
+        return _pulling(v)
+    return v.iter_items(tx)
+
+
+def _pulling(gen: GeneratorVariable):
+    while (item := gen.next_item()) is not None:
+        yield item
 
 
 def check_at_trace_end(output, where: str) -> None:

@@ -231,8 +231,9 @@ class ListVariable(BaseListVariable):
 
     def call_method(self, tx, name, args, kwargs):
         n = len(args)
+        from .generators import is_generator, pulled_one_by_one
         if name in ("append", "extend") and n == 1 and not kwargs and self.source is not None \
-                and not self.loaded:
+                and not self.loaded and not (name == "extend" and is_generator(args[0])):
             # An outside list only appended to: the entry appends the same items after the
             # graph, and nothing about its contents (not even its length) is guarded.
             new = [args[0]] if name == "append" else list(args[0].iter_items(tx))
@@ -245,7 +246,7 @@ class ListVariable(BaseListVariable):
         if name == "append" and n == 1:
             self.items.append(args[0])
         elif name == "extend" and n == 1:
-            self.items.extend(args[0].iter_items(tx))
+            self.items.extend(pulled_one_by_one(tx, args[0]))  # a generator body sees each append
         elif name == "insert" and n == 2:
             self.items.insert(args[0].as_python_constant(), args[1])
         elif name == "pop" and n <= 1:
