@@ -64,6 +64,9 @@ def why_no_break(tx, index: int, fullgraph: bool) -> str | None:
     why = why_no_break_at(tx.instructions[index], fullgraph)
     if why is not None:
         return why
+    if tx.output.picked_storages:
+        return ("min()/max() picked a tensor by a tensor comparison before it: the pick is one of the "
+                "candidates in eager, a new tensor here, which a break would hand on as a separate object")
     for v in tx.stack:
         if isinstance(v, UserExitVariable) and not PY311:
             return "inside a with block (Python 3.10 keeps with blocks on a block stack)"

@@ -19,7 +19,7 @@ from . import codegen
 from .backends import backend_name, compile_with, lookup_backend
 from .backends import eager as eager_backend
 from .config import config
-from .exc import InternalError, Unsupported
+from .exc import InternalError, Unsupported, unsupported
 from .globalstate import GlobalState
 from .graph import OutputGraph
 from .triton.capture import direct_launch_nodes
@@ -230,7 +230,20 @@ class _ReturnTail:
         writeback = writeback_lines(rb, self.output)
         before = len(rb.prelude)
         value = rb.expr(self.result)
+        _check_picks_escaping(self.output, rb.nodes)
         return [*rb.prelude[:before], *writeback, *rb.prelude[before:], f"return {value}"]
+
+
+def _check_picks_escaping(output, nodes) -> None:
+    """A min()/max() pick and a candidate both leaving the call: in eager they may be one
+    object, here they are two (graph.OutputGraph.picked_storages)."""
+    if not output.picked_storages:
+        return
+    from .graph import _storage
+    escaping = {_storage(n.meta["val"]) for n in nodes if isinstance(n.meta.get("val"), torch.Tensor)}
+    if len(escaping & output.picked_storages) > 1:
+        unsupported("data_dependent", "a tensor min()/max() picked by a tensor comparison leaves the call "
+                                      "with a candidate it picked from: eager's may be the same object")
 
 
 def compile_call(fn, args, kwargs, backend, *, name: str, slow=None, fullgraph: bool = False,

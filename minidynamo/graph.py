@@ -63,6 +63,10 @@ class OutputGraph:
         from .triton.capture import KernelTable
         self.kernels = KernelTable()
         self.op_count = 0
+        # Storages of tensors that min()/max() picked between by a tensor comparison, and of
+        # their picks: eager's result IS one of the candidates, the graph's is a new tensor
+        # (torch.where), so writing to any of them, or `is` on them, would tell (see picked).
+        self.picked_storages: set = set()
         # Trackers of values read from the frame, per source (aliasing preserved).
         self.wrapped: dict = {}
         self.iterators: dict = {}  # source → (real iterator, tracker): see builder._wrap_iterator
@@ -137,6 +141,11 @@ class OutputGraph:
             finally:
                 self.fake_mode.log = None
             writes, aliases, items = _memory_facts(tensors, versions, log, result)
+            if self.picked_storages and any(n in writes and _storage(t) in self.picked_storages
+                                            for n, t in tensors):
+                unsupported("data_dependent", f"{what} writes to a tensor that min()/max() picked, or picked "
+                                              "from, by a tensor comparison: which object eager writes "
+                                              "depends on the data")
             if self.inference_regions:
                 from .variables.contexts import mark_inference_views
                 mark_inference_views(target, tensors, result)
@@ -164,6 +173,10 @@ class OutputGraph:
                 if getattr(a, "fake", None) is result:
                     return a
         return wrap_fake_result(self, node, result, what)
+
+    def picked(self, var) -> bool:
+        """Whether `var` is a min()/max() pick or one of its candidates (picked_storages)."""
+        return bool(self.picked_storages) and _storage(var.fake) in self.picked_storages
 
     def example_of(self, var):
         """The real tensor behind a placeholder tracker, or None for computed tensors."""

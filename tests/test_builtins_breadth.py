@@ -217,7 +217,10 @@ def test_max_of_tensors_is_eager_s_pick():
     def f(a, b):
         s, m = a.sum(), b.mean()
         a, b = a * 1, b * 1  # (eager returns one of the objects; the trace a new tensor of its value)
-        return max(s, m), min(s, m), max(a[0], b[0], a[1]), min([a[:1], b[:1]]), max(s, m, key=lambda v: -v)
+        # (each pick times 1: two picks from one group leaving the call decline, as eager's
+        # may be one object: test_what_would_tell_the_pick_from_its_candidates_runs_eagerly)
+        return (max(s, m) * 1, min(s, m) * 1, max(a[0], b[0], a[1]) * 1, min([a[:1], b[:1]]) * 1,
+                max(s, m, key=lambda v: -v) * 1)
 
     check(f, two(), (t(3, seed=2), t(3, seed=3)), kind="graph", graphs=1)
 
@@ -226,7 +229,7 @@ def test_max_of_tensors_with_nan_follows_the_comparisons():
     def f(a):
         n = a.sum() * float("nan")
         s = a.sum()
-        return max(n, s), max(s, n), min(n, s), min(s, n)
+        return max(n, s) * 1, max(s, n) * 1, min(n, s) * 1, min(s, n) * 1
 
     check(f, t(3), kind="graph", graphs=1)
 
@@ -234,7 +237,7 @@ def test_max_of_tensors_with_nan_follows_the_comparisons():
 def test_max_of_tensors_by_a_tensor_key():
     def f(a, b, c):
         ts = [a + 1, b + 1, c + 1]
-        return max(ts, key=lambda v: v.sum()), min(ts, key=lambda v: v.abs().max())
+        return max(ts, key=lambda v: v.sum()) * 1, min(ts, key=lambda v: v.abs().max()) * 1
 
     check(f, (t(2, 3), t(2, 3, seed=1), t(2, 3, seed=2)), kind="graph", graphs=1)
 
@@ -782,3 +785,53 @@ def test_a_count_of_tensors_inside_an_escaping_zip_declines():
 
     entry = _same_escape(f, t(), kind="eager")
     assert "read after the trace" in entry.reason.detail, entry.reason
+
+
+# --- min()/max() picks: eager's result is one of the candidates, the graph's a new tensor --
+def _sums(x, y):
+    return x.sum(), y.sum()
+
+
+def _pick_written(x, y):
+    a, b = _sums(x, y)
+    m = max(a, b)
+    m += 1  # eager writes into a or b
+    return a, b, m
+
+
+def _candidate_written(x, y):
+    a, b = _sums(x, y)
+    m = max(a, b)
+    a.add_(5)  # eager's m may be a
+    return m
+
+
+def _pick_identity(x, y):
+    a, b = _sums(x, y)
+    m = max(a, b)
+    return m is a, m * 2
+
+
+def _pick_returned_with_candidate(x, y):
+    a, b = _sums(x, y)
+    return max(a, b), a
+
+
+def _pick_then_break(x, y):
+    a, b = _sums(x, y)
+    m = max(a, b)
+    print("between")
+    a.add_(5)
+    return m
+
+
+@pytest.mark.parametrize("fn", [_pick_written, _candidate_written, _pick_identity,
+                                _pick_returned_with_candidate, _pick_then_break])
+def test_what_would_tell_the_pick_from_its_candidates_runs_eagerly(fn):
+    import contextlib
+    import io
+    with contextlib.redirect_stdout(io.StringIO()):
+        info = check(fn, (torch.tensor([1.0, 2.0]), torch.tensor([0.5, 0.25])),
+                     (torch.tensor([0.0, 0.5]), torch.tensor([3.0, 1.0])), kind="eager")
+    reason = info.entries[0].reason
+    assert reason.category == "data_dependent" or "min()/max() picked" in reason.no_break

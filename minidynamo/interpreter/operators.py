@@ -10,7 +10,7 @@ from ..exc import unsupported
 from ..variables.base import VariableTracker
 from ..variables.constant import ConstantVariable, fold
 from ..variables.dicts import DictVariable, DictViewVariable, SetVariable
-from ..variables.lists import BaseListVariable, ListVariable, TupleVariable
+from ..variables.lists import BaseListVariable, IteratorVariable, ListVariable, TupleVariable
 from ..variables.tensor import TensorVariable
 from ..variables.user_objects import NewObjectVariable, user_binary, user_class, user_compare
 
@@ -141,6 +141,9 @@ def is_same(a: VariableTracker, b: VariableTracker, tx=None):
             return True
         if tx is None:
             return None
+        if tx.output.picked(a) or tx.output.picked(b):
+            unsupported("data_dependent", "`is` on a tensor min()/max() picked by a tensor comparison "
+                                          "(eager's pick is one of the candidates)")
         # Two graph inputs: the answer is whether the caller passed one object twice,
         # which the next call may not do: guard it.
         ea, eb = tx.output.example_of(a), tx.output.example_of(b)
@@ -177,7 +180,9 @@ def contains(tx, container: VariableTracker, item: VariableTracker):
         return ConstantVariable(container.call_method(tx, "__contains__", [item], {}).truthy(tx))
     if container.is_python_constant() and item.is_python_constant() and not isinstance(container, BaseListVariable):
         return fold(tx, operator.contains, [container.as_python_constant(), item.as_python_constant()], {}, "in")
-    for x in container.iter_items(tx):
+    # An iterator (a generator too) is pulled one item at a time: CPython stops at the match.
+    items = iter(container.next_item, None) if isinstance(container, IteratorVariable) else container.iter_items(tx)
+    for x in items:
         if is_same(x, item, tx) or compare(tx, "==", x, item).truthy(tx):
             return ConstantVariable(True)
     return ConstantVariable(False)

@@ -311,7 +311,16 @@ def _where(tx, name, cond, a, b, exact):
         unsupported("data_dependent", f"{name}() picks between {a.describe()} and {b.describe()}, "
                                       "which differ in type, shape, dtype, device or requires_grad, "
                                       "by a tensor comparison")
-    return tx.output.call("call_function", torch.where, [cond, a, b], {}, what=f"{name}() of tensors")
+    if exact:
+        for v in (a, b):
+            if v.node.op == "placeholder":  # eager returns that very input object
+                unsupported("data_dependent", f"{name}() picks between tensors passed in by a tensor "
+                                              "comparison: which object it returns depends on the data")
+    picked = tx.output.call("call_function", torch.where, [cond, a, b], {}, what=f"{name}() of tensors")
+    if exact:  # eager's result is one of a, b: writes and `is` on any of them must not be traced
+        from ..graph import _storage
+        tx.output.picked_storages.update(_storage(v.fake) for v in (a, b, picked))
+    return picked
 
 
 def _is_none(v) -> bool:
