@@ -318,7 +318,9 @@ def is_contextmanager_function(fn) -> bool:
 
 class GeneratorContextVariable(ContextManagerVariable):
     """`with helper(...)` for a @contextlib.contextmanager generator: its body up to the
-    yield is traced on entry, the rest on exit (a try/finally in it declines)."""
+    yield is traced on entry, the rest on exit, the normal way out of the block: the end of
+    a `try` around the yield, its `else`, its `finally`. A block that would raise declines
+    before, so the except clauses never run in a trace."""
 
     manager_type = contextlib._GeneratorContextManager
 
@@ -334,6 +336,10 @@ class GeneratorContextVariable(ContextManagerVariable):
 
     def exit(self, tx):
         self.gen.resume()
+
+    def clone(self):
+        """As contextlib's decorator form recreates it: a new generator, same arguments."""
+        return GeneratorContextVariable(self.generator_fn, self.args, self.kwargs)
 
     def describe(self):
         return f"contextmanager {self.generator_fn.describe()}"
