@@ -613,12 +613,27 @@ def test_abandoned_inside_a_user_with_block_declines():
     assert "suspended inside a try or with block" in info.entries[0].reason.detail
 
 
-def test_in_over_a_generator_declines():
-    def f(x):
-        found = 2 in (i for i in range(5))
-        return x + 1 if found else x
+def test_in_over_a_generator_stops_at_the_match():
+    def f(x, log):
+        def gen():
+            for i in range(5):
+                log.append(i)
+                yield i
 
-    check(f, t(), kind="eager", reason="generator")
+        g = gen()
+        found = 2 in g
+        return (x + 1 if found else x), next(g), 9 in g, next(g, None)
+
+    check(f, (t(), []), kind="graph", graphs=1)
+
+
+def test_in_over_an_iterator_stops_at_the_match():
+    def f(x):
+        it = iter([1, 2, 3])
+        found = 2 in it
+        return x * next(it, 10), found
+
+    check(f, t(), kind="graph", graphs=1)
 
 
 def test_sum_of_a_generator_changing_yielded_tensors_declines():

@@ -18,10 +18,10 @@ What the trace cannot make exact declines, with the reason:
   through `iter_items`, which pulls the generator to its end first and the consumer then
   works through the items. That equals CPython's item-by-item order unless the body, after
   an item was taken, changes something the consumer's work reads (a tensor in place, the
-  grad mode, a yielded list); such a drain declines. `x in gen` (CPython stops at the first
-  match) declines. Consumers that write as they pull (`list.extend`, `+=` on a list,
-  `dict.update`) take a generator's items one by one (`pulled_one_by_one`), as CPython does:
-  its body may read or write the container they fill.
+  grad mode, a yielded list); such a drain declines. `x in gen` pulls up to the match, as
+  CPython does (operators.contains). Consumers that write as they pull (`list.extend`, `+=`
+  on a list, `dict.update`) take a generator's items one by one (`pulled_one_by_one`), as
+  CPython does: its body may read or write the container they fill.
 """
 from __future__ import annotations
 
@@ -151,10 +151,6 @@ class GeneratorVariable(IteratorVariable):
     def iter_items(self, tx):
         """Every item left, the body run to its end now (see the module docstring for when
         that is not CPython's order and declines)."""
-        consumer = _consumer(tx)
-        if consumer == "CONTAINS_OP":
-            unsupported("generator", f"`in` over a {self.describe()} (CPython stops pulling at the "
-                                     "first match)")
         graph = self.frame.output.graph
         items, snapshots = [], []
         while True:
@@ -281,15 +277,6 @@ def check_at_trace_end(output, where: str) -> None:
 
 
 # --- whether a drain is CPython's order ------------------------------------------------
-
-def _consumer(tx) -> str | None:
-    """The opcode of the instruction that asked for all the items, if `tx` is a translator."""
-    insts = getattr(tx, "instructions", None)
-    ip = getattr(tx, "ip", 0)
-    if insts is None or not 0 < ip <= len(insts):
-        return None
-    return insts[ip - 1].opname
-
 
 def _last_node(graph):
     for node in reversed(graph.nodes):
