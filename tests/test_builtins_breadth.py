@@ -835,3 +835,18 @@ def test_what_would_tell_the_pick_from_its_candidates_runs_eagerly(fn):
                      (torch.tensor([0.0, 0.5]), torch.tensor([3.0, 1.0])), kind="eager")
     reason = info.entries[0].reason
     assert reason.category == "data_dependent" or "min()/max() picked" in reason.no_break
+
+
+def test_reversed_of_an_iterator_raises_as_eager():
+    def f(x):
+        y = x + 1
+        return list(reversed(iter([1, 2, 3]))), y
+
+    check(f, t(3), kind="break")
+
+
+def test_reversed_of_sequences():
+    def f(x):
+        return list(reversed((x, x + 1))), list(reversed(range(3))), list(reversed("ab")), list(reversed([x, 2]))
+
+    check(f, t(3), kind="graph")

@@ -209,7 +209,12 @@ def _reversed(tx, args, kwargs):
     reverse = getattr(seq, "reversed_items", None)  # dicts and their views
     if reverse is not None:
         return IteratorVariable(reverse(tx))
-    return IteratorVariable(list(reversed(seq.iter_items(tx))))
+    if isinstance(seq, TupleVariable) or (seq.is_python_constant() and isinstance(
+            seq.as_python_constant(), (range, str, bytes, tuple))):
+        return IteratorVariable(list(reversed(seq.iter_items(tx))))
+    if isinstance(seq, (IteratorVariable, SetVariable)):  # no __reversed__, no sequence protocol
+        unsupported("exceptions", f"TypeError: {seq.python_type().__name__!r} object is not reversible")
+    return None
 
 
 def _iter(tx, args, kwargs):
