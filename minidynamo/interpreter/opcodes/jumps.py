@@ -69,6 +69,3 @@ class JumpOps:
         self.pop()
         if not PY313:
             self.pop()
-
-    def GET_YIELD_FROM_ITER(self, inst):
-        unsupported("generator", "yield from")
