@@ -17,7 +17,7 @@ if int(np.__version__.split(".")[0]) < 2:
     pytest.skip("NumPy < 2: value-based casting, not traced", allow_module_level=True)
 
 import minidynamo  # noqa: E402
-from tests.helpers import CountingBackend  # noqa: E402
+from tests.helpers import CountingBackend, check, entry_tree  # noqa: E402
 
 _TOL = {np.dtype("float16"): 2e-3, np.dtype("float32"): 2e-5, np.dtype("complex64"): 2e-5,
         np.dtype("float64"): 1e-10, np.dtype("complex128"): 1e-10}
@@ -28,7 +28,8 @@ def _memory(v):
     if isinstance(v, np.ndarray):
         return v
     if isinstance(v, torch.Tensor) and v.device.type == "cpu":
-        return v.detach().view(torch.uint8).numpy() if v.element_size() else None
+        v = v.detach()
+        return (v.view(torch.int16) if v.dtype is torch.bfloat16 else v).numpy()
     return None
 
 
@@ -417,3 +418,314 @@ def test_zero_d_arrays_stay_arrays():
         a = x.numpy()
         return np.asarray(a[0, 0]), a.reshape(-1)[:1].reshape(()), np.sum(a, keepdims=True)
     np_check(f, t(2, 2))
+
+
+# --- folded constants ----------------------------------------------------------------------------
+def test_iinfo_finfo_dtype_are_folded_constants():
+    def f(x):
+        return (x + np.iinfo(np.int16).max, x * float(np.finfo(np.float32).eps), np.finfo(np.float64).tiny,
+                np.dtype("float32"), np.dtype(np.int64).itemsize, np.iinfo("int8").min,
+                np.promote_types(np.int32, np.float32), np.float32(2.5) * 2, np.result_type(np.int8, 1.0))
+    _, backend = np_check(f, t(3))
+    assert backend.calls == 1 and len(ops(backend)) == 2  # the two tensor ops only
+
+
+def test_constants_only_calls_fold_to_numpy_scalars():
+    def f(x):
+        return x * 2, np.sqrt(2.0), np.sum([1, 2, 3]), np.float32(1.5) + np.float32(2)
+    _, backend = np_check(f, t(2))
+    assert ops(backend) == [getattr(__import__("operator"), "mul").__name__]
+
+
+def test_numpy_scalar_argument_is_guarded_by_value():
+    def f(x, s):
+        return torch.from_numpy(x.numpy() * s)
+    opt, _ = np_check(f, (t(3), np.float32(2.0)), (t(3), np.float32(2.0)))
+    opt(t(3), np.float32(3.0))  # another value: another entry
+    assert len(opt.cache_entries()) == 2
+    opt(t(3), np.float64(3.0))
+    assert len(opt.cache_entries()) == 3
+
+
+def test_nan_numpy_scalar_argument_declines():
+    def f(x, s):
+        return torch.from_numpy(x.numpy() * s)
+    np_check(f, (t(3), np.float32("nan")), kind="eager")
+
+
+# --- arrays passed in ------------------------------------------------------------------------------
+def test_ndarray_argument_is_a_guarded_input():
+    def f(a, b):
+        return a * 2 + b, torch.from_numpy(a).sum()
+    a = np.arange(6, dtype=np.float32).reshape(2, 3)
+    opt, backend = np_check(f, (a, np.float32(1.0)), (a + 5, np.float32(1.0)))
+    assert [e.kind for e in opt.cache_entries()] == ["graph"]
+    opt(np.arange(6, dtype=np.float64).reshape(2, 3), np.float32(1.0))  # another dtype: recompiles
+    opt(np.arange(4, dtype=np.float32), np.float32(1.0))  # another shape: recompiles
+    assert len(opt.cache_entries()) == 3
+    text = opt.cache_entries()[0].guard_text()
+    assert "from_numpy" in text and "writeable" in text
+
+
+def test_ndarray_argument_returned_is_the_same_object():
+    def f(a, x):
+        return a, x + 1
+    opt, _ = np_check(f, (np.ones(3), t(3)))
+    a = np.ones(3)
+    assert opt(a, t(3))[0] is a
+
+
+def test_ndarray_argument_written_in_place():
+    def f(a):
+        a += 1
+        a[0] = 10
+        return a.sum()
+    np_check(f, np.arange(4.0))
+
+
+def test_same_array_twice_is_one_array():
+    def f(a, b):
+        a += 1
+        return b * 2
+    a = np.arange(3.0)
+    opt, _ = np_check(f, (a, a), same_entry=False)
+    b = np.arange(3.0)
+    np.testing.assert_array_equal(opt(b, b.copy()), (np.arange(3.0)) * 2)  # distinct: another entry
+    assert len(opt.cache_entries()) == 2
+
+
+def test_read_only_and_reversed_arrays_run_eagerly():
+    # Not through np_check: a deep copy is writeable and contiguous.
+    def f(a):
+        return a + 1
+    opt = minidynamo.optimize(backend=CountingBackend())(f)
+    ro = np.arange(3.0)
+    ro.flags.writeable = False
+    np.testing.assert_array_equal(opt(ro), ro + 1)
+    reversed_ = np.arange(6.0)[::-1]  # negative strides: torch.from_numpy refuses them
+    np.testing.assert_array_equal(opt(reversed_), reversed_ + 1)
+    entries = opt.cache_entries()
+    assert [e.kind for e in entries] == ["eager", "eager"]
+    assert "read-only" in str(entries[0].reason) and "negative" in str(entries[1].reason)
+    np.testing.assert_array_equal(opt(np.arange(3.0)), np.arange(3.0) + 1)  # a plain array: traced
+    assert entries[-1].kind == "eager" and opt.cache_entries()[-1].kind == "graph"
+
+
+def test_ndarray_subclass_is_not_an_array_input():
+    def f(a):
+        return a + 1
+    np_check(f, np.ma.masked_array([1.0, 2.0]), kind="eager")
+
+
+# --- writing arrays --------------------------------------------------------------------------------
+def test_inplace_operators_write_the_tensor():
+    def f(x):
+        a = x.numpy()
+        a += 1
+        a *= 2
+        b = a[0]
+        b -= 3  # a view: writes x too
+        return x, a
+    np_check(f, t(2, 3))
+
+
+def test_item_assignment_writes_the_tensor():
+    def f(x):
+        a = x.numpy()
+        a[0] = 7
+        a[1, 1:] = np.arange(2)
+        a[:, 0] = a[:, 2]
+        return x
+    np_check(f, t(2, 3))
+
+
+def test_numpy_scalar_does_not_see_later_writes():
+    def f(x):
+        a = x.numpy()
+        s = a[0, 0]
+        m = a.max()
+        a[0, 0] = 100
+        return s, m, a
+    np_check(f, t(2, 2))
+
+
+def test_copy_results_do_not_share_memory():
+    def f(x):
+        a = x.numpy()
+        b = a.astype(np.float32)  # NumPy copies even to the same dtype
+        c = np.array(a)
+        b += 1
+        c[0] = 5
+        return a, b, c
+    np_check(f, t(3))
+
+
+def test_inplace_with_a_cast_numpy_refuses_raises_as_eager():
+    def f(x):
+        a = x.numpy()
+        a += 1.5  # int64 += float: UFuncTypeError
+        return a
+    opt, _ = np_check(f, t(3, dtype=torch.int64), kind="eager")
+    assert opt.cache_entries()[0].reason.category == "exceptions"
+
+
+def test_int_overflow_of_python_scalar_raises_as_eager():
+    def f(x):
+        return x.numpy() + 300
+    opt, _ = np_check(f, t(3, dtype=torch.uint8), kind="eager")
+    assert "OverflowError" in str(opt.cache_entries()[0].reason)
+
+
+# --- what declines, and how ----------------------------------------------------------------------
+def _reason(opt):
+    e = opt.cache_entries()[0]
+    return e.break_reason or e.reason
+
+
+def test_numpy_random_runs_natively_with_numpys_numbers():
+    def f(x):
+        np.random.seed(0)
+        noise = np.random.rand(3)
+        return torch.from_numpy(x.numpy() + noise)
+    opt, _ = np_check(f, t(3), kind="break", graphs=None, fullgraph=False)
+    assert _reason(opt).category == "side_effect" and "random state" in str(_reason(opt))
+    np.random.seed(0)
+    expected = t(3).numpy() + np.random.rand(3)
+    torch.testing.assert_close(opt(t(3)), torch.from_numpy(expected))
+
+
+def test_unmodelled_numpy_function_breaks():
+    def f(x):
+        a = x.numpy() * 2
+        w = np.lib.stride_tricks.sliding_window_view(a, 2)
+        return torch.from_numpy(w.sum(axis=1))
+    opt, _ = np_check(f, t(4), kind="break", fullgraph=False)
+    assert _reason(opt).category == "call" and "no model" in str(_reason(opt))
+
+
+def test_numpy_function_on_a_tensor_breaks():
+    def f(x):
+        return np.sum(x) + 1
+    opt, _ = np_check(f, t(4), kind="break", fullgraph=False)
+    assert "torch.Tensor argument" in str(_reason(opt))
+
+
+def test_array_and_tensor_in_one_operator_declines():
+    def f(x):
+        return x + x.numpy()
+    opt, _ = np_check(f, t(3), kind="eager")
+    assert "torch tensor" in str(_reason(opt))
+
+
+def test_reading_array_data_breaks():
+    def f(x):
+        s = np.sum(x.numpy())
+        if s > 0:
+            return x + 1
+        return x - 1
+    np_check(f, t(3), t(3, start=-5), kind="break", graphs=None, fullgraph=False, same_entry=False)
+
+    def g(x):
+        return x * float(np.max(x.numpy()))
+    np_check(g, t(3), kind="break", fullgraph=False)
+
+    def h(x):
+        return x.numpy().tolist()
+    np_check(h, t(3), kind="break", fullgraph=False)
+
+
+def test_torch_numpy_differences_decline():
+    # torch._numpy's sign(nan) is 0 (NumPy: nan): caught on the stand-ins' awkward values.
+    def f(x):
+        return np.sign(x.numpy())
+    opt, _ = np_check(f, t(3), kind="break", fullgraph=False)
+    assert "differs from NumPy" in str(_reason(opt))
+
+    # Integer floor division by an array: NumPy gives 0 for a zero divisor, torch raises.
+    def g(x, y):
+        return x.numpy() // y.numpy()
+    np_check(g, (t(3, dtype=torch.int64), t(3, dtype=torch.int64, start=5)), kind="eager")
+
+    # A negative integer power: NumPy raises for some values.
+    def h(x, y):
+        return x.numpy() ** y.numpy()
+    opt, _ = np_check(h, (t(3, dtype=torch.int64), t(3, dtype=torch.int64, start=5)), kind="eager")
+    assert _reason(opt).category == "data_dependent"
+
+
+def test_reversed_view_declines():
+    # NumPy's a[::-1] is a view, torch._numpy's a copy: not traced.
+    def f(x):
+        return np.flip(x.numpy())
+    opt, _ = np_check(f, t(3), kind="break", fullgraph=False)
+    assert "view" in str(_reason(opt))
+
+
+def test_out_and_where_keywords_decline():
+    def f(x):
+        a = x.numpy()
+        np.add(a, 1, out=a)
+        return x
+    np_check(f, t(3), kind="break", fullgraph=False)
+
+
+def test_data_dependent_shapes_decline():
+    def f(x):
+        a = x.numpy()
+        return torch.from_numpy(a[a > 0])
+    np_check(f, t(4), kind="eager")
+
+
+# --- arrays across graph breaks ------------------------------------------------------------------------
+def test_array_crosses_a_graph_break():
+    def f(x):
+        a = x.numpy() * 2
+        print("between")
+        return torch.from_numpy(a + 1), a
+    opt, backend = np_check(f, t(3), kind="break", graphs=2, fullgraph=False)
+    kinds = [e.kind for e in entry_tree(opt, backend)]
+    assert kinds == ["break", "graph"]
+
+
+def test_view_of_the_input_crosses_a_graph_break():
+    def f(x):
+        a = x.numpy()
+        print("between")
+        a += 1  # still a view of x in the resume function
+        return x
+    np_check(f, t(3), kind="break", fullgraph=False)
+
+
+# --- the class of a tensor ----------------------------------------------------------------------------
+def test_tensor_class_attribute():
+    def f(x):
+        return (x * 2, x.__class__ is torch.Tensor, x.__class__.__name__, type(x).__name__,
+                (x + 1).__class__, isinstance(x, x.__class__))
+    check(f, t(3), kind="graph")
+
+
+def test_parameter_class():
+    def f(p):
+        return p * 2, p.__class__.__name__, p.__class__ is torch.nn.Parameter, (p * 2).__class__.__name__
+    check(f, torch.nn.Parameter(t(3)), kind="graph")
+
+
+def test_tensor_class_is_guarded():
+    def f(x):
+        return x * 2, x.__class__.__name__
+    opt = minidynamo.optimize(backend=CountingBackend())(f)
+    assert opt(t(3))[1] == "Tensor"
+    assert opt(torch.nn.Parameter(t(3)))[1] == "Parameter"  # another type: another entry
+    assert len(opt.cache_entries()) == 2
+
+
+def test_tensor_subclass_class_runs_eagerly():
+    class Sub(torch.Tensor):
+        pass
+
+    def f(x):
+        return x.__class__.__name__, x.__class__ is Sub
+    opt = minidynamo.optimize(backend=CountingBackend())(f)
+    assert opt(t(3).as_subclass(Sub)) == ("Sub", True)  # a subclass input: not traced
+    assert [e.kind for e in opt.cache_entries()] == ["eager"]
+    assert opt(t(3)) == ("Tensor", False)

@@ -238,6 +238,8 @@ def wrap_ndarray_input(tx, value, source):
     try:
         tensor = torch.from_numpy(value)
     except (TypeError, ValueError) as e:  # negative strides, unaligned memory
+        # The eager entry this makes must not take arrays that torch.from_numpy accepts.
+        guards.add(Guard("EQUALS_MATCH", AttrSource(source, "strides"), value.strides))
         unsupported("call", f"NumPy array {source.name()}: {e}")
     var = NumpyNdarrayVariable(tx.output.add_input(FromNumpySource(source), tensor), source=source)
     _array_inputs.setdefault(tx.output, []).append((value, source, var))

@@ -235,8 +235,9 @@ def call_operator(tx, name, operands, inplace=False):
     from .numpy_interop import NumpyNdarrayVariable, numpy_constant_of
     from .tensor import TensorVariable
     if any(isinstance(v, TensorVariable) for v in operands):
-        unsupported("call", f"operator {name} between a NumPy array and a torch tensor is not traced",
-                    hint="convert one side first (torch.from_numpy(a) or t.numpy())")
+        unsupported("call", f"operator {name} between a NumPy value and a torch tensor is not traced "
+                            "(torch's rules for NumPy operands are its own)",
+                    hint="convert one side first (torch.from_numpy(a), t.numpy(), float(s))")
     if _constants(operands, {}) is not None:
         return fold_constant_call(_OPERATORS[name], operands, {}, f"operator {name}")
     ufunc = OPERATOR_UFUNCS[name]
