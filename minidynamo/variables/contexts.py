@@ -46,9 +46,13 @@ class ContextManagerVariable(VariableTracker):
         each call; None where that form is not traced."""
         return None
 
+    def rebuild_manager(self, rb) -> str | None:
+        """The expression making a fresh manager like this one at run time, or None."""
+        return None
+
     def call_function(self, tx, args, kwargs):
-        """`torch.no_grad()(fn)`, `@torch.inference_mode()` over a function defined in the
-        traced code: the decorated function."""
+        """`@torch.inference_mode()`, `@my_contextmanager()` over a function defined in the
+        traced code: the decorated function (grad mode's: torch.py)."""
         from .functions import BaseFunctionVariable
         if (self.clone() is None or kwargs or len(args) != 1 or not isinstance(args[0], BaseFunctionVariable)
                 or args[0].get_code().co_flags & _GENERATOR_FLAGS):
@@ -62,7 +66,8 @@ _GENERATOR_FLAGS = inspect.CO_GENERATOR | inspect.CO_COROUTINE | inspect.CO_ASYN
 
 class ContextDecoratedFunction(VariableTracker):
     """A function decorated by a context manager in the trace: each call runs it inside a
-    fresh copy of the manager, as torch's `context_decorator` enters `clone()`."""
+    fresh copy of the manager, as torch's decorator enters `clone()` and contextlib's
+    recreates its generator."""
 
     def __init__(self, cm, fn):
         super().__init__(None)
@@ -80,6 +85,20 @@ class ContextDecoratedFunction(VariableTracker):
         result = self.fn.call_function(tx, args, kwargs)
         cm.exit(tx)
         return result
+
+    def var_getattr(self, tx, name):
+        if name == "__wrapped__":
+            return self.fn
+        if name in ("__name__", "__qualname__", "__doc__", "__module__"):  # functools.wraps copies them
+            return self.fn.var_getattr(tx, name)
+        return super().var_getattr(tx, name)
+
+    def rebuild_new(self, rb):
+        manager = self.cm.rebuild_manager(rb)
+        if manager is None:
+            unsupported("construct", f"{self.describe()}, which exists only inside the trace, would have to "
+                                     "outlive it")
+        return f"{manager}({rb.expr(self.fn)})"
 
 
 class _Method(VariableTracker):
@@ -120,11 +139,6 @@ class GradModeVariable(ContextManagerVariable):
 
     def describe(self):
         return f"{self.manager_type.__name__} (grad {'on' if self.enabled else 'off'})"
-
-    def clone(self):
-        if self.manager_type is torch.set_grad_enabled:  # sets the mode when made: not a plain decorator
-            return None
-        return GradModeVariable(self.enabled, self.manager_type)
 
 
 class GradModeExit:
@@ -211,6 +225,9 @@ class InferenceModeVariable(ContextManagerVariable):
 
     def clone(self):
         return InferenceModeVariable(self.mode)
+
+    def rebuild_manager(self, rb):
+        return f"{rb.ns.bind(torch.inference_mode, 'inference_mode')}({self.mode!r})"
 
     def describe(self):
         return f"torch.inference_mode({self.mode})"
