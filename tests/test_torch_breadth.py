@@ -867,3 +867,11 @@ def test_settings_object_imported_by_name_is_guarded():
         _twice(tf32_through_an_imported_name, opt, torch.ones(2))
     assert len(opt.cache_entries()) == 2
     assert any("allow_tf32" in g for g in own_guards(opt.cache_entries()[0]))
+
+
+def test_private_functional_helper_without_tensors_is_plain_python():
+    # F._none_or_dtype(None) (MultiheadAttention's forward) returns None: not an operator call
+    def f(x):
+        return x * 2 if torch.nn.functional._none_or_dtype(None) is None else x
+
+    check(f, torch.randn(3), kind="graph")

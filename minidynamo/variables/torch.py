@@ -149,7 +149,11 @@ class TorchVariable(ObjectConstantVariable):
                         hint="create it outside the optimized function and pass it in")
         if is_compiler_disabled(fn):
             unsupported("call", f"{what} is wrapped by torch.compiler.disable: it runs eagerly")
-        if isinstance(fn, types.FunctionType) and fn.__module__ not in _OPERATOR_WRAPPER_MODULES:
+        if isinstance(fn, types.FunctionType) and (
+                fn.__module__ not in _OPERATOR_WRAPPER_MODULES
+                or fn.__name__.startswith("_") and not _has_tensor(args) and not _has_tensor(kwargs.values())):
+            # (a private helper of those modules taking no tensor, such as
+            # F._none_or_dtype(None), is plain Python too: it need not return a tensor)
             # Python code of torch's: interpreted like the user's, so whatever it calls
             # passes the same checks.
             from .functions import UserFunctionVariable
