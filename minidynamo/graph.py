@@ -146,7 +146,7 @@ class OutputGraph:
                 unsupported("data_dependent", f"{what} writes to a tensor that min()/max() picked, or picked "
                                               "from, by a tensor comparison: which object eager writes "
                                               "depends on the data")
-            if self.inference_regions:
+            if self.inference_regions or torch.is_inference_mode_enabled():  # entered in or around the trace
                 from .variables.contexts import mark_inference_views
                 mark_inference_views(target, tensors, result)
             if key is not None and not writes and not aliases:

@@ -536,10 +536,9 @@ def test_known_error_raised_by_the_graph(fn, make):
     assert lines and lines[-1] == [f.line for f in traceback.extract_tb(eager.value.__traceback__)][-1]
 
 
-@pytest.mark.xfail(strict=True, reason="under torch.inference_mode(), the trace reads requires_grad=False for "
-                                       "reshape() of an input that requires grad; eager says True (found by the "
-                                       "fuzzer: a print of it after a graph break)")
 def test_requires_grad_of_a_reshape_under_inference_mode():
+    # Under torch.inference_mode(), reshape() of an input that requires grad requires grad
+    # in eager; the trace read False (found by the fuzzer: a print of it after a graph break).
     def f(x):
         return x.reshape(-1).requires_grad
 
