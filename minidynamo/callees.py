@@ -6,6 +6,7 @@ optimized. Each is made once per object and backend.
 """
 from __future__ import annotations
 
+import inspect
 import types
 import weakref
 
@@ -70,9 +71,41 @@ def optimized_apply(cls, backend):
         for name in ("forward", "backward"):
             method = getattr(cls, name)
             if isinstance(method, types.FunctionType) and method is not getattr(torch.autograd.Function, name):
-                attrs[name] = staticmethod(optimized_function(method, backend))
+                optimized = optimized_function(method, backend)
+                # torch's apply reads forward's code to place keyword arguments: hand it the
+                # function's own (a plain function with it, calling the optimized one)
+                attrs[name] = staticmethod(_with_code(optimized, method))
         return type(cls.__name__, (cls,), attrs).apply
     return _once(cls, "apply", backend, make)
+
+
+def _with_code(optimized, fn):
+    """A plain function with `fn`'s parameters (torch's C apply reads forward's __code__ to
+    place keyword arguments) whose body calls `optimized` with them."""
+    code = fn.__code__
+    names = code.co_varnames[:code.co_argcount + code.co_kwonlyargcount]
+    positional = names[:code.co_argcount]
+    keyword = names[code.co_argcount:]
+    params, call = list(positional), list(positional)
+    extra = code.co_argcount + code.co_kwonlyargcount
+    if code.co_flags & inspect.CO_VARARGS:
+        star = code.co_varnames[extra]
+        params.append("*" + star)
+        call.append("*" + star)
+        extra += 1
+    elif keyword:
+        params.append("*")
+    params += keyword
+    call += [f"{k}={k}" for k in keyword]
+    if code.co_flags & inspect.CO_VARKEYWORDS:
+        params.append("**" + code.co_varnames[extra])
+        call.append("**" + code.co_varnames[extra])
+    scope = {"_optimized": optimized}
+    exec(f"def {code.co_name}({', '.join(params)}):\n    return _optimized({', '.join(call)})", scope)  # noqa: S102
+    wrapper = scope[code.co_name]
+    wrapper.__defaults__, wrapper.__kwdefaults__ = fn.__defaults__, fn.__kwdefaults__
+    wrapper.__qualname__, wrapper.__module__, wrapper.__wrapped__ = fn.__qualname__, fn.__module__, fn
+    return wrapper
 
 
 def optimized_module_call(fn, backend):

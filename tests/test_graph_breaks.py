@@ -1709,3 +1709,24 @@ def test_calls_reading_the_frame_run_the_call_eagerly(name, body):
     if name != "zero-argument super":  # may be traced (then it is a graph)
         assert [e.kind for e in entries] == ["eager"], [e.kind for e in entries]
         assert "reads the calling frame" in entries[0].reason.no_break
+
+
+class _LoudScale(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, scale=1.0, *, shift=0.0):
+        print("forward", scale, shift)
+        ctx.scale = scale
+        return x * scale + shift
+
+    @staticmethod
+    def backward(ctx, g):
+        return g * ctx.scale, None
+
+
+def test_function_with_a_break_applied_with_keyword_arguments():
+    # The apply runs natively through a subclass whose forward is optimized: torch places
+    # the keywords by the forward's own parameters.
+    def f(x):
+        return _LoudScale.apply(x, scale=2.0) + 1, _LoudScale.apply(x, 3.0)
+
+    differ(f, t())
