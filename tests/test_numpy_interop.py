@@ -169,6 +169,21 @@ def test_from_numpy_shares_memory_and_as_tensor():
     np_check(f, t(2, 2))
 
 
+def test_torch_functions_on_numpy_scalars_and_declined_forms():
+    def f(x):
+        s = np.sum(x.numpy())
+        return torch.tensor(s), torch.as_tensor(s), torch.tensor(s, dtype=torch.float64)
+    np_check(f, t(3))
+
+    def g(x):
+        return torch.as_tensor(x.numpy(), dtype=torch.float32)  # may share memory: declined
+    np_check(g, t(3), kind="break", fullgraph=False)
+
+    def h(x):
+        return torch.from_numpy(np.sum(x.numpy()))  # eager: TypeError
+    np_check(h, t(3), kind="break", fullgraph=False)
+
+
 def test_from_numpy_then_inplace_writes_the_input():
     def f(x):
         t_ = torch.from_numpy(x.numpy())
@@ -284,7 +299,8 @@ def test_factories_make_numpy_default_dtypes():
         a = x.numpy()
         return (np.arange(5), np.arange(0, 1, 0.25), np.ones(3), np.zeros((2, 3), dtype=np.int32),
                 np.full((2,), 3), np.full((2,), 3.0), np.linspace(0, 1, 5), np.eye(3), np.identity(2),
-                np.array([1, 2, 3]), np.array([1.5, 2]), a + np.arange(3))
+                np.array([1, 2, 3]), np.array([1.5, 2]), a + np.arange(3), np.arange(stop=4),
+                np.arange(2, 11, 3), np.arange(10, 0, -2.5), np.arange(3, dtype=np.float32))
     _, backend = np_check(f, t(2, 3))
     assert "numpy_arange" in ops(backend) and "numpy_linspace" in ops(backend)
 
@@ -537,6 +553,16 @@ def test_item_assignment_writes_the_tensor():
         a[:, 0] = a[:, 2]
         return x
     np_check(f, t(2, 3))
+
+
+def test_overlapping_writes_read_the_value_first():
+    def f(x):
+        a = x.numpy()
+        a[1:] = a[:-1]
+        a += a.T
+        a[0] -= a[:, 0]
+        return x
+    np_check(f, t(3, 3))
 
 
 def test_numpy_scalar_does_not_see_later_writes():

@@ -188,7 +188,8 @@ def torch_function_on_array(tx, fn, args, kwargs):
         return tx.output.call("call_method", "detach", [first.tensor], {}, what=what)
     if fn in (torch.as_tensor, torch.asarray) and not kwargs and not first.scalar:
         return tx.output.call("call_method", "detach", [first.tensor], {}, what=what)  # shares memory
-    if fn in (torch.tensor, torch.as_tensor, torch.asarray) and set(kwargs) <= {"dtype"}:
+    if (fn is torch.tensor and set(kwargs) <= {"dtype"}) or (fn in (torch.as_tensor, torch.asarray) and not kwargs):
+        # a copy (as_tensor of a NumPy scalar too; with a dtype it may share memory: declined)
         copy = tx.output.call("call_method", "clone", [first.tensor], {}, what=what)
         if "dtype" in kwargs:
             return tx.output.call("call_method", "to", [copy, kwargs["dtype"]], {}, what=what)

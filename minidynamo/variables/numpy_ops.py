@@ -8,10 +8,10 @@ import numpy as np
 
 from ..exc import unsupported
 from .numpy_calls import (
-    METHODS, NOT_CONSTANT, SIZE_ARGS, Arguments, Attribute, Expected, Method, NumpyNode, Result,
-    Slot, Spec, Strong, check_call, small_size, dry_run, has_slot, numpy_on, quiet, record, run_call, spec_of,
-    split_arguments,
+    METHODS, NOT_CONSTANT, SIZE_ARGS, Arguments, Attribute, Method, NumpyNode, Slot, Spec, Strong,
+    has_slot, quiet, small_size, spec_of, split_arguments,
 )
+from .numpy_checks import Expected, Result, check_call, check_values, dry_run, numpy_on, record, run_call
 
 
 def is_random(fn) -> bool:
@@ -113,9 +113,16 @@ def _arange(tx, label, tnp_fn, call: Arguments, what: str):
         dt = np.dtype(call.kwargs["dtype"])
     else:
         dt = np.dtype(np.float64 if any(type(v) is float for v in values) else np.int64)
+    node = NumpyNode(label, tnp_fn, (call.args, call.kwargs), copy=False)
     expected = Expected([Result(dt, False, 1)], None)
-    return record(tx, NumpyNode(label, tnp_fn, (call.args, call.kwargs), copy=False), call, expected,
-                  Spec(), what)
+    bounds = (0, call.args[0], 1) if len(call.args) == 1 else (*call.args, 1)[:3]
+    if not call.kwargs and len(bounds) == 3 and bounds[2] and abs((bounds[1] - bounds[0]) / bounds[2]) <= 1 << 14:
+        # Small enough to compare with NumPy's own values (the length of a float range).
+        want, _ = numpy_on(np.arange, (call.args, {}), [])
+        why = check_values(node, Expected([], None, want), [], what)
+        if why is not None:
+            unsupported("call", f"torch._numpy's {what} differs from NumPy's ({why}): not traced")
+    return record(tx, node, call, expected, Spec(), what)
 
 
 def call_method(tx, array, name, args, kwargs):
@@ -167,8 +174,18 @@ def call_getitem(tx, array, key):
     return record(tx, node, call, Expected([result], None), Spec(), what)
 
 
+def _apart(obj, value):
+    """`value`, copied if it shares memory with the array written: NumPy reads all of an
+    overlapping operand before it writes (torch refuses, or reads what it wrote)."""
+    import torch._numpy as tnp
+    if isinstance(value, tnp.ndarray) and \
+            value.tensor.untyped_storage()._cdata == obj.tensor.untyped_storage()._cdata:
+        return tnp.ndarray(value.tensor.clone())
+    return value
+
+
 def _setitem(obj, key, value):
-    obj[key] = value
+    obj[key] = _apart(obj, value)
     return obj  # written in place: the node's result is the array itself
 
 
@@ -177,7 +194,7 @@ class _Inplace:
         self.op = op
 
     def __call__(self, obj, other):
-        return self.op(obj, other)
+        return self.op(obj, _apart(obj, other))
 
 
 def call_setitem(tx, array, key, value):
