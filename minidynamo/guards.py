@@ -51,7 +51,7 @@ class Guard:
                 return f"{e} is {v!r}"
             exact = type(v) in (int, str, bytes) or (type(v) is float and v == v and abs(v) != float("inf"))
             lit = repr(v) if exact else ns.bind(v, "const")
-            if type(v) is float and v != v:  # NaN never equals itself
+            if _unequal_to_itself(v):  # NaN (float, complex, NumPy scalars) never equals itself
                 return f"type({e}) is {t} and {e} != {e}"
             if type(v) is float and v == 0.0:  # 0.0 == -0.0, but copysign/1/x tell them apart
                 sign = ns.bind(math.copysign, "copysign")
@@ -350,3 +350,13 @@ class GuardSet:
     def check_expressions(self, ns: Namespace) -> list[str]:
         """What the entry function runs, one per guard (C checks for tensors where available)."""
         return [g.check_code(ns) for g in self.ordered()]
+
+
+def _unequal_to_itself(v) -> bool:
+    """A NaN of any scalar type: `v != v`."""
+    if isinstance(v, (tuple, frozenset, str, bytes)):
+        return False
+    try:
+        return bool(v != v)
+    except Exception:  # a value whose != is not a truth value
+        return False

@@ -425,3 +425,20 @@ def test_a_recompile_records_why_every_entry_missed():
     assert "stride mismatch" in second.others[0].reason
     lines = second.message().splitlines()
     assert lines[1].startswith("  entry 1: tensor 'x' size mismatch") and lines[2].startswith("  entry 0: tensor 'x' stride")
+
+
+@pytest.mark.parametrize("nan", [float("nan"), complex("nan"), complex(1.0, float("nan"))])
+def test_nan_constants_of_every_scalar_type_are_guarded(nan):
+    opt = minidynamo.optimize(lambda x, s: x + 1)
+    opt(torch.ones(1), nan)
+    opt(torch.ones(1), nan)
+    opt(torch.ones(1), 2.0)
+    assert len(opt.cache_entries()) == 2
+
+
+def test_nan_numpy_scalar_is_guarded():
+    np = pytest.importorskip("numpy")
+    opt = minidynamo.optimize(lambda x, s: x + 1)
+    opt(torch.ones(1), np.float64("nan"))
+    opt(torch.ones(1), np.float64("nan"))
+    assert len(opt.cache_entries()) == 1
