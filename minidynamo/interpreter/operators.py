@@ -6,7 +6,7 @@ import operator
 
 import torch
 
-from ..exc import unsupported
+from ..exc import Unsupported, unsupported
 from ..variables.base import VariableTracker
 from ..variables.constant import ConstantVariable, fold
 from ..variables.dicts import DictVariable, DictViewVariable, SetVariable
@@ -166,9 +166,13 @@ def is_same(a: VariableTracker, b: VariableTracker, tx=None):
         return a.value is b.value
     if isinstance(a, NewObjectVariable) or isinstance(b, NewObjectVariable):
         return False  # an object made in the trace is itself only (a is b was caught above)
-    if type(a) is not type(b):
-        return False
-    return None
+    # One object has one type: trackers of different Python types are different objects.
+    # (Two trackers of one type may stand for one object reached two ways: undecided.)
+    try:
+        ta, tb = a.python_type(), b.python_type()
+    except Unsupported:
+        return None
+    return False if ta is not tb else None
 
 
 def contains(tx, container: VariableTracker, item: VariableTracker):
