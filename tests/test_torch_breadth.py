@@ -875,3 +875,10 @@ def test_private_functional_helper_without_tensors_is_plain_python():
         return x * 2 if torch.nn.functional._none_or_dtype(None) is None else x
 
     check(f, torch.randn(3), kind="graph")
+
+
+def test_privateuse1_backend_name_is_a_guarded_query():
+    def f(x):
+        return x + 1 if torch._C._get_privateuse1_backend_name() == "privateuseone" else x
+
+    check(f, torch.randn(3), kind="graph")

@@ -91,6 +91,7 @@ _GUARDED_QUERIES = (
     "torch.backends.cuda.flash_sdp_enabled", "torch.backends.cuda.mem_efficient_sdp_enabled",
     "torch.backends.cuda.math_sdp_enabled", "torch.backends.cuda.cudnn_sdp_enabled",
     "torch.backends.cuda.fp16_bf16_reduction_math_sdp_allowed",
+    "torch._C._get_privateuse1_backend_name",  # torch.utils.rename_privateuse1_backend changes it
 )
 
 
