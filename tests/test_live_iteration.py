@@ -88,3 +88,26 @@ def test_a_list_changed_while_iterated_is_seen_changed(fn):
 
 def test_read_at_once():
     check(_all_at_once, torch.ones(2), kind="constant")
+
+
+def test_zip_pulls_again_after_it_stopped():
+    # CPython's zip is not exhausted for good: a second list() takes one more item of `a`
+    def f(x):
+        a = iter([x, x + 1, x + 2])
+        z = zip(a, iter([]))
+        list(z)
+        list(z)
+        return list(a)
+
+    check(f, torch.randn(2), kind="graph")
+
+
+def test_exhausted_list_iterator_ignores_later_appends():
+    def f(x):
+        lst = [x]
+        it = iter(lst)
+        list(it)
+        lst.append(x + 1)
+        return list(it), x * 2
+
+    check(f, torch.randn(2), kind="graph")

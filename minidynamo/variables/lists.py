@@ -304,23 +304,21 @@ class PulledItems(LiveItems):
     read from a source before CPython would read it, so a container changed during the
     loop is seen changed, as in CPython."""
 
-    __slots__ = ("iterators", "combine", "made", "stopped")
+    __slots__ = ("iterators", "combine", "made")
 
     def __init__(self, iterators: list, combine):
         super().__init__()
         self.iterators = iterators  # IteratorVariables, advanced in order (zip's order)
         self.combine = combine  # (position, [item of each iterator]) -> tracker
         self.made: list = []
-        self.stopped = False
 
     def at(self, index: int):
-        while len(self.made) <= index and not self.stopped:
+        while len(self.made) <= index:
             parts = []
             for it in self.iterators:
                 item = it.next_item()
-                if item is None:  # zip stops at the first exhausted one (after taking the others')
-                    self.stopped = True
-                    return None
+                if item is None:  # zip stops at the first exhausted one (after taking the others'),
+                    return None  # not for good: a later next() pulls again, as CPython's zip
                 parts.append(item)
             self.made.append(self.combine(len(self.made), parts))
         return self.made[index] if index < len(self.made) else None
@@ -372,6 +370,9 @@ class IteratorVariable(VariableTracker):
         elif self.index < len(self.items):
             item = self.items[self.index]
         else:
+            # CPython's list iterator lets go of its list once exhausted: items appended
+            # later are not seen (and it is rebuilt as an empty iterator).
+            self.items, self.owner, self.index = [], None, 0
             return None
         if item is not None:
             self.index += 1
