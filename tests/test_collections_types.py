@@ -813,3 +813,25 @@ def test_sys_version_info_is_a_constant():
                 repr(sys.version_info), sys.flags.optimize)
 
     check(f, t(), kind="graph", graphs=1)
+
+
+def test_deque_item_assignment():
+    import collections
+
+    def f(x):
+        d = collections.deque([x, x + 1, 3])
+        d[1] = x * 5
+        d[-1] = "last"
+        return list(d)
+
+    check(f, torch.randn(2), kind="graph")
+
+
+def test_deque_passed_in_item_assignment_is_written_back():
+    import collections
+
+    def f(d, x):
+        d[0] = "new"  # (a tensor in a deque argument: check() cannot compare deques of tensors)
+        return x * 2
+
+    check(f, (collections.deque([1, 2], maxlen=3), torch.randn(2)), kind="graph")

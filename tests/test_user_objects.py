@@ -402,3 +402,22 @@ def test_generic_base_with_empty_slots_is_modelled():
         return Box(x).item * 2
 
     check(f, t(), kind="graph")
+
+
+def test_item_assignment_on_a_user_object():
+    class Store:
+        def __init__(self):
+            self.data = {}
+
+        def __setitem__(self, k, v):
+            self.data[k] = v * 2
+
+        def __getitem__(self, k):
+            return self.data[k]
+
+    def f(x):
+        s = Store()
+        s["a"] = x
+        return s["a"] + 1
+
+    check(f, t(), kind="graph")

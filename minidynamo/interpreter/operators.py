@@ -206,8 +206,10 @@ def getitem(tx, obj: VariableTracker, key: VariableTracker):
 def setitem(tx, obj: VariableTracker, key: VariableTracker, value: VariableTracker):
     if _is_tensor(obj):
         obj.call_method(tx, "__setitem__", [key, value], {})
-    elif isinstance(obj, (ListVariable, DictVariable)) or _operators_of(obj) is not None:
+    elif callable(getattr(obj, "setitem", None)):  # lists, dicts, deques, arrays: their own models
         obj.setitem(tx, key, value)
+    elif user_class(obj) is not None:  # a class with __setitem__ (in Python)
+        obj.call_method(tx, "__setitem__", [key, value], {})
     else:
         unsupported("side_effect" if obj.source is not None else "construct",
                     f"item assignment on {obj.describe()}")

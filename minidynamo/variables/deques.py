@@ -90,6 +90,10 @@ class DequeVariable(VariableTracker):
         i = self._position(tx, key)
         del self._changing("__delitem__", tx)[i]
 
+    def setitem(self, tx, key, value):
+        i = self._position(tx, key)
+        self._changing("__setitem__", tx)[i] = value
+
     def _trim(self, items: list, from_left: bool) -> None:
         maxlen = self.maxlen
         if maxlen is not None and len(items) > maxlen:
