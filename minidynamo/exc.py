@@ -21,6 +21,7 @@ CATEGORIES = {
     "backend": "the backend failed to compile the graph",
     "internal": "an internal error of minidynamo's, turned into a fallback by config.suppress_errors",
     "graph_break": "an explicit minidynamo.graph_break()",
+    "cache_limit": "the function reached config.cache_size_limit: new variants run eagerly",
 }
 
 # What to change, per category: shown by explain() and the fallbacks log.
@@ -38,6 +39,8 @@ HINTS = {
     "backend": "check the backend: it raised, or returned something that cannot run the graph",
     "internal": "this is a bug in minidynamo: please report it with the message",
     "graph_break": "remove the minidynamo.graph_break() call to capture the code around it as one graph",
+    "cache_limit": "see opt.guard_failures() for the guard that keeps failing (often a changing size or "
+                   "int argument), or raise minidynamo.config.cache_size_limit",
 }
 
 # (filename, lineno) of the instruction being traced; set by the translator.

@@ -173,8 +173,9 @@ def explain(fn, backend=None):
         fn = fn._optimized
     if isinstance(fn, torch.nn.Module):
         fn = OptimizedModule(fn)._optimized  # explains its call as optimize(module) runs it
+    cache = None
     if isinstance(fn, OptimizedFunction):
-        fn = fn._fn
+        fn, cache = fn._fn, fn._cache
     why = _not_optimizable(fn)
     if why is not None:  # named as explain's, not optimize's
         raise TypeError(why.replace("minidynamo.optimize", "minidynamo.explain", 1))
@@ -190,6 +191,11 @@ def explain(fn, backend=None):
             # TypeError an eager call raises, and runs nothing.
             fn(*args, **kwargs)
             raise
+        if cache is not None and _past_limit(cache, args, kwargs):
+            detail = (f"{name} has {len(cache.entries)} cache entries (config.cache_size_limit) and "
+                      "this call passes none of their guards: it runs eagerly")
+            return _output(name, where, [], [], [], [BreakReason("cache_limit", detail, None, HINTS["cache_limit"])],
+                           0.0, "", [], "eager")
         graphs = []
         capture = _capturing(graphs, backend)
         reasons = []
@@ -207,6 +213,15 @@ def explain(fn, backend=None):
         return _output(name, where, graphs, guards, [g.source for g in guards], reasons,
                        entry.compile_time_ms, entry.source_text, _launches(entry.gm), entry.kind)
     return run
+
+
+def _past_limit(cache, args, kwargs) -> bool:
+    """The optimized function's cache is full and no entry takes these arguments (checked
+    without running anything): the call would run eagerly."""
+    from .config import config
+    entries = cache.entries
+    return len(entries) >= config.cache_size_limit and all(
+        e.first_mismatch(args, kwargs) is not None for e in entries)
 
 
 def _capturing(graphs: list, backend):

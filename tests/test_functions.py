@@ -498,3 +498,13 @@ def test_comprehension_cells_are_fresh_per_run():
 
     assert_uses(f, by_version(py310=("LOAD_CLOSURE",), py312=("MAKE_CELL",)))
     check(f, t(), kind="graph")
+
+
+def test_names_of_an_inner_function_and_a_lambda():
+    def f(x):
+        def g():
+            pass
+        h = lambda: 0  # noqa: E731
+        return g.__name__, g.__qualname__, h.__name__, h.__qualname__, g.__module__, x + 1
+
+    check(f, torch.randn(2), kind="graph")

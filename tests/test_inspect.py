@@ -558,7 +558,7 @@ def test_backend_failure_reason():
 
 
 def test_every_category_has_a_test_and_a_hint():
-    covered = {c[0] for c in FALLBACKS} | {"backend", "internal"}  # internal: test_internal_errors.py
+    covered = {c[0] for c in FALLBACKS} | {"backend", "internal", "cache_limit"}  # internal: test_internal_errors.py
     assert covered == set(CATEGORIES) == set(HINTS)
 
 
@@ -581,3 +581,21 @@ def test_explain_raises_the_binding_error_eager_raises():
     assert str(explained.value) == str(eager.value) and not ran
     with pytest.raises(TypeError, match="unexpected keyword argument 'z'"):
         minidynamo.explain(f)(torch.ones(2), torch.ones(2), z=1)
+
+
+def test_explain_after_the_cache_limit_says_the_call_runs_eagerly():
+    limit = minidynamo.config.cache_size_limit
+    minidynamo.config.cache_size_limit = 2
+    try:
+        opt = minidynamo.optimize(lambda x: x * 2)
+        with pytest.warns(RuntimeWarning, match="cache_size_limit"):
+            for n in (1, 2, 3):
+                opt(torch.ones(n))
+        out = minidynamo.explain(opt)(torch.ones(4))
+        assert out.kind == "eager" and out.graph_count == 0
+        (reason,) = out.break_reasons
+        assert reason.category == "cache_limit" and "runs eagerly" in reason.detail
+        assert reason.hint == HINTS["cache_limit"]
+        assert minidynamo.explain(opt)(torch.ones(2)).kind == "graph"  # an entry takes it
+    finally:
+        minidynamo.config.cache_size_limit = limit

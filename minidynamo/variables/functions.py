@@ -172,8 +172,12 @@ class NestedFunctionVariable(BaseFunctionVariable):
         return f"function {self.name!r}"
 
     def var_getattr(self, tx, name):
-        if name in ("__name__", "__qualname__"):
+        if name == "__name__":
+            return ConstantVariable(self.code.co_name)
+        if name == "__qualname__":  # what MAKE_FUNCTION was given
             return ConstantVariable(self.name)
+        if name == "__module__":
+            return ConstantVariable(self.globals.get("__name__"))
         return super().var_getattr(tx, name)
 
 
