@@ -8,7 +8,7 @@ from .exc import BackendError, Unsupported
 from .explain import explain
 from .logs import init_from_env as _init_logs
 from .logs import set_logs
-from .markers import disable, graph_break
+from .markers import allow_in_graph, disable, graph_break
 
 from .variables.triton import register as _register_triton
 
@@ -17,5 +17,5 @@ _register_triton()
 
 __all__ = ["optimize", "explain", "reset", "Unsupported", "config", "set_logs",
            "register_backend", "list_backends", "OptimizedFunction", "OptimizedModule", "RecompileError", "BackendError",
-           "graph_break", "disable"]
+           "graph_break", "disable", "allow_in_graph"]
 __version__ = "0.1.0"

@@ -1,4 +1,4 @@
-"""What user code says to minidynamo: `graph_break()` and `disable(fn)`."""
+"""What user code says to minidynamo: `graph_break()`, `disable(fn)`, `allow_in_graph(fn)`."""
 from __future__ import annotations
 
 import functools
@@ -31,3 +31,18 @@ def disable(fn=None, *, recursive: bool = True):
 
     disabled._minidynamo_disable = True
     return disabled
+
+
+def allow_in_graph(fn):
+    """Calls of `fn` in an optimized function are recorded as one node of the graph, `fn`
+    itself, instead of being traced into: the trace runs it on fake tensors to learn its
+    outputs (so it must take and return tensors, and do nothing but tensor work), the graph
+    calls it for real. Returns `fn` (usable as a decorator)."""
+    if not callable(fn):
+        raise TypeError(f"minidynamo.allow_in_graph needs a callable, got {type(fn).__name__}")
+    try:
+        fn._minidynamo_allow_in_graph = True
+    except (AttributeError, TypeError):
+        raise TypeError(f"minidynamo.allow_in_graph cannot mark {fn!r} (it takes no attributes): "
+                        "wrap it in a Python function") from None
+    return fn

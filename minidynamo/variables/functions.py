@@ -112,6 +112,8 @@ class UserFunctionVariable(BaseFunctionVariable):
         return f"function {self.fn.__qualname__!r}"
 
     def call_function(self, tx, args, kwargs):
+        if getattr(self.fn, "_minidynamo_allow_in_graph", False):  # minidynamo.allow_in_graph
+            return tx.output.call("call_function", self.fn, args, kwargs, what=f"{self.fn.__qualname__}()")
         if getattr(self.fn, "_minidynamo_graph_break", False):
             unsupported("graph_break", "minidynamo.graph_break()")
         if is_compiler_disabled(self.fn):  # runs eagerly (torch's wrapper switches the eval-frame hook off)
