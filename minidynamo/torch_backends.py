@@ -32,6 +32,14 @@ def torch_backend(name: str):
     except Exception:  # torch raises its own InvalidBackend
         return None
 
+    try:
+        from torch._higher_order_ops.triton_kernel_wrap import triton_kernel_wrapper_mutation  # noqa: F401
+    except ImportError:  # said at lookup: graphs with launches will be refused
+        import warnings
+        warnings.warn(f"this torch has no triton_kernel_wrapper_mutation higher-order op: graphs with "
+                      f"Triton launches cannot go to torch's {name!r} backend (plain torch ops can)",
+                      RuntimeWarning, stacklevel=4)
+
     def run(gm: fx.GraphModule, example_inputs):
         return compiler(with_torch_triton_ops(gm, compiles_kernels="inductor" in name), example_inputs)
 
