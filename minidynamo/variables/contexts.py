@@ -137,6 +137,14 @@ class GradModeVariable(ContextManagerVariable):
     def exit(self, tx):
         _set_grad(tx, self.prev)
 
+    def clone(self):
+        """Decorator form: a fresh region per call (never setting the mode when made)."""
+        return GradModeVariable(self.enabled, self.manager_type)
+
+    def rebuild_manager(self, rb):
+        cls = rb.ns.bind(self.manager_type, "grad_mode")
+        return f"{cls}({self.enabled!r})" if self.manager_type is torch.set_grad_enabled else f"{cls}()"
+
     def describe(self):
         return f"{self.manager_type.__name__} (grad {'on' if self.enabled else 'off'})"
 

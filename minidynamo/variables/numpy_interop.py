@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from ..exc import unsupported
 from ..sources import AttrSource, Source
 from .base import ObjectConstantVariable, VariableTracker
+from .objects import ModuleVariable
 from .constant import ConstantVariable, is_constant_value
 
 try:
@@ -259,22 +260,8 @@ def _same_array_input(tx, value, source):
 
 
 # --- numpy modules, functions, classes, constants ----------------------------------------
-class NumpyModuleVariable(ObjectConstantVariable):
-    """`numpy`, `numpy.linalg`, `numpy.fft`, `numpy.random`."""
-
-    def python_type(self):
-        return types.ModuleType
-
-    def describe(self):
-        return f"module {self.value.__name__!r}"
-
-    def var_getattr(self, tx, name):
-        from .builder import wrap
-        try:
-            value = getattr(self.value, name)
-        except AttributeError:
-            unsupported("exceptions", f"AttributeError: module {self.value.__name__!r} has no attribute {name!r}")
-        return wrap(tx, value, AttrSource(self.source, name) if self.source is not None else None)
+class NumpyModuleVariable(ModuleVariable):
+    """`numpy`, `numpy.linalg`, `numpy.fft`, `numpy.random`: attributes as any module's."""
 
     def rebuild_new(self, rb):
         return rb.ns.bind(self.value, "np")

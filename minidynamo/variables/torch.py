@@ -9,7 +9,7 @@ import torch
 from ..exc import unsupported
 from ..guards import Guard
 from ..sources import AttrSource, CallSource
-from .base import ObjectConstantVariable, VariableTracker
+from .base import ObjectConstantVariable
 from .constant import ConstantVariable, fold, is_constant_value
 from .contexts import GradModeVariable
 from .lists import TupleVariable
@@ -246,45 +246,8 @@ def decorate_with_grad_mode(tx, fn, enabled: bool, manager_type):
         # A generator is wrapped so that each step runs in the mode: not modelled.
         unsupported("call", f"decorating {fn.describe()} with {manager_type.__name__} (only plain "
                             "functions are traced as grad-mode regions)")
-    return GradModeFunctionVariable(fn, enabled, manager_type)
-
-
-class GradModeFunctionVariable(VariableTracker):
-    """A function decorated with a grad-mode context manager in the trace: each call is a
-    grad-mode region (contexts.py) around the inlined call of the function."""
-
-    __slots__ = ("fn", "enabled", "manager_type")
-
-    def __init__(self, fn, enabled: bool, manager_type):
-        super().__init__(None)
-        self.fn = fn
-        self.enabled = enabled
-        self.manager_type = manager_type
-
-    def python_type(self):
-        return types.FunctionType
-
-    def describe(self):
-        return f"{self.fn.describe()} decorated with {self.manager_type.__name__}"
-
-    def call_function(self, tx, args, kwargs):
-        region = GradModeVariable(self.enabled, self.manager_type)
-        region.enter(tx)
-        result = self.fn.call_function(tx, args, kwargs)
-        region.exit(tx)
-        return result
-
-    def var_getattr(self, tx, name):
-        if name == "__wrapped__":
-            return self.fn
-        if name in ("__name__", "__qualname__", "__doc__", "__module__"):  # functools.wraps copies them
-            return self.fn.var_getattr(tx, name)
-        unsupported("construct", f"attribute {name!r} of {self.describe()}")
-
-    def rebuild_new(self, rb):
-        cls = rb.ns.bind(self.manager_type, "grad_mode")
-        made = f"{cls}({self.enabled!r})" if self.manager_type is torch.set_grad_enabled else f"{cls}()"
-        return f"{made}({rb.expr(self.fn)})"
+    from .contexts import ContextDecoratedFunction
+    return ContextDecoratedFunction(GradModeVariable(enabled, manager_type), fn)
 
 
 def _is_distribution_class(cls) -> bool:
