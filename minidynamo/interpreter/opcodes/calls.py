@@ -100,8 +100,8 @@ class CallOps:
 
     # --- function creation ----------------------------------------------------------
     def MAKE_FUNCTION(self, inst):
-        if not PY311:
-            self.pop()  # 3.10 pushes the qualified name; 3.11+ reads co_qualname
+        # 3.10 pushes the qualified name; 3.11+ reads co_qualname
+        qualname = self.pop().as_python_constant() if not PY311 else None
         code = self.pop().as_python_constant()
         flags = inst.arg if not PY313 else 0  # 3.13: SET_FUNCTION_ATTRIBUTE follows
         closure = self.pop() if flags & 0x08 else None
@@ -109,7 +109,7 @@ class CallOps:
             self.pop()  # annotations: not needed to run
         kwdefaults = self.pop() if flags & 0x02 else None
         defaults = self.pop() if flags & 0x01 else None
-        name = getattr(code, "co_qualname", code.co_name)
+        name = qualname if qualname is not None else code.co_qualname
         self.push(NestedFunctionVariable(code, self.f_globals, name, defaults, kwdefaults, closure))
 
     def SET_FUNCTION_ATTRIBUTE(self, inst):  # 3.13: [value, func] → func
