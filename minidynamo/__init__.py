@@ -4,6 +4,7 @@ from .api import OptimizedFunction, OptimizedModule, optimize, reset
 from .backends import list_backends, register_backend
 from .cache import RecompileError
 from .config import config
+from .dynamic import mark_dynamic, mark_static
 from .exc import BackendError, Unsupported
 from .explain import explain
 from .logs import init_from_env as _init_logs
@@ -17,5 +18,5 @@ _register_triton()
 
 __all__ = ["optimize", "explain", "reset", "Unsupported", "config", "set_logs",
            "register_backend", "list_backends", "OptimizedFunction", "OptimizedModule", "RecompileError", "BackendError",
-           "graph_break", "disable", "allow_in_graph"]
+           "graph_break", "disable", "allow_in_graph", "mark_dynamic", "mark_static"]
 __version__ = "0.1.0"

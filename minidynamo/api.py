@@ -5,7 +5,6 @@ import functools
 import inspect
 import keyword
 import types
-import warnings
 import weakref
 
 import torch
@@ -30,7 +29,7 @@ class OptimizedFunction:
                                           "__qualname__": cls.__qualname__})
         return super().__new__(own)
 
-    def __init__(self, fn, backend="eager", fullgraph: bool = False, mode=None):
+    def __init__(self, fn, backend="eager", fullgraph: bool = False, mode=None, dynamic=None):
         _check_optimizable(fn)
         lookup_backend(backend)  # bad backend names fail here, not at the first call
         _check_mode(mode)
@@ -44,7 +43,8 @@ class OptimizedFunction:
         # The name becomes the generated entry's def name: `<lambda>` is no identifier.
         name = fn.__name__ if fn.__name__.isidentifier() and not keyword.iskeyword(fn.__name__) \
             else "fn_" + "".join(c if c.isalnum() else "_" for c in fn.__name__).strip("_")
-        self._cache = FunctionCache(fn, backend, fullgraph, name, where)
+        self._cache = FunctionCache(fn, backend, fullgraph, name, where,
+                                    dynamic=_dynamic_for(backend, mode, dynamic))
         self._cache.on_change = self._install_call
         _all_caches.add(self._cache)
         functools.update_wrapper(self, fn)
@@ -109,7 +109,8 @@ class OptimizedModule(torch.nn.Module):
     OptimizedModule. Parameters, buffers, state_dict (the original's keys, no prefix),
     train/eval and attribute reads are the original module's."""
 
-    def __init__(self, mod: torch.nn.Module, backend="eager", fullgraph: bool = False, mode=None):
+    def __init__(self, mod: torch.nn.Module, backend="eager", fullgraph: bool = False, mode=None,
+                 dynamic=None):
         super().__init__()
         self._orig_mod = mod  # a submodule: parameters(), .to(), train() reach it
 
@@ -117,7 +118,7 @@ class OptimizedModule(torch.nn.Module):
             return mod(*args, **kwargs)
         forward.__qualname__ = f"{type(mod).__qualname__}.forward"
         forward.__wrapped__ = mod.forward
-        self._optimized = OptimizedFunction(forward, backend, fullgraph, mode)
+        self._optimized = OptimizedFunction(forward, backend, fullgraph, mode, dynamic)
 
     def __call__(self, *args, **kwargs):
         return self._optimized(*args, **kwargs)
@@ -203,7 +204,6 @@ class _DefaultBackend(str):
 
 
 _EAGER = _DefaultBackend("eager")
-_warned_dynamic = False
 
 
 def optimize(fn=None, *, backend=_EAGER, fullgraph: bool = False, dynamic: bool | None = None, mode=None):
@@ -213,8 +213,10 @@ def optimize(fn=None, *, backend=_EAGER, fullgraph: bool = False, dynamic: bool 
     decorator factory `@optimize(backend=..., ...)`. A first argument is always the
     function to optimize, except a string, which names a backend (`@optimize("eager")`).
     `backend`: a registered name or a callable `backend(gm, example_inputs) -> callable`.
-    `dynamic`: None, False or True; shapes are always static here (a new size is traced
-    again), so True only warns. `mode="cudagraphs"` replays the graph as a CUDA graph.
+    `dynamic`: None (automatic: a size that changes between calls is traced symbolically
+    from then on), True (every input size symbolic from the first call) or False (static:
+    each new size is traced again); `mark_dynamic`/`mark_static` pin single dimensions.
+    `mode="cudagraphs"` replays the graph as a CUDA graph.
     """
     if isinstance(fn, str):
         if backend is not _EAGER:
@@ -234,8 +236,8 @@ def optimize(fn=None, *, backend=_EAGER, fullgraph: bool = False, dynamic: bool 
         if isinstance(fn, OptimizedModule):
             fn = fn._orig_mod
         if isinstance(fn, torch.nn.Module):
-            return OptimizedModule(fn, backend, fullgraph, mode)
-        return OptimizedFunction(fn, backend, fullgraph, mode)
+            return OptimizedModule(fn, backend, fullgraph, mode, dynamic)
+        return OptimizedFunction(fn, backend, fullgraph, mode, dynamic)
     if fn is None:
         return decorator
     if isinstance(fn, (torch.nn.Module, OptimizedModule)):
@@ -266,14 +268,25 @@ def _check_backend(backend):
 
 
 def _check_dynamic(dynamic):
-    global _warned_dynamic
     if dynamic is not None and type(dynamic) is not bool:
         raise TypeError(f"minidynamo.optimize: dynamic must be None, False or True, not {dynamic!r}")
-    if dynamic and not _warned_dynamic:
-        _warned_dynamic = True
-        warnings.warn("minidynamo.optimize(dynamic=True): dynamic shapes are not supported yet; "
-                      "every new size is traced again (up to config.cache_size_limit entries)",
-                      UserWarning, stacklevel=3)
+
+
+# Backends that run the graph as it is, for any sizes: symbolic sizes are computed by its
+# own nodes. torch's compiling backends and CUDA graphs specialise on the example inputs.
+_SIZE_AGNOSTIC = ("eager", "debug", "print", "functional_eager")
+
+
+def _dynamic_for(backend, mode, dynamic):
+    """The dynamic-shape mode an optimized function gets: static where the backend or the
+    mode would specialise the graph to the sizes it was handed anyway."""
+    if mode == "cudagraphs":
+        return False
+    if isinstance(backend, str) and backend not in _SIZE_AGNOSTIC:
+        from .torch_backends import torch_backend_names
+        if backend in torch_backend_names():
+            return False
+    return dynamic
 
 
 def reset():

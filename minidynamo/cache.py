@@ -62,7 +62,8 @@ class GuardFailure:
 
 
 class FunctionCache:
-    def __init__(self, fn, backend, fullgraph: bool, name: str, where: str, root=None):
+    def __init__(self, fn, backend, fullgraph: bool, name: str, where: str, root=None, dynamic=None):
+        from .dynamic import DynamicPolicy
         self.fn = fn
         self.backend = backend
         self.fullgraph = fullgraph
@@ -78,6 +79,9 @@ class FunctionCache:
         self.root = root if root is not None else self
         self.continuation = root is not None  # a resume function's cache
         self.resume_fns: dict = {}
+        # Which input sizes are traced symbolically, and the sizes seen (per function:
+        # a resume function has its own, under its root's mode).
+        self.dynamic = DynamicPolicy(root.dynamic.mode if root is not None else dynamic)
 
     def call_slow(self, *args, **kwargs):
         """The miss path with the call's own arguments (what generated code calls)."""
@@ -105,6 +109,7 @@ class FunctionCache:
                 resumed._cache.clear()
             self.resume_fns.clear()
             self.entries = ()
+            self.dynamic.seen.clear()
             self.failures.clear()
             self.warned_limit = False
             self._changed()
@@ -127,7 +132,7 @@ class FunctionCache:
             entry = compile_call(self.fn, args, kwargs, self.backend, name=self.name,
                                  slow=self.call_slow, fullgraph=self.fullgraph,
                                  resumes=None if self.fullgraph else self.resume_for,
-                                 continuation=self.continuation)
+                                 continuation=self.continuation, dynamic=self.dynamic)
             index = len(self.entries)
             if entry.reason is not None:
                 if self.fullgraph:

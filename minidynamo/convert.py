@@ -195,8 +195,8 @@ def _prune_unused_inputs(output: OutputGraph) -> None:
     output.inputs = kept
 
 
-def _new_output(fn) -> OutputGraph:
-    output = OutputGraph(fn.__qualname__)
+def _new_output(fn, dynamic=None) -> OutputGraph:
+    output = OutputGraph(fn.__qualname__, dynamic)
     for g in _defaults_guards(fn):
         output.guards.add(g)
     return output
@@ -247,18 +247,19 @@ def _check_picks_escaping(output, nodes) -> None:
 
 
 def compile_call(fn, args, kwargs, backend, *, name: str, slow=None, fullgraph: bool = False,
-                 resumes=None, continuation: bool = False) -> CacheEntry:
+                 resumes=None, continuation: bool = False, dynamic=None) -> CacheEntry:
     """Trace `fn(*args, **kwargs)` and build its cache entry (graph, graph break, or eager
     fallback). With `slow` (the cache's miss path, called with the arguments) the entry
     also gets a `fast_call` variant that goes there itself when a guard fails. With
     `resumes` (target, nulls, live → resume function) the frame may break (breaks.py);
-    `continuation`: the entry belongs to a resume function and returns a Continue there."""
+    `continuation`: the entry belongs to a resume function and returns a Continue there.
+    `dynamic`: the function's DynamicPolicy (which input sizes are traced symbolically)."""
     start = time.perf_counter()
     ns = Namespace(codegen.pick_prefix(fn))
     params, call_args = codegen.signature_parts(fn, ns)
     out_name = ns.prefix + "out"
     miss = ns.bind(codegen.MISS, "MISS")
-    output = _new_output(fn)
+    output = _new_output(fn, dynamic)
     breaking = None
     try:
         try:
@@ -273,7 +274,7 @@ def compile_call(fn, args, kwargs, backend, *, name: str, slow=None, fullgraph: 
                 raise
             breaking = reason
             output, tail, state, rb = _restart_for_break(fn, args, kwargs, name, reason, ns, out_name,
-                                                         fullgraph, resumes, continuation, backend)
+                                                         fullgraph, resumes, continuation, backend, dynamic)
     except Unsupported as reason:
         return _eager_entry(fn, output, ns, params, call_args, miss, reason, name, start, slow)
     except Exception as e:  # not a decline: a bug of minidynamo's
@@ -285,14 +286,18 @@ def compile_call(fn, args, kwargs, backend, *, name: str, slow=None, fullgraph: 
         return _eager_entry(fn, output, ns, params, call_args, miss, Unsupported("internal", str(error)),
                             name, start, slow)
     output.guards.add(state.guard())
+    for guard in output.shape_guards():
+        output.guards.add(guard)
 
+    output.prune_sym_nodes(keep=set(rb.nodes))
     _prune_unused_inputs(output)
     guard_exprs = output.guards.expressions(ns)
     hits = [0]
     body = [f"    {ns.bind(hits, 'hits')}[0] += 1"]
     gm = compiled = None
-    # Any call in the graph is work, a state change (`torch.set_grad_enabled(False)`) too.
-    has_work = output.op_count > 0 or output.kernels or any(
+    # Any call in the graph is work, a state change (`torch.set_grad_enabled(False)`) too;
+    # so is a returned size the graph computes.
+    has_work = output.op_count > 0 or output.kernels or bool(rb.nodes) or any(
         n.op == "call_function" for n in output.graph.nodes)
     inlined = False
     if has_work:
@@ -334,7 +339,7 @@ def compile_call(fn, args, kwargs, backend, *, name: str, slow=None, fullgraph: 
 
 
 def _restart_for_break(fn, args, kwargs, name, reason, ns, out_name, fullgraph, resumes, continuation,
-                       backend):
+                       backend, dynamic=None):
     """Trace again up to the instruction `reason` declined and make the break's tail;
     Unsupported (the original reason, saying why not) when the frame cannot break there."""
     index, step = reason.break_at
@@ -343,7 +348,7 @@ def _restart_for_break(fn, args, kwargs, name, reason, ns, out_name, fullgraph, 
     why = why_no_break_at(normalize(code)[index], fullgraph)
     if why is not None:  # no restart needed to know
         raise _no_break(reason, why)
-    output = _new_output(fn)
+    output = _new_output(fn, dynamic)
     stopped, state = _trace_frame(fn, args, kwargs, output, stop_at=step)
     if not isinstance(stopped, StoppedForBreak):
         raise _no_break(reason, "the trace did not reach it again")

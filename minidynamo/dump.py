@@ -96,7 +96,10 @@ def _object_code(name: str, value) -> str:
 
 def _c_check_code(name: str, m: dict) -> str:
     """torch's C tensor check, rebuilt from the metadata it was made for."""
-    example = f"_tensor({m['shape']!r}, {m['stride']!r}, {m['dtype']}, {str(m['device'])!r}, {m['requires_grad']!r})"
+    # A symbolic dimension (None) is not checked: any size and stride stands in for it.
+    shape = tuple(2 if s is None else s for s in m["shape"])
+    stride = tuple(1 if s is None else s for s in m["stride"])
+    example = f"_tensor({shape!r}, {stride!r}, {m['dtype']}, {str(m['device'])!r}, {m['requires_grad']!r})"
     if m["type"] is torch.nn.Parameter:
         example = f"torch.nn.Parameter({example}, requires_grad={m['requires_grad']!r})"
     elif m["type"] is not torch.Tensor:

@@ -41,7 +41,7 @@ def _arg_key(a, mode):
     if isinstance(a, torch.Tensor):
         if (type(a) is not FakeTensor or a.fake_mode is not mode or a.requires_grad
                 or a.constant is not None or a.layout is not torch.strided
-                or a.is_conj() or a.is_neg()):
+                or a.is_conj() or a.is_neg() or a._has_symbolic_sizes_strides):
             return None
         return (a.dtype, a.device, tuple(a.shape), a.stride(), a.storage_offset())
     t = type(a)

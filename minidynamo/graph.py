@@ -34,8 +34,9 @@ from torch._subclasses.fake_tensor import (
 )
 
 from .exc import unsupported
+from .dynamic import has_symbolic, new_shape_env, render, shape_guard_texts, symbolic_fake
 from .fakecache import input_fake, op_key, op_result, remember
-from .guards import GuardSet, tensor_guard
+from .guards import GuardSet, shape_guard, tensor_guard
 from .sources import Source
 
 
@@ -47,8 +48,11 @@ class GraphInput:
 
 
 class OutputGraph:
-    def __init__(self, name: str):
+    def __init__(self, name: str, dynamic=None):
         self.name = name
+        self.dynamic = dynamic  # the function's DynamicPolicy (dynamic.py), or None: all static
+        self.shape_env = None  # made with the first symbolic input
+        self.symbolic_inputs: list = []  # (source, fake) of inputs with symbolic sizes
         self.graph = fx.Graph()  # where nodes go: the frame's graph, or a body being traced
         self.root_graph = self.graph  # the frame's graph: inputs are its placeholders
         self.submodules: dict = {}  # bodies held by nodes (autograd.Function), by attribute name
@@ -95,13 +99,16 @@ class OutputGraph:
         if type(value) not in (torch.Tensor, torch.nn.Parameter):
             # A subclass may override any op (__torch_function__): its calls are not plain aten.
             unsupported("construct", f"a tensor subclass ({type(value).__qualname__}) as {source.name()}")
-        self.guards.add(tensor_guard(source, value))
         same = self._input_by_id.get(id(value))
         if same is not None and same[0] is value:
             # The same tensor object reached twice: one fake keeps aliasing visible.
             fake = same[1].fake
         else:
-            fake = input_fake(self.fake_mode, value)
+            fake = self._symbolic_fake(source, value)
+            if fake is None:
+                fake = input_fake(self.fake_mode, value)
+        symbolic = has_symbolic(tuple(fake.shape)) or has_symbolic(fake.stride())
+        self.guards.add(tensor_guard(source, value, fake if symbolic else None))
         node = self.root_graph.placeholder(_placeholder_name(source, len(self.inputs)))
         node.meta["val"] = fake  # at the trace's end: the metadata in-place ops left it with
         self.inputs.append(GraphInput(source, node, value))
@@ -109,6 +116,54 @@ class OutputGraph:
         self._input_by_source[source] = var
         self._input_by_id[id(value)] = (value, var)
         return var
+
+    def _symbolic_fake(self, source: Source, value: torch.Tensor):
+        """A fake with symbolic dimensions where the policy says so, else None."""
+        if self.dynamic is None or value.layout is not torch.strided or value.dim() == 0:
+            return None
+        dims = self.dynamic.tensor_dims(source.name(), value)
+        if not any(dims):
+            return None
+        if self.shape_env is None:
+            # The mode's fakes so far are static; from now on it has an environment.
+            self.shape_env = self.fake_mode.shape_env = new_shape_env()
+            self.fake_mode.static_shapes = False
+        fake = symbolic_fake(self.fake_mode, value, dims, len(self.symbolic_inputs))
+        self.symbolic_inputs.append((source, fake))
+        return fake
+
+    def shape_guards(self) -> list:
+        """The shape environment's guards over the symbolic inputs (after the trace)."""
+        texts = shape_guard_texts(self.shape_env, [f for _, f in self.symbolic_inputs])
+        if not texts:
+            return []
+        inputs = [s for s, _ in self.symbolic_inputs]
+        terms = []  # every size, stride and offset of the symbolic inputs, by its token text
+        for i, (_, fake) in enumerate(self.symbolic_inputs):
+            terms += [f"@{i}@.size()[{d}]" for d in range(fake.dim())]
+            terms += [f"@{i}@.stride()[{d}]" for d in range(fake.dim())]
+            terms.append(f"@{i}@.storage_offset()")
+        out = []
+        for text in texts:
+            code, _, why = text.partition("  # ")
+            used = [(render(t, inputs), t) for t in terms if t in code]
+            out.append(shape_guard(code.strip(), inputs, used, f" ({why})" if why else ""))
+        return out
+
+    def sym_node(self, kind: str, target, args: tuple, value) -> fx.Node:
+        """A node computing a symbolic int/float/bool (a size, arithmetic on sizes)."""
+        node = self.graph.create_node(kind, target, tuple(args), {})
+        node.meta.update(val=value, writes=(), aliases=(), sym=True)
+        return node
+
+    def prune_sym_nodes(self, keep=()) -> None:
+        """Drop size reads and size arithmetic nothing used (each read of `x.shape` makes
+        its nodes whether the trace needs them or not)."""
+        for graph in (self.root_graph, *(m.graph for m in self.submodules.values()
+                                         if isinstance(m, fx.GraphModule))):
+            for node in reversed(list(graph.nodes)):
+                if node.meta.get("sym") and not node.users and node not in keep:
+                    graph.erase_node(node)
 
     # --- nodes -------------------------------------------------------------------
     def call(self, kind: str, target, args: list, kwargs: dict, *, what: str,
@@ -152,6 +207,9 @@ class OutputGraph:
             if key is not None and not writes and not aliases:
                 remember(key, result)
         if not _contains_tensor(result):
+            if has_symbolic(result):  # a size (numel, x.size(0)): a value of the graph
+                node = self.sym_node(kind, target, tuple(fx_args), result)
+                return wrap_fake_result(self, node, result, what)
             if result is None and allow_none:
                 pass
             elif fold_metadata and result is not None:
@@ -206,6 +264,8 @@ class OutputGraph:
         return len(self.submodules) // 2
 
     def getitem_node(self, node: fx.Node, index: int) -> fx.Node:
+        if node.meta.get("sym"):  # an item of a symbolic Size
+            return self.sym_node("call_function", operator.getitem, (node, index), node.meta["val"][index])
         item = self.graph.create_node("call_function", operator.getitem, (node, index), {})
         item.meta["val"] = node.meta["val"][index]
         item.meta["writes"] = ()

@@ -18,7 +18,8 @@ from .sources import Namespace, Source
 
 # Cost classes: structural checks run before the tensor checks they protect.
 _COST = {"GLOBAL_STATE": -1, "TYPE_MATCH": 0, "ID_MATCH": 0, "EQUALS_MATCH": 0, "LEN_MATCH": 0,
-         "DICT_KEYS": 0, "NO_HOOKS": 0, "TENSOR_MATCH": 1, "ALIAS_MATCH": 1, "NOT_IN_DICT": 0}
+         "DICT_KEYS": 0, "NO_HOOKS": 0, "TENSOR_MATCH": 1, "ALIAS_MATCH": 1, "NOT_IN_DICT": 0,
+         "SHAPE_ENV": 2}
 
 
 def _single_gpu() -> bool:
@@ -39,6 +40,9 @@ class Guard:
         kind = self.kind
         if kind == "GLOBAL_STATE":  # expected: the globalstate.GlobalState traced under
             return self.expected.code(ns)
+        if kind == "SHAPE_ENV":  # expected: the shape environment's expression (dynamic.py)
+            from .dynamic import render
+            return render(self.expected, self.meta["inputs"], ns)
         e = self.source.expr(ns)
         if kind == "ID_MATCH":
             return f"{e} is {ns.bind(self.expected, 'id')}"
@@ -88,8 +92,7 @@ class Guard:
                 f"type({e}) is {ns.bind(m['type'], 'type')}",
                 f"{e}.dtype is {ns.bind(m['dtype'], 'dtype')}",
                 on_device,
-                f"{e}.shape == {m['shape']!r}",
-                _strides_check(e, m["shape"], m["stride"]),
+                *_layout_checks(e, m["shape"], m["stride"]),
                 f"{e}.requires_grad is {m['requires_grad']!r}",
             ]
             return " and ".join(parts)
@@ -128,15 +131,20 @@ class Guard:
             if actual.dim() != len(m["shape"]):
                 return _says(f"tensor {tname} rank mismatch", len(m["shape"]), actual.dim())
             for d, (exp, act) in enumerate(zip(m["shape"], actual.shape)):
-                if exp != act:
+                if exp is not None and exp != act:
                     return _says(f"tensor {tname} size mismatch at dim {d}", exp, act)
             for d, (exp, act) in enumerate(zip(m["stride"], actual.stride())):
-                if exp != act:
+                if exp is not None and exp != act:
                     return _says(f"tensor {tname} stride mismatch at dim {d}", exp, act)
             if actual.requires_grad != m["requires_grad"]:
                 return _says(f"tensor {tname} requires_grad mismatch", m["requires_grad"], actual.requires_grad)
             return _says(f"tensor {tname} dispatch keys differ from the traced call's (inference_mode, "
                          "a conj/neg view or a functorch transform)", *_dispatch_keys(m["c_check"], actual))
+        if kind == "SHAPE_ENV":
+            from .dynamic import render
+            terms = ", ".join(f"{n} = {v}" for n, v in zip(self.meta["terms"], actual))
+            return (f"{terms}: the entry needs {render(self.expected, self.meta['inputs'])}"
+                    f"{self.meta.get('why', '')}", render(self.expected, self.meta["inputs"]), terms)
         if kind == "NO_HOOKS":
             added = [f"{a.strip('_').replace('_', ' ')} ({len(getattr(actual, a))})"
                      for a in self.meta["attrs"] if getattr(actual, a, None)]
@@ -184,9 +192,18 @@ class Guard:
             m = self.meta
             t = "tensor " if m["type"] is torch.Tensor else m["type"].__name__ + " "
             dtype = str(m["dtype"]).replace("torch.", "")
-            layout = "contiguous" if m["stride"] == contiguous_strides(m["shape"]) else f"stride {m['stride']}"
+            symbols = m.get("symbols") or {}
+            shape = "(" + ", ".join(str(symbols.get(d, s)) for d, s in enumerate(m["shape"])) + \
+                ("," if len(m["shape"]) == 1 else "") + ")"
+            if None in m["stride"] or None in m["shape"]:
+                layout = "symbolic sizes"
+            else:
+                layout = "contiguous" if m["stride"] == contiguous_strides(m["shape"]) else f"stride {m['stride']}"
             grad = ", requires_grad" if m["requires_grad"] else ""
-            return f"{t}{dtype} {m['device']} {m['shape']} {layout}{grad}"
+            return f"{t}{dtype} {m['device']} {shape} {layout}{grad}"
+        if kind == "SHAPE_ENV":
+            from .dynamic import render
+            return render(self.expected, self.meta["inputs"])
         if kind == "EQUALS_MATCH":
             return f"== {self.expected!r} ({type(self.expected).__name__})"
         if kind == "ID_MATCH":
@@ -215,6 +232,17 @@ def contiguous_strides(shape) -> tuple:
         strides.append(step)
         step *= size
     return tuple(reversed(strides))
+
+
+def _layout_checks(e: str, shape: tuple, stride: tuple) -> list[str]:
+    """Sizes and strides; with symbolic dimensions (None) only the static ones, one by
+    one (the shape environment's guards relate the symbolic ones)."""
+    if None not in shape and None not in stride:
+        return [f"{e}.shape == {shape!r}", _strides_check(e, shape, stride)]
+    checks = [f"{e}.dim() == {len(shape)}"]
+    checks += [f"{e}.size({d}) == {s}" for d, s in enumerate(shape) if s is not None]
+    checks += [f"{e}.stride({d}) == {s}" for d, s in enumerate(stride) if s is not None]
+    return checks
 
 
 def _strides_check(e: str, shape: tuple, stride: tuple) -> str:
@@ -276,13 +304,28 @@ def _short(v) -> str:
     return r if len(r) <= 60 else r[:57] + "..."
 
 
-def tensor_guard(source: Source, t: torch.Tensor) -> Guard:
-    meta = dict(type=type(t), dtype=t.dtype, device=t.device, shape=tuple(t.shape),
-                stride=tuple(t.stride()), requires_grad=t.requires_grad, c_check=c_tensor_check(t))
+def tensor_guard(source: Source, t: torch.Tensor, fake=None) -> Guard:
+    """TENSOR_MATCH of input `t`; with a `fake` of symbolic dimensions, those sizes and
+    the strides that depend on them are left to the shape environment's guards."""
+    shape, stride, symbols = tuple(t.shape), tuple(t.stride()), {}
+    if fake is not None:
+        from .dynamic import is_symbolic, static_or_none
+        shape, stride = static_or_none(fake.shape), static_or_none(fake.stride())
+        symbols = {d: str(s) for d, s in enumerate(fake.shape) if is_symbolic(s)}
+    meta = dict(type=type(t), dtype=t.dtype, device=t.device, shape=shape, stride=stride,
+                requires_grad=t.requires_grad, c_check=c_tensor_check(t, shape, stride), symbols=symbols)
     return Guard("TENSOR_MATCH", source, None, meta)
 
 
-def c_tensor_check(t: torch.Tensor):
+def shape_guard(text: str, inputs: list, terms: list, why: str = "") -> Guard:
+    """One guard of the shape environment: `text` with input tokens (dynamic.render);
+    `terms`, the sizes it reads, by name and expression (what a failure shows)."""
+    from .sources import TermsSource
+    return Guard("SHAPE_ENV", TermsSource(tuple(t for t, _ in terms), tuple(e for _, e in terms), tuple(inputs)), text,
+                 {"inputs": inputs, "terms": [t for t, _ in terms], "why": why})
+
+
+def c_tensor_check(t: torch.Tensor, shape=None, stride=None):
     """torch's C check of one tensor (`TensorGuards(t).check`, what torch.compile's guards
     were built on; kept as one bound method so every `check_code` binds the same name):
     type, dtype, device, sizes, strides, requires_grad — and the dispatch keys as the
@@ -293,7 +336,8 @@ def c_tensor_check(t: torch.Tensor):
     if not config.c_tensor_guards or not _c_checks_work():
         return None
     try:
-        return _TensorGuards(t, dynamic_dims_sizes=[list(t.shape)], dynamic_dims_strides=[list(t.stride())]).check
+        return _TensorGuards(t, dynamic_dims_sizes=[list(t.shape if shape is None else shape)],
+                             dynamic_dims_strides=[list(t.stride() if stride is None else stride)]).check
     except Exception:  # a layout without strides, or a tensor the check does not take
         return None
 
@@ -329,7 +373,7 @@ class GuardSet:
 
     def add(self, guard: Guard) -> None:
         key = (guard.kind, guard.source, guard.meta.get("other"), guard.meta.get("attr"),
-               guard.meta.get("attrs"))
+               guard.meta.get("attrs"), guard.expected if guard.kind == "SHAPE_ENV" else None)
         if key not in self._guards:
             self._guards[key] = guard
 

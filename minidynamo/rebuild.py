@@ -23,6 +23,7 @@ from .variables.functions import (BoundMethodVariable, NestedFunctionVariable, R
                                   UserFunctionVariable, UserMethodVariable)
 from .variables.lists import IteratorVariable, ListVariable, LiveItems, TupleVariable, tuple_maker
 from .variables.objects import ClassVariable, ModuleVariable
+from .variables.symbolic import SymNodeVariable
 from .variables.tensor import TensorVariable
 from .variables.torch import TorchVariable
 from .variables.triton import TritonKernelVariable
@@ -67,7 +68,7 @@ class Rebuilder:
         return name
 
     def expr(self, v: VariableTracker) -> str:
-        if isinstance(v, TensorVariable):
+        if isinstance(v, (TensorVariable, SymNodeVariable)):  # values of the graph
             if v.node.op == "placeholder" and v.source is not None:
                 return v.source.expr(self.ns)  # an input returned unchanged: the same object
             i = self._index.get(v.node)

@@ -236,3 +236,20 @@ class CallSource(Source):
 
     def __hash__(self):
         return hash(id(self.fn))
+
+
+@dataclass(frozen=True, eq=False)
+class TermsSource(Source):
+    """The sizes a shape-environment guard reads, as one tuple (`(x.size(0), y.size(1))`):
+    `texts` are expressions with input tokens (dynamic.render) over `inputs`."""
+
+    names: tuple
+    texts: tuple
+    inputs: tuple = ()
+
+    def expr(self, ns):
+        from .dynamic import render
+        return "(" + "".join(render(t, self.inputs, ns) + ", " for t in self.texts) + ")"
+
+    def name(self):
+        return ", ".join(self.names)

@@ -12,7 +12,6 @@ import torch
 from helpers import CountingBackend, same, same_outcome
 
 import minidynamo
-from minidynamo import api
 
 
 def _differential(fn, opt, *args, kind="graph"):
@@ -197,27 +196,32 @@ def test_fullgraph_must_be_a_bool():
         minidynamo.optimize(fullgraph="yes")
 
 
-def test_dynamic_false_and_none_are_static_shapes():
-    for dynamic in (None, False):
-        with warnings.catch_warnings():
-            warnings.simplefilter("error")
-            opt = minidynamo.optimize(add_relu, dynamic=dynamic)
-        for n in (3, 4):
-            same_outcome(add_relu, opt, torch.randn(n), torch.randn(n))
-        assert len(opt.cache_entries()) == 2
-
-
-def test_dynamic_true_warns_once_and_retraces_each_size(monkeypatch):
-    monkeypatch.setattr(api, "_warned_dynamic", False)
-    with pytest.warns(UserWarning, match="dynamic shapes are not supported yet; every new size is traced again") as rec:
-        opt = minidynamo.optimize(add_relu, dynamic=True)
-    assert rec[0].filename == __file__  # points at the user's call
+def test_dynamic_false_traces_each_size():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        minidynamo.optimize(dynamic=True)(add_relu)  # once per process
-    for n in (3, 4):
+        opt = minidynamo.optimize(add_relu, dynamic=False)
+    for n in (3, 4, 5):
         same_outcome(add_relu, opt, torch.randn(n), torch.randn(n))
-    assert len(opt.cache_entries()) == 2
+    assert len(opt.cache_entries()) == 3
+
+
+def test_dynamic_none_is_static_then_symbolic_for_the_size_that_changed():
+    opt = minidynamo.optimize(add_relu)
+    for n in (3, 4, 5, 9):
+        same_outcome(add_relu, opt, torch.randn(n), torch.randn(n))
+    entries = opt.cache_entries()
+    assert len(entries) == 2
+    assert "(3,)" in str(entries[0]) and "symbolic sizes" in str(entries[1])
+    assert [e.hit_count for e in entries] == [1, 3]
+
+
+def test_dynamic_true_is_symbolic_from_the_first_call():
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        opt = minidynamo.optimize(add_relu, dynamic=True)
+    for n in (3, 4, 5):
+        same_outcome(add_relu, opt, torch.randn(n), torch.randn(n))
+    assert len(opt.cache_entries()) == 1
 
 
 @pytest.mark.parametrize("dynamic", [1, 0, "auto", "True"])

@@ -197,7 +197,7 @@ def test_unreadable_source():
 
 
 def test_failure_records_time_and_newest_entry():
-    opt = minidynamo.optimize(lambda x: x + 1)
+    opt = minidynamo.optimize(lambda x: x + 1, dynamic=False)
     opt(torch.ones(2))
     opt(torch.ones(3))
     opt(torch.ones(4))
@@ -587,7 +587,7 @@ def test_explain_after_the_cache_limit_says_the_call_runs_eagerly():
     limit = minidynamo.config.cache_size_limit
     minidynamo.config.cache_size_limit = 2
     try:
-        opt = minidynamo.optimize(lambda x: x * 2)
+        opt = minidynamo.optimize(lambda x: x * 2, dynamic=False)
         with pytest.warns(RuntimeWarning, match="cache_size_limit"):
             for n in (1, 2, 3):
                 opt(torch.ones(n))

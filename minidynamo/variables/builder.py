@@ -9,6 +9,7 @@ import types
 
 import torch
 
+from ..dynamic import has_symbolic
 from ..exc import READS_FRAME, unsupported
 from ..guards import Guard
 from ..sources import AttrSource, ItemSource, IteratorSource, iterator_state
@@ -237,13 +238,22 @@ def wrap_fake_result(output, node, result, what: str):
     """A fake op result → trackers; tuples of tensors are split with getitem nodes."""
     if isinstance(result, torch.Tensor):
         return TensorVariable(node, result)
-    if type(result) is torch.Size:
+    if isinstance(result, (torch.SymInt, torch.SymFloat, torch.SymBool)):
+        from .symbolic import symbolic_result
+        if node is not None:
+            from .symbolic import SymNodeVariable
+            return SymNodeVariable(node, result)
+        return symbolic_result(None, None, None, [], result)  # a value the environment knows
+    if type(result) is torch.Size and not (node is not None and has_symbolic(result)):
         return size_variable(result)
     if isinstance(result, (tuple, list)):
         items = []
         for i, r in enumerate(result):
             if isinstance(r, torch.Tensor):
                 items.append(TensorVariable(output.getitem_node(node, i), r))
+            elif node is not None and has_symbolic(r):
+                from .symbolic import SymNodeVariable
+                items.append(SymNodeVariable(output.getitem_node(node, i), r))
             elif node is None or not isinstance(r, (tuple, list)):
                 items.append(wrap_fake_result(output, None, r, what))
             else:
@@ -251,7 +261,8 @@ def wrap_fake_result(output, node, result, what: str):
         if isinstance(result, list):
             return ListVariable(items)
         fields = getattr(type(result), "__match_args__", None) if type(result) is not tuple else None
-        return TupleVariable(items, tuple_type=tuple) if fields is None else \
+        plain = torch.Size if type(result) is torch.Size else tuple
+        return TupleVariable(items, tuple_type=plain) if fields is None else \
             NamedResultVariable(items, fields, type(result))
     if is_constant_value(result):
         return ConstantVariable(result)

@@ -9,6 +9,7 @@ import operator
 
 import torch
 
+from ..dynamic import has_symbolic
 from ..exc import unsupported
 from .base import VariableTracker
 from .constant import ConstantVariable
@@ -73,9 +74,13 @@ class TensorVariable(VariableTracker):
             from .builder import wrap
             return wrap(tx, self.cls, None)
         if name == "shape":
-            return size_variable(fake.shape)
+            return size_variable(fake.shape, tx.output, self.node)
         if name in _METADATA_ATTRS:
-            return ConstantVariable(getattr(fake, name))
+            value = getattr(fake, name)
+            if has_symbolic(value):  # nbytes of a tensor with symbolic sizes
+                return tx.output.call("call_function", getattr, [self, ConstantVariable(name)], {},
+                                      what=f"Tensor.{name}", fold_metadata=True)
+            return ConstantVariable(value)
         if name in _TENSOR_ATTRS:
             return tx.output.call("call_function", getattr, [self, ConstantVariable(name)], {},
                                   what=f"Tensor.{name}")
@@ -101,7 +106,7 @@ class TensorVariable(VariableTracker):
                         hint=_VALUE_HINT if name in _VALUE_METHODS else None)
         if name == "size" and not kwargs:
             if not args:
-                return size_variable(self.fake.shape)
+                return size_variable(self.fake.shape, tx.output, self.node)
         if name == "__setitem__":
             tx.output.call("call_function", operator.setitem, [self, *args], {},
                            what="tensor item assignment", allow_none=True)
@@ -138,6 +143,17 @@ def _legacy_new(args: list) -> tuple[str, list]:
     return "new", args
 
 
-def size_variable(shape) -> VariableTracker:
+def size_variable(shape, output=None, node=None) -> VariableTracker:
+    """A torch.Size: constants, and for symbolic sizes of the tensor `node`, one
+    `node.size(d)` each (pruned after the trace if unused)."""
     from .lists import TupleVariable
-    return TupleVariable([ConstantVariable(int(s)) for s in shape], tuple_type=torch.Size)
+    items = []
+    for d, s in enumerate(shape):
+        if has_symbolic(s):
+            if output is None:
+                unsupported("construct", "a symbolic size without the tensor it belongs to")
+            from .symbolic import SymNodeVariable
+            items.append(SymNodeVariable(output.sym_node("call_method", "size", (node, d), s), s))
+        else:
+            items.append(ConstantVariable(int(s)))
+    return TupleVariable(items, tuple_type=torch.Size)

@@ -1,0 +1,171 @@
+"""Dynamic shapes: which sizes a trace keeps symbolic, and the guards that keep it right.
+
+A symbolic size is a `torch.SymInt` of torch's own shape environment (`ShapeEnv`): the
+input's fake tensor is made with symbolic dimensions, fake ops compute symbolic result
+shapes, and whatever the trace decides about a size (a Python branch `if n > 16`, a
+size fixed by a `range(n)`, two sizes found equal) is recorded by the environment as a
+guard. At the end of the trace `ShapeEnv.produce_guards` renders those guards as Python
+expressions over the entry's parameters (`x.size(0) >= 2`, `x.stride(0) == y.size(1)`):
+one SHAPE_ENV guard each, checked after the tensors' own TENSOR_MATCH guards (which then
+leave the symbolic dimensions out).
+
+Which dimensions are symbolic (the policy, as torch.compile's `dynamic=`):
+
+* ``dynamic=None`` (default), automatic: every trace records each input tensor's sizes
+  by source; a later trace where a size differs from the one recorded traces that
+  dimension symbolically (so the second size seen gives the last recompile);
+* ``dynamic=True``: every dimension of every input tensor from the first trace;
+* ``dynamic=False``: never, except what `mark_dynamic` asks for.
+
+`mark_dynamic(t, dim)` / `mark_static(t, dim)` pin a tensor's dimensions either way
+(torch._dynamo's own marks are read too). Sizes 0 and 1 stay specialised, as in
+torch.compile: a symbolic dimension that is 0 or 1 when traced is checked for that value.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import torch
+from torch._guards import GuardSource
+from torch._guards import Source as _TorchSource
+
+DYNAMIC_ATTR = "_minidynamo_dynamic_dims"
+STATIC_ATTR = "_minidynamo_static_dims"
+_TORCH_DYNAMIC_ATTR = "_dynamo_dynamic_indices"  # torch._dynamo.mark_dynamic's
+_TORCH_STATIC_ATTR = "_dynamo_static_indices"  # torch._dynamo.mark_static's
+
+
+def mark_dynamic(t: torch.Tensor, dim) -> None:
+    """Trace dimension `dim` (an int or several) of `t` symbolically from the first trace."""
+    _mark(t, dim, DYNAMIC_ATTR, "mark_dynamic")
+
+
+def mark_static(t: torch.Tensor, dim) -> None:
+    """Never trace dimension `dim` (an int or several) of `t` symbolically."""
+    _mark(t, dim, STATIC_ATTR, "mark_static")
+
+
+def _mark(t, dim, attr: str, what: str) -> None:
+    if not isinstance(t, torch.Tensor):
+        raise TypeError(f"minidynamo.{what} takes a tensor, got {type(t).__name__}")
+    dims = list(dim) if isinstance(dim, (list, tuple)) else [dim]
+    for d in dims:
+        if isinstance(d, bool) or not isinstance(d, int):
+            raise TypeError(f"minidynamo.{what}: a dimension must be an int, got {d!r}")
+        if not -t.dim() <= d < t.dim():
+            raise IndexError(f"minidynamo.{what}: dimension {d} is out of range for a tensor of "
+                             f"{t.dim()} dimensions")
+    marked = set(getattr(t, attr, ()))
+    marked.update(d % t.dim() for d in dims)
+    setattr(t, attr, marked)
+
+
+def _marks(t, ours: str, torchs: str) -> set:
+    return set(getattr(t, ours, ())) | set(getattr(t, torchs, ()) or ())
+
+
+class DynamicPolicy:
+    """Per optimized function (and per resume function): the policy and what it has seen."""
+
+    def __init__(self, mode: bool | None = None):
+        self.mode = mode
+        self.seen: dict = {}  # source name → sizes seen first ([None] where they varied)
+
+    def tensor_dims(self, name: str, t: torch.Tensor) -> tuple:
+        """Which dimensions of input `t` (reached as `name`) the trace keeps symbolic."""
+        ndim = t.dim()
+        marked = _marks(t, DYNAMIC_ATTR, _TORCH_DYNAMIC_ATTR)
+        static = _marks(t, STATIC_ATTR, _TORCH_STATIC_ATTR)
+        if self.mode is True:
+            dims = [True] * ndim
+        elif self.mode is False:
+            dims = [False] * ndim
+        else:
+            seen = self.seen.get(name)
+            if seen is None or len(seen) != ndim:
+                self.seen[name] = list(t.shape)
+                dims = [False] * ndim
+            else:
+                for d, size in enumerate(t.shape):
+                    if seen[d] is not None and seen[d] != size:
+                        seen[d] = None
+                dims = [s is None for s in seen]
+        return tuple((d in marked or dyn) and d not in static for d, dyn in enumerate(dims))
+
+    def symbolic_sources(self) -> dict:
+        """{source name: dims found to vary} (what `explain` reports)."""
+        return {k: tuple(d for d, s in enumerate(v) if s is None) for k, v in self.seen.items()
+                if None in v}
+
+
+@dataclass(frozen=True)
+class SymSource(_TorchSource):
+    """How the shape environment names input `index` of the trace: a token that
+    `render` replaces by the input's expression (the environment's sources must be its
+    own Source type; ours render with a Namespace it does not know)."""
+
+    index: int
+
+    @property
+    def name(self) -> str:  # a property in torch's Source
+        return f"@{self.index}@"
+
+    def guard_source(self):
+        return GuardSource.LOCAL
+
+    def reconstruct(self, codegen):  # pragma: no cover - never used by minidynamo
+        raise NotImplementedError
+
+
+_TOKEN = re.compile(r"@(\d+)@")
+# `x.size()[0]` builds a Size per check; `x.size(0)` reads one int.
+_ITEM = re.compile(r"\.(size|stride)\(\)\[(\d+)\]")
+
+
+def render(text: str, sources: list, ns=None) -> str:
+    """A shape-environment expression over our sources: as code (with `ns`) or for people."""
+    text = _ITEM.sub(r".\1(\2)", text)
+    return _TOKEN.sub(lambda m: sources[int(m.group(1))].expr(ns) if ns is not None
+                      else sources[int(m.group(1))].name(), text)
+
+
+def new_shape_env():
+    from torch.fx.experimental.symbolic_shapes import ShapeEnv
+    return ShapeEnv(duck_shape=True, specialize_zero_one=True)
+
+
+def symbolic_fake(mode, t: torch.Tensor, dims: tuple, index: int):
+    """A fake of input `t` whose dimensions `dims` are symbols of the mode's environment."""
+    from torch.fx.experimental.symbolic_shapes import DimDynamic, StatelessSymbolicContext
+    ctx = StatelessSymbolicContext(
+        dynamic_sizes=[DimDynamic.DYNAMIC if d else DimDynamic.STATIC for d in dims])
+    return mode.from_tensor(t, symbolic_context=ctx, source=SymSource(index))
+
+
+def is_symbolic(v) -> bool:
+    """A SymInt/SymFloat/SymBool that is not a constant of the environment."""
+    if isinstance(v, (torch.SymInt, torch.SymFloat, torch.SymBool)):
+        node = v.node
+        return node.maybe_as_int() is None if isinstance(v, torch.SymInt) else not node.is_constant()
+    return False
+
+
+def has_symbolic(v) -> bool:
+    if isinstance(v, (tuple, list)):
+        return any(has_symbolic(x) for x in v)
+    return is_symbolic(v)
+
+
+def static_or_none(values) -> tuple:
+    """Per item: the int, or None where it is symbolic."""
+    return tuple(None if is_symbolic(v) else int(v) for v in values)
+
+
+def shape_guard_texts(shape_env, fakes: list) -> list[str]:
+    """The environment's guards over the symbolic inputs, as expressions with tokens."""
+    if shape_env is None or not fakes:
+        return []
+    sources = [SymSource(i) for i in range(len(fakes))]
+    found = shape_env.produce_guards_verbose(fakes, sources, ignore_static=True, langs=("python",))
+    return list(found[0].exprs)
