@@ -110,18 +110,19 @@ def _per_code(code) -> dict:
     return found[1]
 
 
-def resume_code(code, target: int, nulls: tuple, live: tuple) -> types.CodeType:
+def resume_code(code, target: int, nulls: tuple, live: tuple, raising: bool = False) -> types.CodeType:
     """The code object of the resume function of `code` at normalized index `target`
-    (cached per code object and layout)."""
+    (cached per code object and layout). `raising`: it takes one more parameter,
+    `___exc`, and raises it right before that instruction (regions.py)."""
     per_code = _per_code(code)
-    key = (target, nulls, live)
+    key = (target, nulls, live, raising)
     found = per_code.get(key)
     if found is None:
-        found = per_code[key] = _generate(code, target, nulls, live)
+        found = per_code[key] = _generate(code, target, nulls, live, raising)
     return found
 
 
-def _generate(code, target: int, nulls: tuple, live: tuple) -> types.CodeType:
+def _generate(code, target: int, nulls: tuple, live: tuple, raising: bool = False) -> types.CodeType:
     origin = normalize(code)[target].origin
     b = bc.Bytecode.from_code(code, conserve_exception_block_stackdepth=True)
     items = list(b)
@@ -129,6 +130,10 @@ def _generate(code, target: int, nulls: tuple, live: tuple) -> types.CodeType:
     line = at.lineno if isinstance(at, bc.Instr) else None
     label = bc.Label()
     items.insert(origin, label)
+    if raising:  # between the label and the instruction: inside the same protected regions
+        items[origin + 1:origin + 1] = [bc.Instr("LOAD_FAST", "___exc", lineno=line),
+                                        bc.Instr("DELETE_FAST", "___exc", lineno=line),
+                                        bc.Instr("RAISE_VARARGS", 1, lineno=line)]
     start = 0
     if PY311:  # MAKE_CELL / COPY_FREE_VARS / RESUME stay first
         start = next(i for i, it in enumerate(items) if isinstance(it, bc.Instr) and it.name == "RESUME") + 1
@@ -150,7 +155,7 @@ def _generate(code, target: int, nulls: tuple, live: tuple) -> types.CodeType:
         body = [_rename(it, renamed) for it in body]
     b.clear()
     b.extend(items[:start] + prologue + body)
-    b.argnames = names + [renamed.get(n, n) for n in live]
+    b.argnames = names + [renamed.get(n, n) for n in live] + (["___exc"] if raising else [])
     b.argcount = len(b.argnames)
     b.posonlyargcount = 0
     b.kwonlyargcount = 0
@@ -160,7 +165,7 @@ def _generate(code, target: int, nulls: tuple, live: tuple) -> types.CodeType:
         b.qualname = f"{getattr(code, 'co_qualname', code.co_name)}.<{b.name}>"
     # The stack never grows past the original's: the prologue rebuilds a stack the original
     # code had at that point. The exception table keeps the depths read from the original.
-    return b.to_code(stacksize=code.co_stacksize, compute_exception_stack_depths=False)
+    return b.to_code(stacksize=code.co_stacksize + raising, compute_exception_stack_depths=False)
 
 
 def _is_identifier(name: str) -> bool:
@@ -181,13 +186,14 @@ def _rename(item, renamed: dict):
     return item if new == arg else bc.Instr(item.name, new, location=item.location)
 
 
-def resume_function(fn: types.FunctionType, code, target: int, nulls: tuple, live: tuple):
+def resume_function(fn: types.FunctionType, code, target: int, nulls: tuple, live: tuple,
+                    raising: bool = False):
     """A plain function running `code` (fn's original code) from `target`, with fn's
     globals and closure, carrying the ResumeInfo the tracer reads."""
-    new_code = resume_code(code, target, nulls, live)
+    new_code = resume_code(code, target, nulls, live, raising)
     resumed = types.FunctionType(new_code, fn.__globals__, new_code.co_name, None, fn.__closure__)
     resumed.__qualname__ = getattr(new_code, "co_qualname", new_code.co_name)
-    params = tuple(new_code.co_varnames[:new_code.co_argcount])
+    params = tuple(new_code.co_varnames[:new_code.co_argcount - raising])  # ___exc last
     stack = params[:len(params) - len(live)]
     resumed._minidynamo_resume = ResumeInfo(code, fn, target, nulls, params, stack + tuple(live))
     return resumed
