@@ -27,11 +27,10 @@ from ._compat import PY311, PY313
 from .exc import unsupported
 from .liveness import live_locals
 from .callees import optimizable_callee, optimized_apply, optimized_function, optimized_module_call
-from .resume import Continue, drive, why_not_resumable
+from .regions import Regions, why_not_carried
+from .resume import Continue, drive, resume_function, why_not_resumable
 from .side_effects import writeback_lines
 from .variables.base import NULL
-from .variables.contexts import ContextManagerVariable, _Method, exit_across_break
-from .variables.user_objects import UserExitVariable
 
 _CALLS = {"CALL", "CALL_KW", "CALL_FUNCTION", "CALL_FUNCTION_KW", "CALL_FUNCTION_EX"}
 _JUMPS = {"POP_JUMP_IF_TRUE", "POP_JUMP_IF_FALSE", "POP_JUMP_IF_NONE", "POP_JUMP_IF_NOT_NONE",
@@ -67,17 +66,7 @@ def why_no_break(tx, index: int, fullgraph: bool) -> str | None:
     if tx.output.picked_storages:
         return ("min()/max() picked a tensor by a tensor comparison before it: the pick is one of the "
                 "candidates in eager, a new tensor here, which a break would hand on as a separate object")
-    for v in tx.stack:
-        if isinstance(v, UserExitVariable) and not PY311:
-            return "inside a with block (Python 3.10 keeps with blocks on a block stack)"
-        if isinstance(v, ContextManagerVariable) or (isinstance(v, _Method) and v.name != "__exit__"):
-            return "inside a with block"
-        if isinstance(v, _Method):
-            if not PY311:
-                return "inside a with block (Python 3.10 keeps with blocks on a block stack)"
-            if exit_across_break(v) is None:
-                return f"inside a with block over {v.cm.describe()}"
-    return None
+    return why_not_carried(tx)
 
 
 def why_no_break_at(inst, fullgraph: bool) -> str | None:
@@ -109,6 +98,8 @@ class BreakTail:
         self.resumes = resumes  # makes the optimized resume functions: see cache.FunctionCache
         self.continuation = continuation  # a resume function's entry: return Continue
         self.functions = []  # the resume functions, per exit
+        # The with regions open here: the graph leaves them, the entry enters them again.
+        self.regions = Regions(tx, index)
 
     def roots(self) -> list:
         return [v for v in self.tx.stack if v is not NULL] + list(self.tx.f_locals.values())
@@ -121,6 +112,7 @@ class BreakTail:
         before = len(rb.prelude)
         result = Native(f"{rb.ns.prefix}r")
         rb.ns.reserve(result.name)
+        reentry = self.regions.reentry_lines(rb) if self.regions else []
         text, value, exits = self._native(rb, inst, result)
         native = []
         if text is not None:  # the instruction itself (a jump has only its truth test)
@@ -138,10 +130,38 @@ class BreakTail:
             call = (f"{rb.ns.bind(Continue, 'Continue')}({fn}, ({args}))" if self.continuation
                     else f"{rb.ns.bind(drive, 'drive')}({fn}, ({args}))")
             out += [f"return {call}"] if ex.cond is None else [f"if {cond}:", f"    return {call}"]
+        if self.regions.raising:
+            native = self._raising_into_regions(rb, native)
         # The prelude (containers rebuilt for the operands, stack and locals: their state
         # at the break) runs before the native instruction, which may change them.
         where = f"# {self.tx.code.co_filename}:{inst.lineno}: {inst.opname} runs natively"
-        return [*rb.prelude[:before], *writeback, *rb.prelude[before:], where, *native, *out]
+        return [*rb.prelude[:before], *writeback, *rb.prelude[before:], *reentry, where, *native, *out]
+
+    def _raising_into_regions(self, rb, native: list[str]) -> list[str]:
+        """The native instruction inside open with regions: an exception it raises is
+        raised again where the instruction was, in a function generated from the original
+        code (`raising` resume code), so the blocks' handlers call the real exits with it
+        as eager's do; a suppressing exit goes on after its block there. The call is made
+        after the except clause: what runs after a suppression must not see the exception
+        as being handled."""
+        tx, index = self.tx, self.index
+        why = why_not_resumable(tx.code, index)
+        if why is not None:
+            unsupported("construct", f"cannot raise again where the native instruction was: {why}")
+        nulls = tuple(v is NULL for v in tx.stack)
+        names = self._live_names(index)
+        original = self.functions[0].__wrapped__._minidynamo_resume.fn
+        fn = rb.ns.bind(resume_function(original, tx.code, index, nulls, names, raising=True), "raise_in")
+        values = [rb.expr(v) for v in tx.stack if v is not NULL]
+        values += [rb.expr(tx.f_locals[n] if n in tx.f_locals else tx.cells[n].contents) for n in names]
+        exc, caught = rb.ns.prefix + "exc", rb.ns.prefix + "e"
+        rb.ns.reserve(exc)
+        rb.ns.reserve(caught)
+        return ["try:", *("    " + line for line in native),
+                f"except BaseException as {caught}:", f"    {exc} = [{caught}]",
+                "else:", f"    {exc} = None",
+                f"if {exc} is not None:",  # the list, emptied: no frame keeps the exception
+                f"    return {fn}({''.join(v + ', ' for v in values)}{exc}.pop())"]
 
     def _at_user_line(self, rb, text: str, value: bool) -> str:
         """A call running `text` (an expression with `value`, else a statement) in a function
@@ -164,15 +184,7 @@ class BreakTail:
     def _resume_call(self, rb, ex: Exit):
         tx = self.tx
         nulls = tuple(v is NULL for v in ex.stack)
-        live = live_locals(tx.code, ex.target)
-        bound = [n for n in tx.code.co_varnames if n in tx.f_locals]
-        names = tuple(n for n in bound if live is None or n in live)
-        # The frame's own cells go by value: the resume function makes fresh cells for them
-        # (as for arguments that are cells). Sound because no closure over the old cells
-        # outlives the trace: a function made in it over them cannot be rebuilt (rebuild.py).
-        cells = tuple(n for n in tx.code.co_cellvars
-                      if n in tx.cells and getattr(tx.cells[n], "contents", None) is not None)
-        names += tuple(n for n in cells if n not in names)
+        names = self._live_names(ex.target)
         why = why_not_resumable(tx.code, ex.target)
         if why is not None:
             unsupported("construct", f"cannot resume after a graph break here: {why}")
@@ -181,6 +193,19 @@ class BreakTail:
         values = [v.name if isinstance(v, Native) else rb.expr(v) for v in ex.stack if v is not NULL]
         values += [rb.expr(tx.f_locals[n] if n in tx.f_locals else tx.cells[n].contents) for n in names]
         return "".join(v + ", " for v in values), rb.ns.bind(fn, "resume")
+
+    def _live_names(self, target: int) -> tuple:
+        """The locals a resume function at `target` takes, by name."""
+        tx = self.tx
+        live = live_locals(tx.code, target)
+        bound = [n for n in tx.code.co_varnames if n in tx.f_locals]
+        names = tuple(n for n in bound if live is None or n in live)
+        # The frame's own cells go by value: the resume function makes fresh cells for them
+        # (as for arguments that are cells). Sound because no closure over the old cells
+        # outlives the trace: a function made in it over them cannot be rebuilt (rebuild.py).
+        cells = tuple(n for n in tx.code.co_cellvars
+                      if n in tx.cells and getattr(tx.cells[n], "contents", None) is not None)
+        return names + tuple(n for n in cells if n not in names)
 
     # --- the native instruction -------------------------------------------------------
     def _native(self, rb, inst, result: Native):

@@ -61,6 +61,11 @@ class Rebuilder:
         self._building: set = set()
         self._temps = itertools.count()
         self._owners: dict = {}  # id(a list tracker's items) → the tracker (see prepare)
+        self.exits: dict = {}  # id(exit tracker) → the name of a region's exit entered at a break
+
+    def keep(self, v) -> None:
+        """Keep tracker `v` alive as long as this rebuilder (its id is a key here)."""
+        self._keep.append(v)
 
     def temp(self) -> str:
         name = f"{self.ns.prefix}t{next(self._temps)}"
@@ -105,6 +110,8 @@ class Rebuilder:
                 return f"{self.expr(v.obj)}.{name}"
             return f"{self.ns.bind(getattr, 'getattr')}({self.expr(v.obj)}, {name!r})"
         if isinstance(v, _Method) and v.name == "__exit__":  # a with region a graph break splits
+            if id(v) in self.exits:  # entered again after the graph (regions.py)
+                return self.exits[id(v)]
             real = exit_across_break(v)
             if real is None:
                 unsupported("exceptions", f"a graph break inside a with block over {v.cm.describe()}")

@@ -5,7 +5,7 @@ import contextlib
 
 import pytest
 import torch
-from helpers import assert_uses, check
+from helpers import PY, assert_uses, check
 
 import minidynamo
 
@@ -125,7 +125,8 @@ def test_user_managers_are_traced_and_a_stopped_trace_leaves_no_state():
     # (tests/test_user_objects.py has the rest).
     check(other_manager, (torch.ones(2),), kind="graph")
     before = (torch.is_grad_enabled(), torch.is_autocast_enabled("cpu"))
-    check(stops_inside, (torch.ones(2),), kind="eager", reason="side_effect")
+    # The print breaks the graph inside both regions (3.10: the whole call runs eagerly).
+    check(stops_inside, (torch.ones(2),), kind="break" if PY >= (3, 11) else "eager", reason="side_effect")
     assert (torch.is_grad_enabled(), torch.is_autocast_enabled("cpu")) == before
 
 

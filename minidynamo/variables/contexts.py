@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import inspect
 import types
+import weakref
 
 import torch
 from torch.amp import autocast_mode
@@ -49,6 +50,22 @@ class ContextManagerVariable(VariableTracker):
     def rebuild_manager(self, rb) -> str | None:
         """The expression making a fresh manager like this one at run time, or None."""
         return None
+
+    # --- a graph break inside the region (regions.py) ----------------------------------
+    def why_not_across_break(self) -> str | None:
+        """Why a graph break inside this region cannot carry it over (None: it can)."""
+        return f"{self.describe()} cannot be carried across a graph break"
+
+    def close_at_break(self, graph) -> None:
+        """Leave the region at the end of `graph`, the graph a break ends (the nodes its
+        exit records; the trace is over, the thread's state already restored): every
+        graph leaves the state as it found it (a backend may run it at compile time)."""
+        raise NotImplementedError
+
+    def reenter(self, rb) -> tuple[list, str]:
+        """(statements, expression): after the graph, a real manager of this kind entered
+        as eager entered it; the expression is its exit for the resume function's stack."""
+        raise NotImplementedError
 
     def call_function(self, tx, args, kwargs):
         """`@torch.inference_mode()`, `@my_contextmanager()` over a function defined in the
@@ -104,6 +121,8 @@ class ContextDecoratedFunction(VariableTracker):
 class _Method(VariableTracker):
     """`cm.__enter__` / `cm.__exit__` as values (the bound `__exit__` BEFORE_WITH pushes)."""
 
+    carried = False  # a region a graph break carried into this resume function: entered before it
+
     def __init__(self, cm, name):
         super().__init__(None)
         self.cm, self.name = cm, name
@@ -137,6 +156,9 @@ class GradModeVariable(ContextManagerVariable):
     def exit(self, tx):
         _set_grad(tx, self.prev)
 
+    def close_at_break(self, graph):
+        graph.create_node("call_function", torch._C._set_grad_enabled, (self.prev,), {})
+
     def clone(self):
         """Decorator form: a fresh region per call (never setting the mode when made)."""
         return GradModeVariable(self.enabled, self.manager_type)
@@ -147,6 +169,14 @@ class GradModeVariable(ContextManagerVariable):
 
     def describe(self):
         return f"{self.manager_type.__name__} (grad {'on' if self.enabled else 'off'})"
+
+    def why_not_across_break(self):
+        return None if self.prev is not None else "grad mode region not entered"
+
+    def reenter(self, rb):
+        # Stateless: its exit sets the mode from before the region (the mode inside is set
+        # with the others' after the re-entries, regions.py).
+        return [], rb.ns.bind(GradModeExit(self.prev), "exit")
 
 
 class GradModeExit:
@@ -165,6 +195,29 @@ class GradModeExit:
 
     def __repr__(self):
         return f"<leave grad-mode region: back to {self.prev}>"
+
+
+class EnteredManager:
+    """The exit of a region a graph break splits, for managers whose state cannot be
+    rebuilt from constants: a real manager entered after the graph (which left it), as
+    eager's was; calling it leaves that manager, exception info included (its answer
+    suppresses or not, as eager's)."""
+
+    __slots__ = ("manager",)
+
+    def __init__(self, manager):
+        self.manager = manager
+
+    def __call__(self, exc_type, exc, tb):
+        return self.manager.__exit__(exc_type, exc, tb)
+
+    def __repr__(self):
+        return f"<leave {type(self.manager).__qualname__} entered at a graph break>"
+
+
+def enter_real(manager) -> EnteredManager:
+    manager.__enter__()
+    return EnteredManager(manager)
 
 
 def null_exit(*exc_info):
@@ -188,8 +241,11 @@ def wrap_exit(value) -> "_Method":
     if isinstance(value, GradModeExit):
         cm = GradModeVariable(not value.prev, torch.set_grad_enabled)
         cm.prev = value.prev
-        return _Method(cm, "__exit__")
-    return _Method(NullContextVariable(ConstantVariable(None)), "__exit__")
+        method = _Method(cm, "__exit__")
+    else:
+        method = _Method(NullContextVariable(ConstantVariable(None)), "__exit__")
+    method.carried = True
+    return method
 
 
 def _set_grad(tx, enabled: bool) -> bool:
@@ -197,7 +253,23 @@ def _set_grad(tx, enabled: bool) -> bool:
     prev = torch.is_grad_enabled()
     tx.output.graph.create_node("call_function", torch._C._set_grad_enabled, (enabled,), {})
     torch._C._set_grad_enabled(enabled)
+    _note_grad(tx)
     return prev
+
+
+# The grad mode the trace has set last, per graph recorded into (a graph break reads it:
+# by then the thread's state is restored).
+_grad_set: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+
+
+def _note_grad(tx) -> None:
+    _grad_set[tx.output.graph] = torch.is_grad_enabled()
+
+
+def grad_at_break(graph) -> bool:
+    """The grad mode a trace recording into `graph` had when it stopped, read after the
+    thread's state was restored (the mode it started with, unless the trace changed it)."""
+    return _grad_set.get(graph, torch.is_grad_enabled())
 
 
 class InferenceModeVariable(ContextManagerVariable):
@@ -214,22 +286,29 @@ class InferenceModeVariable(ContextManagerVariable):
         self.mode = mode
         self.real = None
         self.node = None
+        self.grad_before = None  # grad mode when it was entered: the re-entry at a break sets it first
 
     def enter(self, tx):
         output = tx.output
+        self.grad_before = torch.is_grad_enabled()
         self.real = torch._C._InferenceMode(self.mode)
         self.real.__enter__()
         output.entered.append(self.real)  # left by the cache if the trace stops inside
         self.node = output.graph.create_node("call_function", grad_mode._enter_inference_mode, (self.mode,), {})
         output.inference_regions += self.mode
+        _note_grad(tx)
         return ConstantVariable(None)
 
     def exit(self, tx):
         output = tx.output
-        output.graph.create_node("call_function", grad_mode._exit_inference_mode, (self.node,), {})
+        self.close_at_break(output.graph)
         output.inference_regions -= self.mode
         output.entered.remove(self.real)
         self.real.__exit__(None, None, None)
+        _note_grad(tx)
+
+    def close_at_break(self, graph):
+        graph.create_node("call_function", grad_mode._exit_inference_mode, (self.node,), {})
 
     def clone(self):
         return InferenceModeVariable(self.mode)
@@ -239,6 +318,17 @@ class InferenceModeVariable(ContextManagerVariable):
 
     def describe(self):
         return f"torch.inference_mode({self.mode})"
+
+    def why_not_across_break(self):
+        return None if self.node is not None else "inference mode region not entered"
+
+    def reenter(self, rb):
+        # torch's guard saves the whole autograd state it finds: the grad mode eager had
+        # when it entered first.
+        name = rb.temp()
+        return ([f"{rb.ns.bind(torch._C._set_grad_enabled, 'set_grad_enabled')}({self.grad_before!r})",
+                 f"{name} = {rb.ns.bind(enter_real, 'enter')}("
+                 f"{rb.ns.bind(torch.inference_mode, 'inference_mode')}({self.mode!r}))"], name)
 
 
 def mark_inference_views(target, tensors: list, result) -> None:
@@ -289,12 +379,23 @@ class AutocastVariable(ContextManagerVariable):
         return ConstantVariable(None)
 
     def exit(self, tx):
-        tx.output.graph.create_node("call_function", autocast_mode._exit_autocast, (self.node,), {})
+        self.close_at_break(tx.output.graph)
         tx.output.entered.remove(self.real)
         self.real.__exit__(None, None, None)
 
+    def close_at_break(self, graph):
+        graph.create_node("call_function", autocast_mode._exit_autocast, (self.node,), {})
+
     def describe(self):
         return f"torch.autocast{self.args!r}"
+
+    def why_not_across_break(self):
+        return None if self.node is not None else "autocast region not entered"
+
+    def reenter(self, rb):
+        name = rb.temp()
+        args = ", ".join(rb.expr(ConstantVariable(a)) for a in self.args)
+        return [f"{name} = {rb.ns.bind(enter_real, 'enter')}({rb.ns.bind(torch.autocast, 'autocast')}({args}))"], name
 
 
 class NullContextVariable(ContextManagerVariable):
@@ -310,27 +411,76 @@ class NullContextVariable(ContextManagerVariable):
     def exit(self, tx):
         pass
 
+    def close_at_break(self, graph):
+        pass
+
+    def describe(self):
+        return "contextlib.nullcontext()"
+
+    def why_not_across_break(self):
+        return None
+
+    def reenter(self, rb):
+        return [], rb.ns.bind(null_exit, "exit")
+
 
 class CudaDeviceVariable(ContextManagerVariable):
-    """`torch.cuda.device(d)`: the current CUDA device is `d` inside (nothing for d < 0 or
-    None, as in eager); the graph switches it around the region."""
+    """`torch.cuda.device(d)`, as torch's manager does it: `index` is the device it selects
+    inside, and the graph switches to it around the region (`_exchange_device`); nothing
+    for a negative index, nor for one that is the current device, whichever it is at run
+    time (`d` None or a device without index where CUDA is available). Where CUDA is not,
+    torch finds no index for those and its `__enter__` raises: so does the trace (eager
+    raises it)."""
 
     manager_type = torch.cuda.device
 
-    def __init__(self, index: int):
+    def __init__(self, arg, index: int | None):
         super().__init__(None)
+        self.arg = arg  # the argument, as a constant: a break enters torch's manager with it
         self.index = index
         self.prev = None
 
     def enter(self, tx):
+        if self.index is None:
+            unsupported("exceptions", f"torch.cuda.device({self.arg!r}).__enter__() raises TypeError "
+                                      "(no CUDA device to take the index of)")
         if self.index >= 0:
             self.prev = tx.output.graph.create_node("call_function", torch.cuda._exchange_device,
                                                     (self.index,), {})
         return ConstantVariable(None)
 
     def exit(self, tx):
+        self.close_at_break(tx.output.graph)
+
+    def close_at_break(self, graph):
         if self.prev is not None:
-            tx.output.graph.create_node("call_function", torch.cuda._maybe_exchange_device, (self.prev,), {})
+            graph.create_node("call_function", torch.cuda._maybe_exchange_device, (self.prev,), {})
+
+    def describe(self):
+        return f"torch.cuda.device({self.arg!r})"
+
+    def why_not_across_break(self):
+        return None
+
+    def reenter(self, rb):
+        # The device before the region is a value of the graph at run time: the graph
+        # switches back at its end and torch's manager, made as eager made it, switches
+        # again and keeps the device it found for its exit.
+        name = rb.temp()
+        return [f"{name} = {rb.ns.bind(enter_real, 'enter')}({rb.ns.bind(torch.cuda.device, 'cuda_device')}"
+                f"({rb.expr(ConstantVariable(self.arg))}))"], name
+
+
+def _cuda_device(arg) -> "CudaDeviceVariable":
+    from torch.cuda._utils import _get_device_index
+    try:
+        index = _get_device_index(arg, optional=True)
+    except Exception as e:  # a CPU device, say: eager raises it
+        unsupported("exceptions", f"torch.cuda.device({arg!r}) raised {type(e).__name__}: {e}")
+    implicit = arg is None or (isinstance(arg, (str, torch.device)) and torch.device(arg).index is None)
+    if implicit and index is not None:  # the current device: switching to it changes nothing
+        index = -1
+    return CudaDeviceVariable(arg, index)
 
 
 _CONTEXTMANAGER_CODE = contextlib.contextmanager(lambda: (yield)).__code__
@@ -395,12 +545,7 @@ def make_context_manager(tx, cls, args, kwargs):
     if cls is getattr(torch.cpu, "device", None) and len(values) == 1 and not named:
         return NullContextVariable(ConstantVariable(None))  # the CPU has one device: nothing to switch
     if cls is torch.cuda.device and len(values) == 1 and not named:
-        from torch.cuda._utils import _get_device_index
-        try:
-            index = _get_device_index(values[0], optional=True)
-        except Exception as e:  # a CPU device, say: eager raises it
-            unsupported("exceptions", f"torch.cuda.device({values[0]!r}) raised {type(e).__name__}: {e}")
-        return CudaDeviceVariable(-1 if index is None else index)
+        return _cuda_device(values[0])
     if cls is torch.autocast:
         try:
             bound = _AUTOCAST_SIGNATURE.bind(*values, **named)

@@ -1,0 +1,154 @@
+"""With regions a graph break splits: `with torch.autocast(...): ... print(x) ...`.
+
+Inside a `with` block the frame's value stack holds the block's exit (what BEFORE_WITH
+pushed: a tracker of the manager's bound `__exit__`). A break there carries each open
+region across, as follows.
+
+1. The graph ends outside every region the trace entered (`close_regions`): their exits
+   run in it, innermost first, so a graph leaves the state as it found it (a backend may
+   run it at compile time; a real manager must capture the state from before it).
+2. After the graph the entry enters each region again for real, outermost first
+   (`reentry_lines`): torch's own manager for autocast, inference mode and the CUDA
+   device (`EnteredManager`), a stateless exit for grad mode and nullcontext, the
+   object itself for a user class, a generator resumed at its yield for a
+   @contextmanager (`resumed_generator_manager`). Then grad mode is set to what the
+   trace had at the break. The native instruction runs in the state eager has there.
+3. The exits stand in the stack slots the resume function gets, under the original
+   exception table: its normal end, a return or an exception leaves them once, through
+   the real `__exit__`. A resume trace sees such an exit as entered before it: its state
+   is the trace's starting state (guarded), and calling it declines, so that call runs
+   natively at a break of its own (`CarriedExitVariable`); grad mode's and nullcontext's
+   stateless exits are traced.
+4. An exception from the native instruction is raised again, in a function generated
+   from the original code, right where the instruction was (breaks.py): the original
+   handlers call the exits with it, a suppressing exit resumes after its block, and
+   the rest of the frame runs eagerly in that function.
+"""
+from __future__ import annotations
+
+import weakref
+
+import bytecode as bc
+import torch
+
+from ._compat import PY311
+from .guards import Guard
+from .instructions import normalize
+from .sources import AttrSource
+from .variables.base import VariableTracker
+from .variables.builder import register_wrapper
+from .variables.contexts import ContextManagerVariable, EnteredManager, _Method, grad_at_break
+from .variables.user_objects import UserExitVariable
+
+
+class CarriedExitVariable(VariableTracker):
+    """A resume function's stack slot holding the exit of a real manager entered before it
+    (`EnteredManager`). The region is the trace's starting state; leaving it declines, so
+    the frame breaks there and the real exit runs natively."""
+
+    def __init__(self, value, source):
+        super().__init__(source)
+        self.value = value
+
+    def python_type(self):
+        return EnteredManager
+
+    def describe(self):
+        return f"the exit of {type(self.value.manager).__qualname__} (entered before a graph break)"
+
+    def call_function(self, tx, args, kwargs):
+        from .exc import unsupported
+        unsupported("exceptions", f"leaving {type(self.value.manager).__qualname__}, entered before a graph "
+                                  "break: its exit runs natively")
+
+
+def _wrap_entered(tx, value, source):
+    if source is not None:
+        tx.output.guards.add(Guard("TYPE_MATCH", source, EnteredManager, {}))
+        tx.output.guards.add(Guard("TYPE_MATCH", AttrSource(source, "manager"), type(value.manager), {}))
+    return CarriedExitVariable(value, source)
+
+
+register_wrapper(lambda v: type(v) is EnteredManager, _wrap_entered, guard_identity=False)
+
+
+def is_exit_slot(v) -> bool:
+    """A with block's exit on the value stack."""
+    return ((isinstance(v, _Method) and v.name == "__exit__") or isinstance(v, (UserExitVariable,
+                                                                                CarriedExitVariable)))
+
+
+def region_exits(tx) -> list:
+    """The exits of the with blocks open at the frame's current instruction, outermost first."""
+    return [v for v in tx.stack if is_exit_slot(v)]
+
+
+def why_not_carried(tx) -> str | None:
+    """Why a break at the frame's current instruction cannot carry its with regions across
+    (None: it can, or there are none)."""
+    for v in tx.stack:
+        if isinstance(v, ContextManagerVariable) or (isinstance(v, _Method) and v.name != "__exit__"):
+            return "inside a with statement's own setup"
+        if not is_exit_slot(v):
+            continue
+        if not PY311:
+            return "inside a with block (Python 3.10 keeps with blocks on a block stack)"
+        if isinstance(v, _Method) and not v.carried:
+            why = v.cm.why_not_across_break()
+            if why is not None:
+                return f"inside a with block over {v.cm.describe()}: {why}"
+    return None
+
+
+class Regions:
+    """The with regions open at a break: their exits on the stack (outermost first), those
+    the trace entered (the graph leaves them, the entry enters them again), whether an
+    exception raised there meets a handler, and the grad mode the trace had there."""
+
+    def __init__(self, tx, index: int):
+        self.exits = region_exits(tx)
+        self.opened = [v for v in self.exits if isinstance(v, _Method) and not v.carried]
+        # A resume function's stack holds its regions' exits as plain values: what says it
+        # is inside one is the code's exception table.
+        self.raising = PY311 and covered_by_handler(tx.code, index)
+        self.grad = grad_at_break(tx.output.graph)
+        for v in reversed(self.opened):  # innermost first, as their exits would run
+            v.cm.close_at_break(tx.output.graph)
+
+    def __bool__(self):
+        return bool(self.exits) or self.raising
+
+    def reentry_lines(self, rb) -> list[str]:
+        """Statements entering the regions again after the graph, outermost first; each
+        exit's expression is registered with `rb` for the stack it stands in. Then grad
+        mode as the trace had it (a region, or a statement inside one, may have set it)."""
+        lines = []
+        for v in self.opened:
+            more, expr = v.cm.reenter(rb)
+            lines += more
+            rb.exits[id(v)] = expr
+            rb.keep(v)
+        lines.append(f"{rb.ns.bind(torch._C._set_grad_enabled, 'set_grad_enabled')}({self.grad!r})")
+        return lines
+
+
+_covered: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+
+
+def covered_by_handler(code, index: int) -> bool:
+    """3.11+: whether an exception raised at normalized instruction `index` of `code` meets
+    a handler of the frame (inside a try body breaks are refused: a with block's, or a
+    3.12+ inlined comprehension's)."""
+    origins = _covered.get(code)
+    if origins is None:
+        origins = set()
+        inside = False
+        for i, item in enumerate(bc.Bytecode.from_code(code)):
+            if isinstance(item, bc.TryBegin):
+                inside = True
+            elif isinstance(item, bc.TryEnd):
+                inside = False
+            elif inside:
+                origins.add(i)
+        _covered[code] = origins
+    return normalize(code)[index].origin in origins
