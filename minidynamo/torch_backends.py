@@ -1,12 +1,26 @@
 """torch's own named backends ("aot_eager", "inductor", ...) for minidynamo's graphs.
 
 The backend comes from torch's registry (`torch._dynamo.backends.registry`), so it follows
-the installed torch. Before the graph is handed over, each Triton launch node becomes
-torch's own `triton_kernel_wrapper_mutation` higher-order op with the kernel and its
-constant arguments in torch's `kernel_side_table`: AOTAutograd then functionalizes the
-launch and inductor compiles the user's kernel together with the ops around it, as it does
-for a graph TorchDynamo captured. minidynamo's own launch program stays the default path
-(backend="eager").
+the installed torch. Before the graph is handed over (`for_torch_backend`):
+
+* each Triton launch node, in the graph and in the bodies of its autograd.Function nodes,
+  becomes torch's own `triton_kernel_wrapper_mutation` higher-order op with the kernel and
+  its constant arguments in torch's `kernel_side_table`: AOTAutograd then functionalizes
+  the launch and inductor compiles the user's kernel together with the ops around it, as
+  it does for a graph TorchDynamo captured;
+* a NumPy scalar constant in a node's arguments becomes a call building it
+  (`numpy.float64(0.25)`): the code torch's backends generate from the graph has no `np`
+  name, and the exact NumPy scalar must reach the op, since torch treats some of them
+  unlike the Python scalar of the same value (`torch.tensor(np.float64(2))` is float64,
+  `torch.full((2,), np.bool_(True))` is float32);
+* a Function node whose backward runs the user's function eagerly (it could not be
+  traced) is refused: AOTAutograd would trace that function once, at compile time, where
+  it prints, reads gradient values or launches kernels on fake tensors.
+
+A Function node keeps minidynamo's own target (autograd_function.py): like torch's
+`autograd_function_apply`, it is a generated torch.autograd.Function over the two bodies,
+which AOTAutograd traces through, the backward body included, when it builds the joint
+graph. minidynamo's own launch program stays the default path (backend="eager").
 """
 from __future__ import annotations
 
@@ -41,21 +55,34 @@ def torch_backend(name: str):
                       RuntimeWarning, stacklevel=4)
 
     def run(gm: fx.GraphModule, example_inputs):
-        return compiler(with_torch_triton_ops(gm, compiles_kernels="inductor" in name), example_inputs)
+        return compiler(for_torch_backend(gm, compiles_kernels="inductor" in name), example_inputs)
 
     run.__name__ = run.__qualname__ = name
     return run
 
 
+def for_torch_backend(gm: fx.GraphModule, compiles_kernels: bool = False) -> fx.GraphModule:
+    """`gm` (changed in place) as torch's backends can take it: see the module docstring."""
+    _refuse_untraced_backwards(gm)
+    for graph_module in _graph_modules(gm):
+        _numpy_scalars_built_in_code(graph_module)
+    return with_torch_triton_ops(gm, compiles_kernels)
+
+
+def _graph_modules(gm: fx.GraphModule) -> list:
+    """`gm` and the bodies of its autograd.Function nodes (nested ones too), once each."""
+    return [m for _, m in gm.named_modules() if isinstance(m, fx.GraphModule)]
+
+
 def with_torch_triton_ops(gm: fx.GraphModule, compiles_kernels: bool = False) -> fx.GraphModule:
-    """`gm` with its Triton launch nodes rewritten as torch's triton_kernel_wrapper_mutation
-    over torch's kernel side table. A graph with no launches is returned as it is.
+    """`gm` with its Triton launch nodes, and those of its Function nodes' bodies,
+    rewritten as torch's triton_kernel_wrapper_mutation over torch's kernel side table.
+    A graph with no launches is returned as it is.
     `compiles_kernels`: the backend compiles the kernels itself (inductor), which it cannot
     do for kernels run by Triton's interpreter."""
-    from .triton.capture import ConfigGrid, TritonKernelWrapperMutation, kernel_chain
-    launches = [n for n in gm.graph.nodes
+    from .triton.capture import TritonKernelWrapperMutation
+    launches = [(m, n) for m in _graph_modules(gm) for n in m.graph.nodes
                 if n.op == "call_function" and isinstance(n.target, TritonKernelWrapperMutation)]
-    _reject_launches_in_bodies(gm)
     if not launches:
         return gm
     try:
@@ -64,40 +91,88 @@ def with_torch_triton_ops(gm: fx.GraphModule, compiles_kernels: bool = False) ->
         raise BackendError("this torch has no triton_kernel_wrapper_mutation higher-order op, which torch's "
                            "backends need for Triton launches: use backend='eager' (minidynamo's launcher) "
                            f"({e})") from e
-    for node in launches:
-        record = node.target.table.records[node.kwargs["kernel_idx"]]
-        chain = kernel_chain(record.kernel)
-        if compiles_kernels and type(chain[-1]).__name__ == "InterpretedFunction":
-            raise BackendError(f"kernel {record.name} runs in Triton's interpreter (TRITON_INTERPRET=1), "
-                               "which inductor cannot compile: use backend='aot_eager' or 'eager'")
-        grids = [tuple(record.grid)]
-        if isinstance(record.grid, ConfigGrid):  # torch takes one grid per config, in order
-            grids = [record.grid(dict(config.all_kwargs())) for config in chain[0].configs]
-        kwargs = dict(node.kwargs["kwargs"])
-        tensors = {k: v for k, v in kwargs.items() if isinstance(v, fx.Node)}
-        constants = {k: v for k, v in kwargs.items() if not isinstance(v, fx.Node)}
-        node.target = triton_kernel_wrapper_mutation
-        node.kwargs = {
-            "kernel_idx": kernel_side_table.add_kernel(record.kernel),
-            "constant_args_idx": kernel_side_table.add_constant_args(constants),
-            "grid": grids,
-            "tma_descriptor_metadata": {},
-            "kwargs": tensors,
-        }
-    gm.graph.lint()
-    gm.recompile()
+    for _, node in launches:  # all checked before any is changed
+        _check_compilable(node.target.table.records[node.kwargs["kernel_idx"]], compiles_kernels)
+    for _, node in launches:
+        _as_torch_launch(node, kernel_side_table, triton_kernel_wrapper_mutation)
+    for changed in {id(m): m for m, _ in launches}.values():
+        changed.graph.lint()
+        changed.recompile()
     return gm
 
 
-def _reject_launches_in_bodies(gm: fx.GraphModule) -> None:
-    """Triton launches inside an autograd.Function node's bodies (submodules of the graph)
-    run through minidynamo's launcher, which torch's tracing cannot see through: say so
-    rather than fail inside torch."""
-    from .triton.capture import TritonKernelWrapperMutation
-    for name, sub in gm.named_modules():
-        if sub is gm or not isinstance(sub, fx.GraphModule):
+def _check_compilable(record, compiles_kernels: bool) -> None:
+    from .triton.capture import kernel_chain
+    if compiles_kernels and type(kernel_chain(record.kernel)[-1]).__name__ == "InterpretedFunction":
+        raise BackendError(f"kernel {record.name} runs in Triton's interpreter (TRITON_INTERPRET=1), "
+                           "which inductor cannot compile: use backend='aot_eager' or 'eager'")
+
+
+def _as_torch_launch(node: fx.Node, side_table, wrapper) -> None:
+    from .triton.capture import ConfigGrid, kernel_chain
+    record = node.target.table.records[node.kwargs["kernel_idx"]]
+    grids = [tuple(record.grid)]
+    if isinstance(record.grid, ConfigGrid):  # torch takes one grid per config, in order
+        grids = [record.grid(dict(config.all_kwargs())) for config in kernel_chain(record.kernel)[0].configs]
+    kwargs = dict(node.kwargs["kwargs"])
+    tensors = {k: v for k, v in kwargs.items() if isinstance(v, fx.Node)}
+    constants = {k: v for k, v in kwargs.items() if not isinstance(v, fx.Node)}
+    node.target = wrapper
+    node.kwargs = {
+        "kernel_idx": side_table.add_kernel(record.kernel),
+        "constant_args_idx": side_table.add_constant_args(constants),
+        "grid": grids,
+        "tma_descriptor_metadata": {},
+        "kwargs": tensors,
+    }
+
+
+def _refuse_untraced_backwards(gm: fx.GraphModule) -> None:
+    """A Function node whose backward is the user's function run eagerly: torch's tracing
+    would run that function once, at compile time, on fake tensors (its prints, value
+    reads and kernel launches would not happen at backward time). Say so instead.
+    Only nodes whose outputs can carry a gradient count: a Function applied inside
+    another's forward runs under no_grad, so its backward never runs."""
+    from .autograd_function import AutogradFunctionApply
+    for node in gm.graph.nodes:
+        if node.op != "call_function" or not isinstance(node.target, AutogradFunctionApply):
             continue
-        if any(n.op == "call_function" and isinstance(n.target, TritonKernelWrapperMutation)
-               for n in sub.graph.nodes):
-            raise BackendError(f"{name}: an autograd.Function whose forward or backward launches "
-                               "Triton kernels cannot go to torch's backends yet; use backend='eager'")
+        spec = node.target.spec
+        outputs = node.meta.get("val")  # fake outputs; without them, assume a backward may run
+        if spec.eager_backward is not None and (
+                outputs is None or any(getattr(v, "requires_grad", True) for v in outputs)):
+            raise BackendError(f"{spec.name}.backward could not be traced ({spec.eager_backward.reason}) "
+                               "and runs as the user's function, which torch's backends would trace once "
+                               "at compile time instead of running at each backward: use backend='eager'")
+
+
+def _numpy_scalars_built_in_code(gm: fx.GraphModule) -> None:
+    """NumPy scalar constants in node arguments become nodes calling their type on the
+    Python value (`numpy.float64(0.25)`): fx writes a constant by its repr, and
+    `np.float64(0.25)` names a module the generated code does not have."""
+    import numpy as np
+    graph, changed = gm.graph, False
+
+    def rebuilt(value, before):
+        nonlocal changed
+        if isinstance(value, np.generic):
+            item = value.item()
+            if type(item) not in (bool, int, float, complex) or type(value)(item).tobytes() != value.tobytes():
+                raise BackendError(f"the NumPy scalar {value!r} in the graph has no exact Python value to "
+                                   "rebuild it from in the code torch's backends generate: use backend='eager'")
+            changed = True
+            with graph.inserting_before(before):
+                return graph.call_function(type(value), (item,))
+        if isinstance(value, (tuple, list)):
+            return type(value)(rebuilt(v, before) for v in value)
+        if isinstance(value, dict):
+            return {k: rebuilt(v, before) for k, v in value.items()}
+        return value
+
+    for node in list(graph.nodes):
+        if node.op in ("call_function", "call_method", "call_module", "output"):
+            node.args = rebuilt(node.args, node)
+            node.kwargs = rebuilt(node.kwargs, node)
+    if changed:
+        graph.lint()
+        gm.recompile()
