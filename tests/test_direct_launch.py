@@ -6,7 +6,7 @@ import pytest
 
 pytest.importorskip("triton")
 
-from minidynamo.triton.launcher import _direct_call  # noqa: E402
+from minidynamo.triton.entry import N_STANDARD, entry_call, render_call  # noqa: E402
 
 
 class Recorder:
@@ -44,19 +44,22 @@ def _stub(cls, **extra):
     return obj
 
 
-def _direct(obj, args):
-    render, why = _direct_call(obj)
-    assert render is not None, why
-    scope = {}
+class _Names:
+    def __init__(self):
+        self.scope = {}
 
-    def bind(v):
-        name = f"B{len(scope)}"
-        scope[name] = v
+    def const(self, value, hint):
+        name = f"B{len(self.scope)}"
+        self.scope[name] = value
         return name
-    names = []
-    for v in args:
-        names.append(bind(v))
-    eval(render(names, bind), scope)
+
+
+def _direct(obj, args):
+    entry = entry_call(obj)
+    assert entry.is_c_entry, entry.why_not_c_entry
+    names = _Names()
+    exprs = [names.const(v, "arg") for v in args]
+    eval(render_call(entry, exprs[:N_STANDARD], exprs[N_STANDARD:], names), names.scope)
     return obj.launch.calls.pop()
 
 
@@ -84,9 +87,20 @@ def test_direct_call_matches_the_installed_triton_launcher(monkeypatch):
 
 
 def test_scratch_memory_or_unknown_code_keeps_the_ordinary_entry():
-    render, why = _direct_call(_stub(OlderLauncher, global_scratch_size=64))
-    assert render is None and "scratch" in why
-    render, why = _direct_call(_stub(Unknown))
-    assert render is None and "unrecognised statement" in why and "print" in why
-    render, why = _direct_call(_stub(OlderLauncher, gsan_enabled=True))
-    assert render is None and "gsan" in why
+    entry = entry_call(_stub(OlderLauncher, global_scratch_size=64))
+    assert not entry.is_c_entry and "scratch" in entry.why_not_c_entry
+    entry = entry_call(_stub(Unknown))
+    assert not entry.is_c_entry and "unrecognised statement" in entry.why_not_c_entry
+    assert "print" in entry.why_not_c_entry
+    entry = entry_call(_stub(OlderLauncher, gsan_enabled=True))
+    assert not entry.is_c_entry and "gsan" in entry.why_not_c_entry
+
+
+def test_ordinary_entry_passes_the_standard_arguments():
+    from minidynamo.triton.entry import through_run
+    assert entry_call(_stub(Unknown)).arguments == through_run(None, "").arguments
+    run = Recorder()
+    names = _Names()
+    exprs = [names.const(v, "arg") for v in ARGS]
+    eval(render_call(through_run(run, "test"), exprs[:N_STANDARD], exprs[N_STANDARD:], names), names.scope)
+    assert run.calls == [ARGS]

@@ -180,27 +180,42 @@ def test_side_stream():
 # --- the program's logic without a GPU: launchers given a stand-in resolution whose "C entry"
 # runs add_kernel on raw CPU pointers, so layout, pointers and fallbacks are checked here too.
 
-def _cpu_add(gx, gy, gz, stream, px, py, po, n, block):
+def _cpu_add(gx, gy, gz, stream, function, metadata, launch_metadata, enter_hook, exit_hook, px, py, po, n, block):
     import ctypes
     view = [torch.frombuffer((ctypes.c_float * n).from_address(p), dtype=torch.float32) for p in (px, py, po)]
     view[2].copy_(view[0] + view[1])
     _cpu_add.calls += 1
 
 
-def _stand_in(record):
-    names = list(K.add_kernel.arg_names)
-    pos = []
-    for j, name in enumerate(names):
-        if name in record.dynamic_names:
-            pos.append(f"p{record.dynamic_names.index(name)}")
+def _stand_in_state():
+    import types
+
+    from minidynamo.triton.resolved import LaunchState
+    return LaunchState(device=-1, check_device=True, get_device=lambda: -1, get_stream=lambda dev: 0,
+                       runtime=types.SimpleNamespace(launch_enter_hook=None, launch_exit_hook=None),
+                       enter_hook=None, exit_hook=None, debug=None, pre_run_hooks=[])
+
+
+def _stand_in(record, **extra):
+    """A resolution of an add_kernel launch whose entry is `_cpu_add` (CompiledKernel.run's
+    argument convention), built as the launcher builds one: from the record's data."""
+    from minidynamo.triton.entry import through_run
+    from minidynamo.triton.resolved import CONSTANT, SCALAR, TENSOR, ParamSlot, ResolvedLaunch, ScalarSpec
+    launcher = record.launcher()
+    names = launcher.dynamic_names
+    slots = []
+    for name in K.add_kernel.arg_names:
+        if name not in names:
+            slots.append(ParamSlot(name, CONSTANT, value=record.constant_kwargs[name]))
+        elif name == "n":
+            n = extra.pop("n")
+            slots.append(ParamSlot(name, SCALAR, names.index(name),
+                                   spec=ScalarSpec(int, n == 1, n % 16 == 0 if n != 1 else None, "i32")))
         else:
-            pos.append(f"P{j}")
-    ns = {"SCALARS": [], "GRID": ("GX", "GY", "GZ"), "GX": record.grid[0], "GY": 1, "GZ": 1,
-          "DEV": -1, "GETDEV": lambda: -1, "STREAM": lambda dev: 0, "EMU": _cpu_add, "DIRECT": None,
-          "GLOBAL_CONDS": ["GETDEV() != DEV"], "TENSORS": [(i, True) for i in range(len(record.dynamic_names))],
-          "POS": pos, "CALL": lambda grid, stream, args: f"EMU({', '.join(grid)}, {stream}, {', '.join(args)})"}
-    ns.update({f"P{j}": record.constant_kwargs[n] for j, n in enumerate(names) if n not in record.dynamic_names})
-    return ns
+            slots.append(ParamSlot(name, TENSOR, names.index(name), dtype=torch.float32, aligned=True))
+    grid = None if launcher.grid_per_call else tuple(record.grid) + (1,) * (3 - len(record.grid))
+    return ResolvedLaunch(record.name, names, tuple(slots), 1, None, through_run(_cpu_add, "stand-in"),
+                          _stand_in_state(), grid=grid, grid_per_call=launcher.grid_per_call, **extra)
 
 
 @pytest.fixture

@@ -1,5 +1,7 @@
 """The launch program: a graph's code with each Triton launch calling its compiled kernel's
 C entry directly, built once every launcher of the graph has resolved (after the first call).
+It is written from what the launchers resolved (`Launcher.variants`, resolved.py), by the
+same renderers as the launchers' own variants (launch_code.py).
 
 What a call then costs, beyond the graph's own torch ops:
 
@@ -9,49 +11,81 @@ What a call then costs, beyond the graph's own torch ops:
 * one ``data_ptr()`` per tensor value the launches take, one alignment test for values
   that are not fresh allocations (a view of an input may lose Triton's 16-byte alignment:
   that launch then goes through its launcher, which picks or builds a matching variant);
+* for a launch whose grid and sizes are values of the graph (a launcher with a per-call
+  grid): the specialisation of its int arguments (==1, divisible by 16, width), its
+  autotuner's key and its heuristics, else that launch goes through its launcher;
 * no tensor at all for scratch values — ``torch.empty_like`` results used only as launch
   arguments (not returned, not used by torch ops): they are slices of one uint8 buffer
-  allocated per call, laid out by lifetime so values that are not live at the same time
-  share memory. Their contents are as undefined as ``empty_like``'s, and the buffer is
-  freed when the call returns, like the tensors it replaces.
+  allocated per call (scratch.py), sized per call when sizes are symbolic. Their
+  contents are as undefined as ``empty_like``'s, and the buffer is freed when the call
+  returns, like the tensors it replaces.
 
 Device and dtype of every tensor are pinned by the entry's guards (inputs) and by the
 trace (values made inside), so they are not re-checked here.
 """
 from __future__ import annotations
 
-import re
-
 import torch
+import torch.fx as fx
 
-from .. import codegen
 from ..graph import aliased_values, written_values
 from .capture import launch_record
+from .launch_code import (alignment_condition, clean, inline, kernel_args, launch_call, per_call_conditions,
+                          scalar_conditions, state_conditions, stream_expr)
+from .resolved import SCALAR, TENSOR, HeuristicCheck
+from .scratch import SCRATCH_ALIGN, SizeExprs, as_int, definitely_contiguous, layout, scratch_view, slot_layout
 
-SCRATCH_ALIGN = 256  # bytes: more than any alignment Triton specialises on
 DEVICE_TYPES = ("cuda",)  # where values are allocated from metadata (tests add "cpu")
-_NAME = re.compile(r"(?<![.\w])([A-Za-z_]\w*)")
+__all__ = ["SCRATCH_ALIGN", "layout", "program_lines", "scratch_view"]
 
 
-def scratch_view(buf, offset: int, nbytes: int, dtype, shape):
-    """A scratch value as a tensor, for a launch that leaves the direct path."""
-    return buf[offset:offset + nbytes].view(dtype).view(shape)
+class EntryNames:
+    """The entry's namespace as launch_code's `names`."""
+
+    def __init__(self, ns):
+        self.ns = ns
+
+    def bind(self, value, hint: str) -> str:
+        return self.ns.bind(value, hint)
+
+    def const(self, value, hint: str) -> str:
+        text = inline(value)
+        return text if text is not None else self.ns.bind(value, hint)
 
 
 class _Launch:
     def __init__(self, node, record):
+        self.node = node
         self.record = record
-        self.launcher = self.record.launcher()
-        self.args = [node.kwargs["kwargs"][n] for n in self.record.dynamic_names]
-        variants = self.launcher._variants
-        self.ns = variants[0][1] if variants else None
+        self.launcher = record.launcher()
+        kwargs = node.kwargs["kwargs"]
+        self.args = [kwargs[n] for n in self.launcher.dynamic_names]
+        variants = self.launcher.variants
+        self.resolved = variants[0] if variants else None
+
+    @property
+    def ns(self) -> dict:  # what the entry's note reads (launches to the C entry)
+        return {"DIRECT": None if self.resolved.entry.is_c_entry else self.resolved.entry.why_not_c_entry}
 
     def why_not(self) -> str | None:
-        if self.ns is None:
+        if self.resolved is None:
             return f"{self.record.name}: {self.launcher.describe()}"
-        if self.ns["SCALARS"] or self.ns["GRID"] is None:
-            return f"{self.record.name}: scalar arguments change per call"
+        if not self.resolved.grid_per_call and self.resolved.grid is None:
+            return f"{self.record.name}: its grid is computed per call by a callable"
         return None
+
+    def heuristic_tensors(self) -> set:
+        """Tensor values a recomputed heuristic reads: they must exist as tensors."""
+        out = set()
+        for check in self.resolved.per_call_checks if self.resolved else ():
+            if isinstance(check, HeuristicCheck):
+                out.update(self.args[r.index] for _, r in check.inputs if r.is_dynamic)
+        return out
+
+    def grid_entries(self):
+        """The grid of this call as graph values or ints: (x, y, z)."""
+        grids = self.node.kwargs["grid"]
+        return grids[self.resolved.config_index or 0]
 
 
 def _empty_like(n):
@@ -66,6 +100,10 @@ def _empty_like(n):
     return val
 
 
+def _is_static(val) -> bool:
+    return all(as_int(s) is not None for s in val.shape)
+
+
 def fresh_allocations(nodes) -> set:
     """Values that start a new allocation (the trace saw the result share no argument's
     storage, at offset 0), so aligned by the allocator, and that no torch op writes later
@@ -75,22 +113,30 @@ def fresh_allocations(nodes) -> set:
         if n.op not in ("call_function", "call_method") or launch_record(n) is not None:
             continue
         val = n.meta.get("val")
-        if isinstance(val, torch.Tensor) and aliased_values(n) == [] and val.storage_offset() == 0:
+        if isinstance(val, torch.Tensor) and aliased_values(n) == [] and as_int(val.storage_offset()) == 0:
             fresh.add(n)
         written = written_values(n)
         fresh.difference_update(n.all_input_nodes if written is None else written)
     return fresh
 
 
-def _scratch_candidates(nodes, launches, outputs) -> dict:
+def _scratch_candidates(nodes, launches, outputs, sizes: SizeExprs) -> dict:
     """node -> (first index, last index, bytes) for contiguous empty_like values that only
-    launches use (or empty_like, for their metadata)."""
+    launches use (or empty_like, for their metadata); with symbolic sizes, those whose
+    sizes are computed from the inputs."""
     index = {n: i for i, n in enumerate(nodes)}
+    keep = set().union(*(launch.heuristic_tensors() for launch in launches.values()))
     found = {}
     for n in nodes:
         val = _empty_like(n)
-        if val is None or n in outputs or not n.users or not val.is_contiguous():
+        if val is None or n in outputs or n in keep or not n.users or not definitely_contiguous(val):
             continue
+        if not _is_static(val):
+            try:
+                for s in (*val.shape, val.numel()):
+                    sizes.render(s)
+            except ValueError:
+                continue
         if all(u in launches or _empty_like(u) is not None for u in n.users):
             data_users = [index[u] for u in n.users if u in launches]
             if data_users:
@@ -98,33 +144,12 @@ def _scratch_candidates(nodes, launches, outputs) -> dict:
     return found
 
 
-def layout(intervals: dict) -> tuple[dict, int]:
-    """(node -> byte offset, total bytes): values whose lifetimes do not overlap share
-    memory (best fit over freed blocks, else the end of the buffer)."""
-    offsets, live, free, top = {}, [], [], 0
-    for node, (start, end, size) in sorted(intervals.items(), key=lambda kv: kv[1][0]):
-        size = max(SCRATCH_ALIGN, -(-size // SCRATCH_ALIGN) * SCRATCH_ALIGN)
-        for blk in [b for b in live if b[0] < start]:
-            live.remove(blk)
-            free.append((blk[1], blk[2]))
-        fits = [b for b in free if b[1] >= size]
-        if fits:
-            off, have = min(fits, key=lambda b: b[1])
-            free.remove((off, have))
-            if have > size:
-                free.append((off + size, have - size))
-        else:
-            off, top = top, top + size
-        live.append((end, off, size))
-        offsets[node] = off
-    return offsets, top
-
-
 class ProgramBuilder:
     """Renders the program's lines into the entry's namespace."""
 
-    def __init__(self, graph, ns, var_name):
+    def __init__(self, graph, ns, input_exprs: dict, var_name):
         self.ns = ns
+        self.names = EntryNames(ns)
         self.var_name = var_name
         self.nodes = list(graph.nodes)
         out = next(n for n in self.nodes if n.op == "output")
@@ -134,6 +159,7 @@ class ProgramBuilder:
         self.pointers: dict = {}  # value -> local holding its data_ptr()
         self._locals = 0
         self.fresh = fresh_allocations(self.nodes)
+        self.sizes = SizeExprs(self.nodes, input_exprs)
 
     def why_not(self) -> str | None:
         if not self.launches:
@@ -142,75 +168,9 @@ class ProgramBuilder:
             why = launch.why_not()
             if why:
                 return why
-        if len({launch.ns["DEV"] for launch in self.launches.values()}) != 1:
+        if len({launch.resolved.state.device for launch in self.launches.values()}) != 1:
             return "launches on more than one device"
         return None
-
-    def _rename(self, code: str, vns: dict) -> str:
-        """A variant's code, its names rebound in the entry's namespace."""
-        def repl(m):
-            name = m.group(1)
-            if name in vns and name != "__builtins__":
-                v = vns[name]
-                if v is None or type(v) in (bool, int):
-                    return repr(v)
-                return self.ns.bind(v, name.lower())
-            return name
-        return _NAME.sub(repl, code)
-
-    def head(self) -> list[str]:
-        """The lines that start the program (stream, scratch buffer); `self.conds` is the
-        check of global launch state that must hold for the program to run."""
-        conds: list[str] = []
-        for launch in self.launches.values():
-            for c in launch.ns["GLOBAL_CONDS"]:
-                c = self._rename(c, launch.ns)
-                if c not in conds:
-                    conds.append(c)
-        first = next(iter(self.launches.values())).ns
-        self.st, self.sbuf, self.sb = self.local("st"), self.local("sbuf"), self.local("sb")
-        self.conds = " or ".join(conds) or "False"
-        lines = [f"{self.st} = {self._rename('STREAM(DEV)', first)}"]
-        intervals = _scratch_candidates(self.nodes, self.launches, self.outputs)
-        self.scratch, total = layout(intervals)
-        self.scratch_bytes = total
-        if self.scratch:
-            dev = next(iter(self.scratch)).meta["val"].device
-            lines.append(f"{self.sbuf} = {self.ns.bind(torch.empty, 'empty')}(({total},), "
-                         f"dtype={self.ns.bind(torch.uint8, 'uint8')}, device={self.ns.bind(dev, 'dev')})")
-            lines.append(f"{self.sb} = {self.sbuf}.data_ptr()")
-        return lines
-
-    def render(self, node, names):
-        if node in self.scratch:
-            return [], None
-        val = _empty_like(node)
-        if val is not None:
-            name = names.get(node) or self.var_name(node)
-            like = node.args[0]
-            if like not in self.scratch and not node.kwargs:
-                # Same metadata as the fake result (the guards pin the real argument's, or it
-                # is a value made here), and parsing one argument costs less than the rest.
-                return [f"{name} = {self.ns.bind(torch.empty_like, 'empty_like')}({names[like]})"], name
-            return [f"{name} = {self.ns.bind(torch.empty_strided, 'empty_strided')}("
-                    f"{tuple(val.shape)!r}, {val.stride()!r}, dtype={self.ns.bind(val.dtype, 'dtype')}, "
-                    f"device={self.ns.bind(val.device, 'dev')})"], name
-        launch = self.launches.get(node)
-        if launch is None:
-            if node.op in ("call_function", "call_method") and written_values(node) != []:
-                self.pointers.clear()  # resize_/set_, through any alias, move storage
-            return None
-        return self._launch_lines(launch, names), None
-
-    def _pointer(self, value, names, lines) -> str:
-        if value in self.scratch:
-            off = self.scratch[value]
-            return f"{self.sb} + {off}" if off else self.sb
-        var = self.pointers.get(value)
-        if var is None:
-            var = self.pointers[value] = self.local("p")
-            lines.append(f"{var} = {names[value]}.data_ptr()")
-        return var
 
     def local(self, hint: str) -> str:
         """A fresh local variable name of the program."""
@@ -221,44 +181,166 @@ class ProgramBuilder:
                 self.ns.reserve(name)
                 return name
 
+    # -- head: global state, stream, scratch buffer ------------------------------------
+    def head(self) -> list[str]:
+        """The lines that start the program (stream, scratch buffer); `self.conds` is the
+        check of global launch state that must hold for the program to run."""
+        conds: list[str] = []
+        for launch in self.launches.values():
+            for c in state_conditions(launch.resolved.state, self.names, clean(launch.record.name)):
+                if c not in conds:
+                    conds.append(c)
+        self.conds = " or ".join(conds) or "False"
+        first = next(iter(self.launches.values())).resolved
+        self.st, self.sbuf, self.sb = self.local("st"), self.local("sbuf"), self.local("sb")
+        lines = [f"{self.st} = {stream_expr(first.state, self.names)}"]
+        intervals = _scratch_candidates(self.nodes, self.launches, self.outputs, self.sizes)
+        self.scratch: dict = {}  # value -> its offset in the buffer (an expression)
+        if not intervals:
+            self.scratch_bytes = 0
+            return lines
+        if all(isinstance(size, int) for _, _, size in intervals.values()):
+            offsets, total = layout(intervals)
+            self.scratch = {n: str(off) for n, off in offsets.items()}
+            self.scratch_bytes = total
+            total_expr = str(total)
+        else:
+            total_expr = self._symbolic_layout(intervals, lines)
+            self.scratch_bytes = "a per-call number of"
+        dev = next(iter(intervals)).meta["val"].device
+        lines.append(f"{self.sbuf} = {self.names.bind(torch.empty, 'empty')}(({total_expr},), "
+                     f"dtype={self.names.bind(torch.uint8, 'uint8')}, device={self.names.bind(dev, 'dev')})")
+        lines.append(f"{self.sb} = {self.sbuf}.data_ptr()")
+        return lines
+
+    def _symbolic_layout(self, intervals: dict, lines: list) -> str:
+        """Per-call sizes: each value's bytes rounded up to the alignment, slots as large as
+        their largest value, slot offsets as running sums. Returns the total's expression."""
+        slots, n_slots = slot_layout(intervals)
+        members: list = [[] for _ in range(n_slots)]
+        for n, (_, _, size) in intervals.items():
+            c = as_int(size)
+            text = str(-(-c // SCRATCH_ALIGN) * SCRATCH_ALIGN) if c is not None else None
+            if text is None:
+                var = self.local("nbytes")
+                lines.append(f"{var} = ({self.sizes.render(size)} + {SCRATCH_ALIGN - 1}) & {-SCRATCH_ALIGN}")
+                text = var
+            members[slots[n]].append(text)
+        offsets, end = ["0"], None
+        for j, texts in enumerate(members):
+            size = texts[0] if len(texts) == 1 else f"max({', '.join(texts)})"
+            expr = size if j == 0 else f"{offsets[j]} + {size}"
+            end = self.local("offset")
+            lines.append(f"{end} = {expr}")
+            offsets.append(end)
+        self.scratch = {n: offsets[slots[n]] for n in intervals}
+        return end
+
+    # -- nodes --------------------------------------------------------------------------
+    def render(self, node, names):
+        if node in self.scratch:
+            return [], None
+        val = _empty_like(node)
+        if val is not None:
+            return self._empty_like_lines(node, val, names)
+        launch = self.launches.get(node)
+        if launch is None:
+            if node.op in ("call_function", "call_method") and written_values(node) != []:
+                self.pointers.clear()  # resize_/set_, through any alias, move storage
+            return None
+        return self._launch_lines(launch, names), None
+
+    def _empty_like_lines(self, node, val, names):
+        name = names.get(node) or self.var_name(node)
+        like = node.args[0]
+        bind = self.names.bind
+        dtype = f"dtype={bind(val.dtype, 'dtype')}"
+        if like not in self.scratch and not node.kwargs:
+            # Same metadata as the fake result (the guards pin the real argument's, or it
+            # is a value made here), and parsing one argument costs less than the rest.
+            return [f"{name} = {bind(torch.empty_like, 'empty_like')}({names[like]})"], name
+        if not _is_static(val):
+            if like not in self.scratch:
+                return [f"{name} = {bind(torch.empty_like, 'empty_like')}({names[like]}, {dtype})"], name
+            # A scratch value is contiguous, and so is an empty_like of it.
+            return [f"{name} = {bind(torch.empty, 'empty')}({self._shape(val)}, {dtype}, "
+                    f"device={bind(val.device, 'dev')})"], name
+        return [f"{name} = {bind(torch.empty_strided, 'empty_strided')}("
+                f"{tuple(val.shape)!r}, {val.stride()!r}, {dtype}, device={bind(val.device, 'dev')})"], name
+
+    def _shape(self, val) -> str:
+        dims = [self.sizes.render(s) for s in val.shape]
+        return "(" + "".join(d + ", " for d in dims) + ")"
+
+    def _pointer(self, value, names, lines) -> str:
+        if value in self.scratch:
+            off = self.scratch[value]
+            return f"{self.sb} + {off}" if off != "0" else self.sb
+        var = self.pointers.get(value)
+        if var is None:
+            var = self.pointers[value] = self.local("p")
+            lines.append(f"{var} = {names[value]}.data_ptr()")
+        return var
+
+    def _value(self, value, names) -> str:
+        return names[value] if isinstance(value, fx.Node) else self.names.const(value, "c")
+
     def _launch_lines(self, launch: _Launch, names) -> list[str]:
-        vns, lines, checks = launch.ns, [], []
-        ptrs = {}
-        for i, aligned in vns["TENSORS"]:
-            value = launch.args[i]
-            ptrs[i] = self._pointer(value, names, lines)
-            if value in self.scratch or (value in self.fresh and aligned):
-                continue
-            checks.append(f"{ptrs[i]} & 15" if aligned else f"not {ptrs[i]} & 15")
-        args = []
-        for p in vns["POS"]:
-            if p.startswith("p"):
-                args.append(ptrs[int(p[1:])])
-            else:  # a value fixed at resolution (constants, constexprs, config values)
-                args.append(codegen.literal(vns[p], self.ns))
-        template = vns["CALL"](vns["GRID"], "_ST_", [f"_A{k}_" for k in range(len(args))])
-        call = self._rename(template, vns).replace("_ST_", self.st)
-        for k, a in enumerate(args):
-            call = call.replace(f"_A{k}_", a)
+        r, lines, checks = launch.resolved, [], []
+        pointers = list(launch.args)   # kernel arguments: data pointers for tensors
+        objects = list(launch.args)    # what heuristics and the launcher are given
+        for p in r.params:
+            if p.role == TENSOR:
+                value = launch.args[p.value_index]
+                pointers[p.value_index] = ptr = self._pointer(value, names, lines)
+                objects[p.value_index] = None if value in self.scratch else names[value]
+                if value in self.scratch or (value in self.fresh and p.aligned):
+                    continue
+                cond = alignment_condition(p, ptr)
+                if cond:
+                    checks.append(cond)
+            elif p.role == SCALAR:
+                value = launch.args[p.value_index]
+                pointers[p.value_index] = objects[p.value_index] = e = self._value(value, names)
+                checks += scalar_conditions(p.spec, e)
+        checks += per_call_conditions(r, objects, self.names, self.local)
+        if r.grid_per_call:
+            grid = [self._value(g, names) for g in launch.grid_entries()]
+        else:
+            grid = [str(g) for g in r.grid]
+        call = launch_call(r, grid, self.st, kernel_args(r, pointers, self.names), self.names)
         if not checks:
             return lines + [call]
-        tensors = []
-        for value in launch.args:
-            if value in self.scratch:
-                val = value.meta["val"]
-                tensors.append(f"{self.ns.bind(scratch_view, 'scratch_view')}({self.sbuf}, "
-                               f"{self.scratch[value]}, {val.numel() * val.element_size()}, "
-                               f"{self.ns.bind(val.dtype, 'dtype')}, {tuple(val.shape)!r})")
-            else:
-                tensors.append(names[value])
-        slow = f"{self.ns.bind(launch.launcher, 'launch_' + launch.record.name)}({', '.join(tensors)})"
+        args = [self._scratch_tensor(v) if v in self.scratch else o for v, o in zip(launch.args, objects)]
+        if r.grid_per_call:
+            args.insert(0, self._grid_arg(launch, names))
+        slow = f"{self.names.bind(launch.launcher, 'launch_' + launch.record.name)}({', '.join(args)})"
         return lines + [f"if {' or '.join(checks)}:", f"    {slow}", "else:", f"    {call}"]
+
+    def _scratch_tensor(self, value) -> str:
+        val = value.meta["val"]
+        if _is_static(val):
+            nbytes, shape = str(val.numel() * val.element_size()), repr(tuple(val.shape))
+        else:
+            nbytes, shape = self.sizes.render(val.numel() * val.element_size()), self._shape(val)
+        off = self.scratch[value]
+        return (f"{self.names.bind(scratch_view, 'scratch_view')}({self.sbuf}, {off}, {nbytes}, "
+                f"{self.names.bind(val.dtype, 'dtype')}, {shape})")
+
+    def _grid_arg(self, launch: _Launch, names) -> str:
+        def one(g):
+            return "(" + ", ".join(self._value(x, names) for x in g) + ")"
+        grids = launch.node.kwargs["grid"]
+        if launch.launcher.config_kwargs is None:
+            return one(grids[0])
+        return "(" + "".join(one(g) + ", " for g in grids) + ")"
 
 
 def program_lines(graph, ns, input_exprs: dict, var_name):
     """(lines, builder) of the program's body up to (not including) its return, or
     (None, reason). The program may run only when `builder.conds` is false."""
-    builder = ProgramBuilder(graph, ns, var_name)
+    from .. import codegen
+    builder = ProgramBuilder(graph, ns, input_exprs, var_name)
     why = builder.why_not()
     if why:
         return None, why
