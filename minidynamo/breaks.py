@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 from ._compat import PY311, PY313
 from .exc import unsupported
-from .liveness import live_locals
+from .liveness import live_names, local_value
 from .callees import optimizable_callee, optimized_apply, optimized_function, optimized_module_call
 from .regions import Regions, why_not_carried
 from .resume import Continue, drive, resume_function, why_not_resumable
@@ -149,11 +149,11 @@ class BreakTail:
         if why is not None:
             unsupported("construct", f"cannot raise again where the native instruction was: {why}")
         nulls = tuple(v is NULL for v in tx.stack)
-        names = self._live_names(index)
+        names = live_names(self.tx, index)
         original = self.functions[0].__wrapped__._minidynamo_resume.fn
         fn = rb.ns.bind(resume_function(original, tx.code, index, nulls, names, raising=True), "raise_in")
         values = [rb.expr(v) for v in tx.stack if v is not NULL]
-        values += [rb.expr(tx.f_locals[n] if n in tx.f_locals else tx.cells[n].contents) for n in names]
+        values += [rb.expr(local_value(tx, n)) for n in names]
         exc, caught = rb.ns.prefix + "exc", rb.ns.prefix + "e"
         rb.ns.reserve(exc)
         rb.ns.reserve(caught)
@@ -184,28 +184,15 @@ class BreakTail:
     def _resume_call(self, rb, ex: Exit):
         tx = self.tx
         nulls = tuple(v is NULL for v in ex.stack)
-        names = self._live_names(ex.target)
+        names = live_names(self.tx, ex.target)
         why = why_not_resumable(tx.code, ex.target)
         if why is not None:
             unsupported("construct", f"cannot resume after a graph break here: {why}")
         fn = self.resumes(ex.target, nulls, names)
         self.functions.append(fn)
         values = [v.name if isinstance(v, Native) else rb.expr(v) for v in ex.stack if v is not NULL]
-        values += [rb.expr(tx.f_locals[n] if n in tx.f_locals else tx.cells[n].contents) for n in names]
+        values += [rb.expr(local_value(tx, n)) for n in names]
         return "".join(v + ", " for v in values), rb.ns.bind(fn, "resume")
-
-    def _live_names(self, target: int) -> tuple:
-        """The locals a resume function at `target` takes, by name."""
-        tx = self.tx
-        live = live_locals(tx.code, target)
-        bound = [n for n in tx.code.co_varnames if n in tx.f_locals]
-        names = tuple(n for n in bound if live is None or n in live)
-        # The frame's own cells go by value: the resume function makes fresh cells for them
-        # (as for arguments that are cells). Sound because no closure over the old cells
-        # outlives the trace: a function made in it over them cannot be rebuilt (rebuild.py).
-        cells = tuple(n for n in tx.code.co_cellvars
-                      if n in tx.cells and getattr(tx.cells[n], "contents", None) is not None)
-        return names + tuple(n for n in cells if n not in names)
 
     # --- the native instruction -------------------------------------------------------
     def _native(self, rb, inst, result: Native):

@@ -65,3 +65,22 @@ def _analyse(code):
                 live[i] = out
                 changed = True
     return live
+
+
+def live_names(tx, target: int) -> tuple:
+    """The locals of the frame `tx` (a translator) a resume function at `target` takes, by
+    name: its bound locals live there, then its own cells with a value. Cells go by value:
+    the resume function makes fresh cells for them (as for arguments that are cells), which
+    is sound because no closure over the old cells outlives the trace (a function made in
+    it over them cannot be rebuilt: rebuild.py)."""
+    live = live_locals(tx.code, target)
+    bound = [n for n in tx.code.co_varnames if n in tx.f_locals]
+    names = tuple(n for n in bound if live is None or n in live)
+    cells = tuple(n for n in tx.code.co_cellvars
+                  if n in tx.cells and getattr(tx.cells[n], "contents", None) is not None)
+    return names + tuple(n for n in cells if n not in names)
+
+
+def local_value(tx, name: str):
+    """The tracker of local or own cell `name` of the frame `tx` (see live_names)."""
+    return tx.f_locals[name] if name in tx.f_locals else tx.cells[name].contents

@@ -37,7 +37,8 @@ from .instructions import normalize
 from .sources import AttrSource
 from .variables.base import VariableTracker
 from .variables.builder import register_wrapper
-from .variables.contexts import ContextManagerVariable, EnteredManager, _Method, grad_at_break
+from .variables.contexts import (ContextManagerVariable, EnteredManager, GeneratorContextVariable, _Method,
+                                 grad_at_break)
 from .variables.user_objects import UserExitVariable
 
 
@@ -83,6 +84,18 @@ def region_exits(tx) -> list:
     return [v for v in tx.stack if is_exit_slot(v)]
 
 
+def opened_regions(exits) -> list:
+    """The regions among `exits` the trace entered, outermost first; a @contextmanager's
+    are preceded by those its generator's body entered before its yield (still open in it)."""
+    out = []
+    for v in exits:
+        if isinstance(v, _Method) and not v.carried:
+            if isinstance(v.cm, GeneratorContextVariable) and v.cm.gen is not None:
+                out += opened_regions(region_exits(v.cm.gen))
+            out.append(v)
+    return out
+
+
 def why_not_carried(tx) -> str | None:
     """Why a break at the frame's current instruction cannot carry its with regions across
     (None: it can, or there are none)."""
@@ -97,6 +110,10 @@ def why_not_carried(tx) -> str | None:
             why = v.cm.why_not_across_break()
             if why is not None:
                 return f"inside a with block over {v.cm.describe()}: {why}"
+            if isinstance(v.cm, GeneratorContextVariable):
+                why = why_not_carried(v.cm.gen)
+                if why is not None:
+                    return f"inside {v.cm.describe()}, whose generator is {why}"
     return None
 
 
@@ -107,7 +124,7 @@ class Regions:
 
     def __init__(self, tx, index: int):
         self.exits = region_exits(tx)
-        self.opened = [v for v in self.exits if isinstance(v, _Method) and not v.carried]
+        self.opened = opened_regions(self.exits)
         # A resume function's stack holds its regions' exits as plain values: what says it
         # is inside one is the code's exception table.
         self.raising = PY311 and covered_by_handler(tx.code, index)

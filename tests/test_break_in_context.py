@@ -475,3 +475,105 @@ def test_tree_kinds_of_a_nested_break():
     with contextlib.redirect_stdout(io.StringIO()):
         opt(t())
     assert [e.kind for e in entry_tree(opt)][0] == "break"
+
+
+# --- @contextlib.contextmanager generators: resumed at their yield -----------------------------
+@contextlib.contextmanager
+def logged_generator(log, k, catch=()):
+    log.append(("enter", k))
+    try:
+        with torch.no_grad():  # a region of the generator's own, open at its yield
+            yield k * 2
+    except catch as e:
+        log.append(("caught", type(e).__name__, str(e)))
+    finally:
+        log.append(("exit", k, torch.is_grad_enabled()))
+
+
+@contextlib.contextmanager
+def grad_off_by_statement():
+    prev = torch.is_grad_enabled()
+    torch.set_grad_enabled(False)
+    try:
+        yield prev
+    finally:
+        torch.set_grad_enabled(prev)
+
+
+@contextlib.contextmanager
+def device_of(x):
+    """A library helper over torch's manager (cf. liger-kernel, flash-linear-attention)."""
+    with torch.cuda.device(x.device.index if x.is_cuda else -1):
+        yield
+
+
+@contextlib.contextmanager
+def prints_on_exit(tag):
+    yield
+    print("leaving", tag, torch_state())
+
+
+def generator_manager(x, log):
+    with logged_generator(log, 3) as s:
+        y = x * s
+        report("in generator")
+        z = y + 1
+    return z, z.requires_grad
+
+
+def generator_manager_suppresses(x, log):
+    y = x + 1
+    with logged_generator(log, 3, catch=Boom) as s:
+        y = x * s
+        fail("caught by the generator")
+    return y
+
+
+def generator_manager_raises_on(x, log):
+    with logged_generator(log, 3, catch=ValueError) as s:
+        y = x * s
+        fail("not caught")
+    return y
+
+
+def generator_manager_by_statement(x):
+    with grad_off_by_statement() as prev:
+        y = x * 2
+        report("grad off by a statement")
+        z = y * 3
+    return z, prev, z.requires_grad
+
+
+def generator_inside_autocast(x, log):
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        with logged_generator(log, 1) as s:
+            y = x @ x
+            with torch.inference_mode():
+                report("three deep")
+                z = y * s
+    return y, z
+
+
+def device_helper(x):
+    with device_of(x):
+        y = x * 2
+        report("device helper")
+    return y + 1
+
+
+def exit_prints(x):
+    with prints_on_exit("block"):
+        y = x * 2
+    return y  # the exit's print declines: the frame breaks at the exit call
+
+
+@pytest.mark.parametrize("fn", [generator_manager, generator_manager_suppresses, generator_manager_raises_on,
+                                generator_inside_autocast], ids=lambda f: f.__name__)
+def test_contextmanager_generators_with_a_log(fn):
+    check_break(fn, t().requires_grad_(), [])
+
+
+@pytest.mark.parametrize("fn", [generator_manager_by_statement, device_helper, exit_prints],
+                         ids=lambda f: f.__name__)
+def test_contextmanager_generators(fn):
+    check_break(fn, t().requires_grad_())

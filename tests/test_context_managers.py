@@ -184,5 +184,7 @@ def test_generator_and_device_contexts(fn):
 
 
 def test_a_contextmanager_with_try_finally_runs_eagerly():
-    # The print in its finally block is declined inside the with block: no break there.
-    check(generator_with_finally, torch.ones(2), kind="eager", reason="side_effect")
+    # The print in its finally block declines in the with block's exit: the frame breaks
+    # at that call, which leaves a generator resumed at its yield (3.10: eager, whole).
+    check(generator_with_finally, torch.ones(2), kind="break" if PY >= (3, 11) else "eager",
+          reason="side_effect")

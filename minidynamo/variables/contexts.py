@@ -516,6 +516,44 @@ class GeneratorContextVariable(ContextManagerVariable):
         """As contextlib's decorator form recreates it: a new generator, same arguments."""
         return GeneratorContextVariable(self.generator_fn, self.args, self.kwargs)
 
+    def _yield_index(self) -> int:
+        gen = self.gen
+        return next(i for i, inst in enumerate(gen.instructions) if inst is gen.yield_inst)
+
+    def why_not_across_break(self):
+        from .._compat import PY311
+        from ..resume import why_not_resumable
+        if self.gen is None or self.gen.yield_inst is None:
+            return "its generator is not at its yield"
+        if not PY311:
+            return "Python 3.10 starts generators with GEN_START"
+        if self.gen.yield_inst.opname != "YIELD_VALUE":
+            return "its generator is inside a yield from"
+        why = why_not_resumable(self.gen.code, self._yield_index())
+        return None if why is None else f"its generator cannot be resumed at its yield: {why}"
+
+    def close_at_break(self, graph):
+        pass  # its state is the regions its body entered, closed with the others (regions.py)
+
+    def reenter(self, rb):
+        # The generator cannot be copied: a new one is made from its code, resumed at the
+        # yield with the stack and live locals the trace has there (the regions its body
+        # entered are the exits already entered again); contextlib's manager over it
+        # runs its first step to that yield, and its exit runs the rest as eager's does.
+        from ..liveness import live_names, local_value
+        from ..resume import resume_function
+        from .base import NULL
+        gen, index = self.gen, self._yield_index()
+        stack = [*gen.stack, ConstantVariable(None)]  # what the new generator yields first
+        nulls = tuple(v is NULL for v in stack)
+        names = live_names(gen, index)
+        fn = resume_function(self.generator_fn.fn, gen.code, index, nulls, names)
+        values = [rb.expr(v) for v in stack if v is not NULL] + [rb.expr(local_value(gen, n)) for n in names]
+        name = rb.temp()
+        manager = rb.ns.bind(contextlib._GeneratorContextManager, "GeneratorContextManager")
+        return [f"{name} = {rb.ns.bind(enter_real, 'enter')}({manager}({rb.ns.bind(fn, 'resumed')}, "
+                f"({''.join(v + ', ' for v in values)}), {{}}))"], name
+
     def describe(self):
         return f"contextmanager {self.generator_fn.describe()}"
 
