@@ -55,7 +55,19 @@ def torch_backend(name: str):
                       RuntimeWarning, stacklevel=4)
 
     def run(gm: fx.GraphModule, example_inputs):
-        return compiler(for_torch_backend(gm, compiles_kernels="inductor" in name), example_inputs)
+        gm = for_torch_backend(gm, compiles_kernels="inductor" in name)
+        try:
+            return compiler(gm, example_inputs)
+        except RuntimeError as e:
+            writers = _functions_launching_in_backward(gm)
+            if writers and "leaf Variable that requires grad is being used in an in-place" in str(e):
+                import torch
+                raise BackendError(
+                    f"torch {torch.__version__}'s AOTAutograd failed on the backward of {', '.join(writers)}, "
+                    "whose Triton kernels write into the tensors they are given: this torch cannot keep a "
+                    "backward's write into a forward input that requires grad (torch 2.13 can); use "
+                    f"backend='eager' ({e})") from e
+            raise
 
     run.__name__ = run.__qualname__ = name
     return run
@@ -125,6 +137,18 @@ def _as_torch_launch(node: fx.Node, side_table, wrapper) -> None:
         "tma_descriptor_metadata": {},
         "kwargs": tensors,
     }
+
+
+def _functions_launching_in_backward(gm: fx.GraphModule) -> list:
+    """Names of the Functions of `gm` whose backward body launches kernels (in torch's form)."""
+    from .autograd_function import AutogradFunctionApply
+    names = []
+    for node in gm.graph.nodes:
+        if node.op == "call_function" and isinstance(node.target, AutogradFunctionApply):
+            bwd = gm.get_submodule(node.args[1].target)
+            if any(getattr(n.target, "__name__", None) == "triton_kernel_wrapper_mutation" for n in bwd.graph.nodes):
+                names.append(node.target.spec.name)
+    return names
 
 
 def _refuse_untraced_backwards(gm: fx.GraphModule) -> None:

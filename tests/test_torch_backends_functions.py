@@ -28,6 +28,13 @@ import minidynamo
 
 ON_CPU = DEVICE == "cpu"
 
+# SwiGLU's backward kernel writes into its saved inputs, which here are the caller's
+# tensors requiring grad: torch 2.11's AOTAutograd cannot trace that write (2.13's can),
+# which minidynamo reports as a BackendError naming the Function.
+writes_inputs_in_backward = pytest.mark.xfail(
+    tuple(int(p) for p in torch.__version__.split(".")[:2]) < (2, 13), raises=minidynamo.BackendError,
+    reason="this torch's AOTAutograd cannot keep a backward's write into an input requiring grad", strict=False)
+
 
 def _keeping_inputs_after_call(fn, kept: list):
     """`fn`, which also keeps the values its arguments hold right after it returns."""
@@ -113,6 +120,7 @@ def norm_mlp_residual(norm, mlp, x):
     return mlp(norm(x)) + x
 
 
+@writes_inputs_in_backward
 def test_swiglu_kernels_in_both_bodies():
     # The backward kernel writes the gradients into the saved inputs (eager leaves them
     # changed, and so must the compiled graph).
@@ -120,12 +128,14 @@ def test_swiglu_kernels_in_both_bodies():
     assert torch_launches(gm) == [(1, 1)]
 
 
+@writes_inputs_in_backward
 @pytest.mark.parametrize("which", ["a", "b"])
 def test_swiglu_one_input_requires_grad(which):
     gm = check_backend(swiglu, t(4, 10, grad=which == "a"), t(4, 10, grad=which == "b"))
     assert torch_launches(gm) == [(1, 1)]
 
 
+@writes_inputs_in_backward
 def test_swiglu_non_contiguous_input_and_gradient():
     gm = check_backend(swiglu_transposed, t(10, 4).t(), t(4, 10))
     assert torch_launches(gm) == [(1, 1)]
@@ -225,6 +235,39 @@ def test_cudagraphs_backend_on_cpu_runs_the_graph():
     assert torch_launches(gm) == [(1, 1)]
 
 
+# --- Functions of torch ops: what the node itself replays ----------------------------
+def scaled_pow(x, w):
+    y, mask, power = A.ScaledPowFunction.apply(x, w, 3, 0.5)  # non-differentiable mask
+    return y, mask, power + 1
+
+
+def mul_in_place(x):
+    y = x + 1
+    z = A.MulInPlaceFunction.apply(y, 3)  # mark_dirty
+    return z * y, z is y
+
+
+def needs_grad_mul(x, w):
+    return A.NeedsGradMulFunction.apply(x, w, 3)
+
+
+def pass_through(x, w):
+    a, b = A.PassThroughFunction.apply(x, w)
+    return a, b, a is x
+
+
+@pytest.mark.parametrize("fn, args", [
+    (scaled_pow, lambda: (t(4, 5), t(5))),
+    (mul_in_place, lambda: (t(5),)),
+    (needs_grad_mul, lambda: (t(3, 4), t(3, 4, grad=False))),
+    (pass_through, lambda: (t(4), t(4))),
+    (lambda x: A.CubeOnceFunction.apply(x), lambda: (t(5),)),
+], ids=["non_differentiable", "mark_dirty", "needs_input_grad", "pass_through", "once_differentiable"])
+def test_function_of_torch_ops(fn, args):
+    gm = check_backend(fn, *args())
+    assert torch_launches(gm) == [(0, 0)]
+
+
 # --- inductor -----------------------------------------------------------------------------
 def cube(x):
     return A.CubeFunction.apply(x.sin()) * 2
@@ -295,7 +338,7 @@ def mul_global(x):
 
 
 def full_of_numpy_scalar(x):
-    return torch.full((x.shape[0],), D) * x
+    return torch.full((x.shape[0],), D, device=x.device) * x
 
 
 def tensor_of_numpy_scalar(x):
