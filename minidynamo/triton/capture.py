@@ -53,19 +53,31 @@ class LaunchRecord:
     dynamic_names: tuple
     mutation: object = None  # MutationAnalysis
     _launcher: object = field(default=None, repr=False)
+    # The node's grid holds graph values (sizes): the launcher takes it first in each call.
+    grid_per_call: bool = False
 
     def launcher(self):
         if self._launcher is None:
             from .launcher import make_launcher
             self._launcher = make_launcher(self.kernel, self.grid, self.constant_kwargs,
-                                           self.dynamic_names)
+                                           self.dynamic_names, grid_per_call=self.grid_per_call)
             # fx names a call's target after these (the node shows the kernel's name).
             self._launcher.__name__ = self._launcher.__qualname__ = f"launch_{self.name}"
             self._launcher.__module__ = "minidynamo.triton"
         return self._launcher
 
-    def launch(self, values: tuple):
-        self.launcher()(*values)
+    def launch(self, values: tuple, grid=None):
+        if self.grid_per_call:
+            self.launcher()(self.call_grid(grid), *values)
+        else:
+            self.launcher()(*values)
+
+    def call_grid(self, grid):
+        """The launcher's grid argument from the node's (a list of 3-tuples, one per config):
+        one 3-tuple for a plain kernel, a tuple of them for an autotuned one."""
+        if self.launcher().config_kwargs is None:
+            return tuple(grid[0])
+        return tuple(tuple(g) for g in grid)
 
     def written_tensors(self) -> list[str] | None:
         """Tensor parameters the kernel writes; None when the analysis could not decide."""
@@ -138,7 +150,7 @@ class TritonKernelWrapperMutation:
 
     def __call__(self, *, kernel_idx: int, grid, kwargs: dict):
         record = self.table.records[kernel_idx]
-        record.launch(tuple(kwargs[n] for n in record.dynamic_names))
+        record.launch(tuple(kwargs[n] for n in record.dynamic_names), grid)
 
 
 class TritonKernelWrapperFunctional:
@@ -163,7 +175,7 @@ class TritonKernelWrapperFunctional:
             if clone is None:
                 clone = by_id[id(t)] = clone_preserve_strides(t)
             args[name] = clones[name] = clone
-        record.launch(tuple(args[n] for n in record.dynamic_names))
+        record.launch(tuple(args[n] for n in record.dynamic_names), grid)
         return clones
 
 
@@ -196,6 +208,14 @@ def launch_record(node):
     return None
 
 
+def _direct_args(record, node) -> tuple:
+    """A launch node's arguments for a direct call of its launcher: the grid first where
+    it is computed per call, then the values of the dynamic parameters."""
+    kwargs = node.kwargs["kwargs"]
+    values = tuple(kwargs[n] for n in record.dynamic_names)
+    return (record.call_grid(node.kwargs["grid"]), *values) if record.grid_per_call else values
+
+
 @contextlib.contextmanager
 def direct_launch_nodes(graph):
     """Within the block, each launch node of `graph` calls its kernel's launcher with the
@@ -205,10 +225,9 @@ def direct_launch_nodes(graph):
     for node in graph.nodes:
         record = launch_record(node)
         if record is not None:
-            kwargs = node.kwargs["kwargs"]
             saved.append((node, node.target, node.args, node.kwargs))
             node.target = record.launcher()
-            node.args = tuple(kwargs[n] for n in record.dynamic_names)
+            node.args = _direct_args(record, node)
             node.kwargs = {}
     try:
         yield
@@ -229,9 +248,8 @@ def direct_launches(gm):
     for node in graph.nodes:
         record = launch_record(node)
         if record is not None:
-            kwargs = node.kwargs["kwargs"]
             node.target = record.launcher()
-            node.args = tuple(kwargs[n] for n in record.dynamic_names)
+            node.args = _direct_args(record, node)
             node.kwargs = {}
             changed = True
     if not changed:
