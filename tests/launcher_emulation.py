@@ -65,7 +65,9 @@ class EmulatedRun:
                 if got != spec:
                     raise SpecialisationError(f"{p.name}={v!r} is {got}, compiled for {spec}")
             named[p.name] = v
-        k.emulation.launches.append((k, (gx, gy, gz), replay))
+        import sys
+        caller = sys._getframe(1).f_code.co_name  # the program, a launcher's variant, Triton's run
+        k.emulation.launches.append((k, (gx, gy, gz), replay, caller))
         k.interpreted.run(grid=(gx, gy, gz), warmup=False, **named)
 
 
@@ -93,7 +95,7 @@ class EmulatedKernel:
 class Emulation:
     def __init__(self):
         self.compiled: dict = {}
-        self.launches: list = []     # (kernel, grid, replayed) per launch
+        self.launches: list = []     # (kernel, grid, replayed, calling function) per launch
         self.memory: dict = {}       # data pointer -> tensor
         self._interpreted: dict = {}
         self.runtime = types.SimpleNamespace(launch_enter_hook=None, launch_exit_hook=None, debug=False,
@@ -127,7 +129,10 @@ class Emulation:
     # -- counts
     @property
     def replays(self) -> int:
-        return sum(1 for _, _, r in self.launches if r)
+        return sum(1 for launch in self.launches if launch[2])
+
+    def calls_from(self, function: str) -> int:
+        return sum(1 for launch in self.launches if launch[3] == function)
 
     @property
     def compiles(self) -> int:

@@ -329,3 +329,126 @@ def test_program_tests_alignment_only_of_values_that_are_not_fresh(stand_in_reso
     text = entry(opt).source_text
     tests = re.findall(r"(\w+) & 15", text)
     assert len(tests) == 1 and f"{tests[0]} = b.data_ptr()" in text, text  # b's only
+
+
+def chain_any_size(a, b):
+    # t's size is symbolic (one graph for every size of a), the launches touch 256 elements
+    t = torch.empty_like(a)
+    K.add_kernel[(4,)](a, b, t, 256, BLOCK=64)
+    out = torch.empty_like(a)
+    K.add_kernel[(4,)](t, b, out, 256, BLOCK=64)
+    return out[:256]
+
+
+def test_program_logic_scratch_sized_per_call(stand_in_resolution):
+    opt = minidynamo.optimize(chain_any_size, dynamic=True)
+    b = torch.randn(256)
+    for i, n in enumerate((300, 400, 300, 1000, 257)):
+        a = torch.randn(n)
+        torch.testing.assert_close(opt(a, b), chain_any_size(a, b))
+        assert _cpu_add.calls == 2 * i  # the program from the second call on
+    assert len(opt.cache_entries()) == 1
+    note = entry(opt).program_note
+    assert "1 scratch value(s) in a per-call number of bytes" in note, note
+    text = entry(opt).source_text
+    line = next(x for x in text.splitlines() if "nbytes" in x and "=" in x)
+    assert "a.size(0)" in line and "& -256" in line, text  # t's bytes, from a's size, rounded
+
+
+# --- launches whose grid and sizes are values of the graph (launchers with a per-call grid),
+# on emulated Triton launches (launcher_emulation.py), in graphs built as the trace makes
+# them (launch_graphs.py): one program for every size.
+
+@pytest.fixture
+def emu(monkeypatch):
+    if torch.cuda.is_available():
+        pytest.skip("the GPU runs the real launch path")
+    import launcher_emulation as E
+
+    from minidynamo.triton import program
+    from minidynamo.triton import resolve as resolve_module
+    emulation = E.Emulation()
+    internals = emulation.internals()
+    monkeypatch.setattr(resolve_module, "internals", lambda: internals)
+    monkeypatch.setattr(program, "DEVICE_TYPES", ("cuda", "cpu"))
+    return emulation
+
+
+def _enable(launcher):
+    launcher._enabled, launcher.fallback_reason = True, None  # resolve as on a GPU
+
+
+def _emulated_chain(emu):
+    import launch_graphs as G
+    import launcher_emulation as E
+    tuned = triton.autotune(configs=[triton.Config({"BLOCK": 16}), triton.Config({"BLOCK": 64})], key=["n"],
+                            do_bench=E.last_config_wins())(emu.jit(E.add))
+    return G.chain_graph(emu.jit(E.add), tuned=tuned, setup=_enable)
+
+
+def test_program_with_per_call_grids_and_sizes(emu):
+    import launch_graphs as G
+    graph, table = _emulated_chain(emu)
+    plain = G.plain_function(graph)
+    tuned = table.records[1].kernel
+    program = text = None
+    for i, n in enumerate([300, 256, 1000, 300, 48, 17, 256, 300, 1]):
+        a, b = emu.track(torch.randn(n), torch.randn(n))
+        expected = (a + b) + b + b
+        if i < 2:
+            got = plain(a, b)  # resolves the launchers: odd n, then n divisible by 16
+            torch.testing.assert_close(got, expected)
+            continue
+        if program is None:  # built from each launcher's newest variant (n divisible by 16)
+            program, text = G.program_function(graph)
+        replays, direct = emu.replays, emu.calls_from("program")
+        new_key = (n, *["torch.float32"] * 3) not in tuned.cache
+        got = program(a, b)
+        assert got is not None  # the global state held
+        torch.testing.assert_close(got, expected)
+        if n == 1:  # Triton's constexpr 1: a new specialisation for each launch
+            continue
+        # Every launch replays a compiled kernel, but the autotuner tunes a new key.
+        assert emu.replays == replays + 3 - new_key, text
+        # Straight from the program where n is divisible by 16, else through the launcher.
+        assert emu.calls_from("program") - direct == (3 - new_key if n % 16 == 0 else 0), text
+    # Scratch bytes and grids per call, from a's size and the graph's size nodes.
+    assert "nbytes" in text and "a.size(0)" in text, text
+
+
+def test_program_with_per_call_grids_steps_aside_on_global_state(emu):
+    import launch_graphs as G
+    graph, table = _emulated_chain(emu)
+    plain = G.plain_function(graph)
+    for n in (64, 64):
+        plain(*emu.track(torch.randn(n), torch.randn(n)))
+    program, text = G.program_function(graph)
+    a, b = emu.track(torch.randn(64), torch.randn(64))
+    assert program(a, b) is not None
+    table.records[1].kernel.configs = list(table.records[1].kernel.configs)  # a new config list
+    assert program(a, b) is None, text  # the entry runs the plain graph instead
+    torch.testing.assert_close(plain(a, b), a + b + b + b)
+
+
+@gpu
+def test_gpu_program_with_per_call_grids_and_sizes():
+    import launch_graphs as G
+    graph, table = G.chain_graph(K.add_kernel, tuned=K.add_autotuned, device="cuda", launches=5)
+    plain = G.plain_function(graph)
+    program = text = None
+    for i, n in enumerate([300, 256, 1000, 300, 48, 17, 256, 4096, 1]):
+        a, b = torch.randn(n, device="cuda"), torch.randn(n, device="cuda")
+        expected = a + b + b + b + b + b
+        if i < 2:
+            got = plain(a, b)
+        else:
+            if program is None:
+                program, text = G.program_function(graph)
+            got = program(a, b)
+            assert got is not None, text
+        torch.testing.assert_close(got, expected)
+    assert "entry_add_kernel(" in text and "nbytes" in text, text
+    # The plain launches: one ordinary call per class of n (odd, divisible by 16, 1); the
+    # autotuned one tunes each new n.
+    calls = [r.launcher().ordinary_calls for r in table]
+    assert calls == [3, 3, 7, 3, 3], [r.launcher().describe() for r in table]

@@ -273,3 +273,111 @@ def test_emulated_variant_code_names_what_it_holds(emu):
     assert "gx, gy, gz = grid" in source and "entry_add(gx, gy, gz, current_stream(-1)" in source, source
     for opaque in ("RT", "H0", "P0", "DEV", "GETDEV"):
         assert opaque not in source.replace("entry", ""), source
+
+
+# ---------------------------------------------------------------- GPU only
+gpu = pytest.mark.gpu
+needs_cuda = pytest.mark.skipif(not HAS_CUDA, reason="needs a CUDA GPU")
+
+
+def _gpu_add(lau, n, offset=0, block=128):
+    x, y, out = (torch.randn(n + offset, device="cuda")[offset:] for _ in range(3))
+    lau(grid_for(n, block), x, y, out, n)
+    torch.cuda.synchronize()
+    torch.testing.assert_close(out, x + y, rtol=0, atol=0)
+
+
+@gpu
+@needs_cuda
+def test_gpu_per_call_fast_path_across_sizes():
+    lau = make_launcher(add_kernel, None, {"BLOCK": 128}, ADD, grid_per_call=True)
+    for n in SIZES * 2:
+        _gpu_add(lau, n)
+    # One ordinary launch per class of n (odd, divisible by 16, 1); every other call replays.
+    assert lau.fast_path and lau.ordinary_calls == 3, lau.describe()
+    assert "C entry" in lau.describe()
+    source = type(lau).__call__.__source__
+    assert "gx, gy, gz = grid" in source and "entry_add_kernel(gx, gy, gz" in source, source
+
+
+@gpu
+@needs_cuda
+def test_gpu_per_call_misaligned_and_large_ints():
+    lau = make_launcher(add_kernel, None, {"BLOCK": 128}, ADD, grid_per_call=True)
+    for offset in (0, 1, 0, 1):
+        _gpu_add(lau, 300, offset)
+    assert lau.ordinary_calls == 2
+    # An int past 2**31 is an i64 argument: another compiled kernel (x is short: the grid
+    # covers it, the mask does not matter past n).
+    x = torch.randn(256, device="cuda")
+    out = torch.zeros(256, device="cuda")
+    lau(grid_for(256, 128), x, x, out, 256)
+    lau(grid_for(256, 128), x, x, out, 2**31 + 16)
+    torch.cuda.synchronize()
+    torch.testing.assert_close(out, x + x, rtol=0, atol=0)
+    assert lau.ordinary_calls == 4, lau.describe()  # 256: divisible by 16, a new class too
+
+
+@gpu
+@needs_cuda
+def test_gpu_per_call_heuristics():
+    lau = make_launcher(heur_scale, None, {"scale": 3.0}, ("x_ptr", "out_ptr", "n"), grid_per_call=True)
+    classes = set()
+    for n in [300, 256, 512, 300, 64, 100, 256, 300, 512]:
+        x = torch.randn(n, device="cuda")
+        out = torch.empty(n, device="cuda")
+        block = triton.next_power_of_2(n) // 4
+        lau(grid_for(n, block), x, out, n)
+        torch.cuda.synchronize()
+        torch.testing.assert_close(out, x * 3.0, rtol=0, atol=0)
+        classes.add((block, n % block == 0, n % 16 == 0))
+    assert lau.fast_path and lau.ordinary_calls == len(classes), lau.describe()
+
+
+@gpu
+@needs_cuda
+def test_gpu_per_call_real_autotune_per_key():
+    @triton.autotune(configs=[triton.Config({"BLOCK": 128}), triton.Config({"BLOCK": 256}, num_warps=8)],
+                     key=["n"])
+    @triton.jit
+    def real_tuned(x_ptr, y_ptr, out_ptr, n, BLOCK: triton.language.constexpr):
+        offs = triton.language.program_id(0) * BLOCK + triton.language.arange(0, BLOCK)
+        m = offs < n
+        triton.language.store(out_ptr + offs, triton.language.load(x_ptr + offs, mask=m)
+                              * triton.language.load(y_ptr + offs, mask=m), mask=m)
+
+    lau = make_launcher(real_tuned, None, {}, ADD, grid_per_call=True)
+    sizes = [4096, 1000, 4096, 1000, 8192, 4096, 1000]
+    for n in sizes:
+        x, y, out = (torch.randn(n, device="cuda") for _ in range(3))
+        lau(_per_config(real_tuned, n), x, y, out, n)
+        torch.cuda.synchronize()
+        torch.testing.assert_close(out, x * y, rtol=0, atol=0)
+    assert len(real_tuned.cache) == 3
+    assert lau.ordinary_calls == 3, lau.describe()  # one tuning per key, then replays
+
+
+@gpu
+@needs_cuda
+def test_gpu_per_call_side_stream_and_graph_capture():
+    lau = make_launcher(add_kernel, None, {"BLOCK": 128}, ADD, grid_per_call=True)
+    n = 300
+    x, y, o = (torch.randn(n, device="cuda") for _ in range(3))
+    lau(grid_for(n, 128), x, y, o, n)
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        torch.cuda._sleep(20_000_000)
+        x.add_(1.0)
+        lau(grid_for(n, 128), x, y, o, n)
+    s.synchronize()
+    torch.testing.assert_close(o, x + y, rtol=0, atol=0)
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        lau(grid_for(n, 128), x, y, o, n)
+    x.mul_(2.0)
+    o.zero_()
+    g.replay()
+    torch.cuda.synchronize()
+    torch.testing.assert_close(o, x + y, rtol=0, atol=0)
+    assert lau.ordinary_calls == 1

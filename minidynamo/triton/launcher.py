@@ -43,7 +43,8 @@ from .resolved import ResolvedLaunch
 log = logging.getLogger("minidynamo.launcher")
 
 _MAX_VARIANTS = 4      # live specialisations per launcher
-_MAX_RESOLVES = 16     # stop resolving after this many new variants (thrashing guard)
+_MAX_RESOLVES = 16     # stop resolving after this many new variants or declines (thrashing guard)
+_MAX_REPEATS = 64      # ... or this many resolutions that found a live variant again
 _RESOLVE_LOCK = threading.RLock()
 _logged: set = set()
 
@@ -135,7 +136,7 @@ class Launcher:
         self.fallback_reason: str | None = None
         self.ordinary_calls = 0          # how often the ordinary path ran (for tests/inspection)
         self._variants: list = []        # (generated function, ResolvedLaunch), newest first
-        self._resolves = 0
+        self._resolves = self._repeats = 0
         self._enabled = True
         # A class per launcher, so a variant can be installed as its __call__: calling the
         # instance then runs the generated function directly (no extra *args frame).
@@ -224,7 +225,7 @@ class Launcher:
         self.ordinary_calls += 1
         kw = dict(self.constant_kwargs)
         kw.update(zip(self.dynamic_names, values))
-        if not self._enabled or self._resolves >= _MAX_RESOLVES:
+        if not self._enabled or self._resolves >= _MAX_RESOLVES or self._repeats >= _MAX_REPEATS:
             self._launch(grid, kw)
             return None
         with _RESOLVE_LOCK:  # one resolution at a time: Triton's compile/load path is shared state
@@ -260,6 +261,7 @@ class Launcher:
     def _add_variant(self, resolved: ResolvedLaunch) -> None:
         same = next((v for v in self._variants if v[1].same_replay(resolved)), None)
         if same is not None:  # e.g. a new autotune key tuned to the same config: no new code
+            self._repeats += 1
             self._variants.remove(same)
             self._variants.insert(0, same)
         else:
