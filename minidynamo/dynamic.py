@@ -71,6 +71,7 @@ class DynamicPolicy:
     def __init__(self, mode: bool | None = None):
         self.mode = mode
         self.seen: dict = {}  # source name → sizes seen first ([None] where they varied)
+        self.ints: dict = {}  # source name → the int argument seen first (None: it varied)
 
     def tensor_dims(self, name: str, t: torch.Tensor) -> tuple:
         """Which dimensions of input `t` (reached as `name`) the trace keeps symbolic."""
@@ -92,6 +93,19 @@ class DynamicPolicy:
                         seen[d] = None
                 dims = [s is None for s in seen]
         return tuple((d in marked or dyn) and d not in static for d, dyn in enumerate(dims))
+
+    def int_is_symbolic(self, name: str, value: int) -> bool:
+        """Whether int argument `name` is traced as a symbolic int (0 and 1 never are)."""
+        if self.mode is False or value in (0, 1):
+            if self.mode is None:
+                self.ints.setdefault(name, value)
+            return False
+        if self.mode is True:
+            return True
+        seen = self.ints.setdefault(name, value)
+        if seen is not None and seen != value:
+            self.ints[name] = seen = None
+        return seen is None
 
     def symbolic_sources(self) -> dict:
         """{source name: dims found to vary} (what `explain` reports)."""
@@ -143,6 +157,14 @@ def symbolic_fake(mode, t: torch.Tensor, dims: tuple, index: int):
     return mode.from_tensor(t, symbolic_context=ctx, source=SymSource(index))
 
 
+def symbolic_int(shape_env, value: int, index: int):
+    """A SymInt of the environment for an int argument, or None where it specialises it."""
+    from torch.fx.experimental.symbolic_shapes import DimDynamic
+    expr = shape_env.create_symbol(value, SymSource(index), dynamic_dim=DimDynamic.DYNAMIC, positive=None)
+    sym = shape_env.create_symintnode(expr, hint=value, source=SymSource(index))
+    return sym if is_symbolic(sym) else None
+
+
 def is_symbolic(v) -> bool:
     """A SymInt/SymFloat/SymBool that is not a constant of the environment."""
     if isinstance(v, (torch.SymInt, torch.SymFloat, torch.SymBool)):
@@ -167,5 +189,24 @@ def shape_guard_texts(shape_env, fakes: list) -> list[str]:
     if shape_env is None or not fakes:
         return []
     sources = [SymSource(i) for i in range(len(fakes))]
-    found = shape_env.produce_guards_verbose(fakes, sources, ignore_static=True, langs=("python",))
+    # Not ignore_static: a size that was symbolic and got specialised (`range(n)`) is
+    # static by now, and its `== value` guard must stay (the caller drops the ones that
+    # TENSOR_MATCH checks already).
+    found = shape_env.produce_guards_verbose(fakes, sources, ignore_static=False, langs=("python",))
     return list(found[0].exprs)
+
+
+_PLAIN = re.compile(r"^@(\d+)@(?:\.(size|stride)\(\)\[(\d+)\]|\.(storage_offset)\(\)) == -?\d+$")
+
+
+def checked_elsewhere(code: str, static: list) -> bool:
+    """A guard `@i@.size()[d] == c` on a dimension that was static when the input was made
+    (TENSOR_MATCH checks it), or on its storage offset (no entry checks that: the graph's ops
+    do not depend on it)."""
+    m = _PLAIN.match(code)
+    if m is None:
+        return False
+    if m.group(4):
+        return True
+    sizes, strides = static[int(m.group(1))]
+    return (sizes if m.group(2) == "size" else strides)[int(m.group(3))]

@@ -34,7 +34,8 @@ from torch._subclasses.fake_tensor import (
 )
 
 from .exc import unsupported
-from .dynamic import has_symbolic, new_shape_env, render, shape_guard_texts, symbolic_fake
+from .dynamic import (checked_elsewhere, has_symbolic, is_symbolic, new_shape_env, render, shape_guard_texts,
+                      symbolic_fake, symbolic_int)
 from .fakecache import input_fake, op_key, op_result, remember
 from .guards import GuardSet, shape_guard, tensor_guard
 from .sources import Source
@@ -53,6 +54,7 @@ class OutputGraph:
         self.dynamic = dynamic  # the function's DynamicPolicy (dynamic.py), or None: all static
         self.shape_env = None  # made with the first symbolic input
         self.symbolic_inputs: list = []  # (source, fake) of inputs with symbolic sizes
+        self._static: list = []  # per symbolic input: which sizes, strides were static when made
         self.graph = fx.Graph()  # where nodes go: the frame's graph, or a body being traced
         self.root_graph = self.graph  # the frame's graph: inputs are its placeholders
         self.submodules: dict = {}  # bodies held by nodes (autograd.Function), by attribute name
@@ -117,6 +119,34 @@ class OutputGraph:
         self._input_by_id[id(value)] = (value, var)
         return var
 
+    def add_int_input(self, source: Source, value: int):
+        """An int argument the policy traces symbolically: a placeholder of the graph
+        (the entry passes the int) and a SymNodeVariable; None when it stays a constant."""
+        from .variables.symbolic import SymNodeVariable
+        if self.dynamic is None or not self.dynamic.int_is_symbolic(source.name(), value):
+            return None
+        existing = self._input_by_source.get(source)
+        if existing is not None:
+            return existing
+        self._ensure_shape_env()
+        sym = symbolic_int(self.shape_env, value, len(self.symbolic_inputs))
+        if sym is None:
+            return None
+        self.symbolic_inputs.append((source, sym))
+        self._static.append(([], []))
+        node = self.root_graph.placeholder(_placeholder_name(source, len(self.inputs)))
+        node.meta["val"] = sym
+        self.inputs.append(GraphInput(source, node, value))
+        var = SymNodeVariable(node, sym, source)
+        self._input_by_source[source] = var
+        return var
+
+    def _ensure_shape_env(self) -> None:
+        if self.shape_env is None:
+            # The mode's fakes so far are static; from now on it has an environment.
+            self.shape_env = self.fake_mode.shape_env = new_shape_env()
+            self.fake_mode.static_shapes = False
+
     def _symbolic_fake(self, source: Source, value: torch.Tensor):
         """A fake with symbolic dimensions where the policy says so, else None."""
         if self.dynamic is None or value.layout is not torch.strided or value.dim() == 0:
@@ -124,12 +154,10 @@ class OutputGraph:
         dims = self.dynamic.tensor_dims(source.name(), value)
         if not any(dims):
             return None
-        if self.shape_env is None:
-            # The mode's fakes so far are static; from now on it has an environment.
-            self.shape_env = self.fake_mode.shape_env = new_shape_env()
-            self.fake_mode.static_shapes = False
+        self._ensure_shape_env()
         fake = symbolic_fake(self.fake_mode, value, dims, len(self.symbolic_inputs))
         self.symbolic_inputs.append((source, fake))
+        self._static.append(([not is_symbolic(s) for s in fake.shape], [not is_symbolic(s) for s in fake.stride()]))
         return fake
 
     def shape_guards(self) -> list:
@@ -140,12 +168,17 @@ class OutputGraph:
         inputs = [s for s, _ in self.symbolic_inputs]
         terms = []  # every size, stride and offset of the symbolic inputs, by its token text
         for i, (_, fake) in enumerate(self.symbolic_inputs):
+            if not isinstance(fake, torch.Tensor):  # an int argument
+                terms.append(f"@{i}@")
+                continue
             terms += [f"@{i}@.size()[{d}]" for d in range(fake.dim())]
             terms += [f"@{i}@.stride()[{d}]" for d in range(fake.dim())]
             terms.append(f"@{i}@.storage_offset()")
         out = []
         for text in texts:
             code, _, why = text.partition("  # ")
+            if checked_elsewhere(code.strip(), self._static):
+                continue
             used = [(render(t, inputs), t) for t in terms if t in code]
             out.append(shape_guard(code.strip(), inputs, used, f" ({why})" if why else ""))
         return out

@@ -229,13 +229,13 @@ def test_cache_size_limit_warns_once_and_runs_eagerly():
 
     opt, be = opt_of(f)
     x = torch.zeros(1)
-    opt(x, 1)
-    opt(x, 2)
+    opt(x, 1.0)  # floats stay constants (a changing int argument becomes symbolic)
+    opt(x, 2.0)
     with pytest.warns(RuntimeWarning, match="cache_size_limit"):
-        assert opt(x, 3).tolist() == [3.0]
+        assert opt(x, 3.0).tolist() == [3.0]
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        assert opt(x, 4).tolist() == [4.0]  # no second warning, still correct
+        assert opt(x, 4.0).tolist() == [4.0]  # no second warning, still correct
     assert be.calls == 2 and len(opt.cache_entries()) == 2
 
 

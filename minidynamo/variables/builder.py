@@ -12,7 +12,7 @@ import torch
 from ..dynamic import has_symbolic
 from ..exc import READS_FRAME, unsupported
 from ..guards import Guard
-from ..sources import AttrSource, ItemSource, IteratorSource, iterator_state
+from ..sources import AttrSource, ItemSource, IteratorSource, LocalSource, iterator_state
 from .autograd import FunctionApplyVariable, is_function_apply
 from .base import ObjectConstantVariable
 from .builtins import BuiltinVariable, is_builtin_callable
@@ -59,6 +59,14 @@ def wrap(tx, value, source):
     return var
 
 
+def _is_argument(source) -> bool:
+    """An argument of the frame, or an item of one (a tuple of sizes): the ints torch.compile
+    makes dynamic too (not globals, closures or attributes of objects)."""
+    while isinstance(source, ItemSource):
+        source = source.base
+    return isinstance(source, LocalSource)
+
+
 def _guard(tx, kind, source, expected=None, **meta):
     if source is not None:
         tx.output.guards.add(Guard(kind, source, expected, meta))
@@ -73,6 +81,11 @@ def _wrap(tx, value, source):
     if type(value) is torch.Size:
         _guard(tx, "EQUALS_MATCH", source, value)
         return size_variable(value)
+    if type(value) is int and _is_argument(source):
+        var = tx.output.add_int_input(source, value)  # symbolic where the policy says so
+        if var is not None:
+            _guard(tx, "TYPE_MATCH", source, int)
+            return var
     if is_constant_value(value) and type(value) is not tuple and type(value) is not frozenset:
         _guard(tx, "EQUALS_MATCH", source, value)
         return ConstantVariable(value, source)

@@ -79,6 +79,8 @@ class SymNodeVariable(VariableTracker):
             result = fn(*values)
         except ZeroDivisionError as e:
             unsupported("exceptions", f"ZeroDivisionError: {e}")
+        except TypeError:  # an operator SymInt does not have (>>, &): on the values, guarded
+            return _specialised(tx, name, operands, inplace)
         return symbolic_result(tx, "call_function", fn, [v.as_fx_arg() for v in operands], result)
 
     def __repr__(self):
