@@ -577,3 +577,63 @@ def test_contextmanager_generators_with_a_log(fn):
                          ids=lambda f: f.__name__)
 def test_contextmanager_generators(fn):
     check_break(fn, t().requires_grad_())
+
+
+# --- a Triton library's op: the device entered around a launch, a print inside ----------------
+def current_device():
+    return torch.cuda.current_device() if torch.cuda.is_available() else None
+
+
+def report_device(tag):
+    print(tag, current_device(), torch_state())
+
+
+def _launch_op():
+    from kernels.capture_kernels import add_kernel, triton
+
+    @device_guard
+    def add(x, y):
+        out = torch.empty_like(x)
+        n = x.numel()
+        add_kernel[(triton.cdiv(n, 16),)](x, y, out, n, BLOCK=16)
+        report_device("launched")
+        return out * 2
+
+    return add
+
+
+ADD = _launch_op()
+
+
+def calls_a_launching_op(x):
+    y = x + 1
+    return ADD(x, y) + ADD(y, x)
+
+
+def device_region_in_frame(x):
+    with torch.cuda.device(x.device.index if x.is_cuda else -1):
+        y = x * 2
+        report_device("in frame")
+        z = y + 1
+    report_device("after")
+    return z
+
+
+def test_a_launching_op_inside_the_device_region():
+    from kernels.capture_kernels import DEVICE
+    x = torch.randn(40, device=DEVICE)
+    check_break(calls_a_launching_op, x, kind="break")
+    check_break(device_region_in_frame, x, kind="break" if PY >= (3, 11) else "eager")
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_the_device_is_switched_for_the_native_code():
+    # The tensor on the last GPU, the current device the first: inside the region the
+    # native code sees the tensor's device, after it the first again (one GPU: both 0).
+    last = torch.cuda.device_count() - 1
+    x = torch.randn(40, device=f"cuda:{last}")
+    torch.cuda.set_device(0)
+    check_break(device_region_in_frame, x, kind="break" if PY >= (3, 11) else "eager")
+    check_break(calls_a_launching_op, x, kind="break")
+    assert torch.cuda.current_device() == 0
