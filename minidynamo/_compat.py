@@ -4,6 +4,7 @@ import sys
 PY311 = sys.version_info >= (3, 11)
 PY312 = sys.version_info >= (3, 12)
 PY313 = sys.version_info >= (3, 13)
+PY314 = sys.version_info >= (3, 14)
 VERSION = f"{sys.version_info.major}.{sys.version_info.minor}"
 
 # co_flags bits that make a code object something other than a plain function.

@@ -1,4 +1,4 @@
-"""normalize(code): one canonical instruction list for Python 3.10-3.13.
+"""normalize(code): one canonical instruction list for Python 3.10-3.14.
 
 Bytecode is read through the `bytecode` package (jump targets are Labels, CACHE entries
 gone, EXTENDED_ARG folded). Then every per-version difference that can be rewritten away
@@ -11,14 +11,22 @@ is rewritten here, once, so the opcode handlers see fewer variants:
 - `COMPARE_OP` arg is the operator symbol (`<`, `==`, ...) on every version.
 - `LOAD_GLOBAL`/`LOAD_ATTR` arg is `(push_null_or_method, name)` on every version; 3.10/3.11's
   `LOAD_METHOD name` becomes `LOAD_ATTR (True, name)`; `CALL_METHOD n` becomes `CALL n`.
-- 3.13's fused `LOAD_FAST_LOAD_FAST`/`STORE_FAST_STORE_FAST`/`STORE_FAST_LOAD_FAST` are split.
-- `RETURN_CONST c` becomes `LOAD_CONST c; RETURN_VALUE`; `LOAD_FAST_CHECK` becomes `LOAD_FAST`;
-  `DUP_TOP` becomes `COPY 1`, `DUP_TOP_TWO` two `COPY 2`, `ROT_TWO` becomes `SWAP 2`.
+- 3.13/3.14's superinstructions (`LOAD_FAST_LOAD_FAST`, `STORE_FAST_STORE_FAST`,
+  `STORE_FAST_LOAD_FAST`, `LOAD_FAST_BORROW_LOAD_FAST_BORROW`) are split into their halves.
+- `RETURN_CONST c` becomes `LOAD_CONST c; RETURN_VALUE`; `LOAD_FAST_CHECK` and 3.14's
+  `LOAD_FAST_BORROW` become `LOAD_FAST`; `DUP_TOP` becomes `COPY 1`, `DUP_TOP_TWO` two `COPY 2`,
+  `ROT_TWO` becomes `SWAP 2`.
+- 3.14: `LOAD_SMALL_INT n` becomes `LOAD_CONST n`; `BINARY_OP []` becomes `BINARY_SUBSCR`;
+  `POP_ITER` becomes `POP_TOP`; `LOAD_COMMON_CONSTANT` becomes `LOAD_ASSERTION_ERROR` or a
+  `LOAD_CONST` of the builtin it names; `CALL_FUNCTION_EX` gets 3.13's arg (`PUSH_NULL;
+  CALL_FUNCTION_EX`, no keywords, becomes `CALL_FUNCTION_EX 0`, the plain one `CALL_FUNCTION_EX
+  1`); a with statement's `COPY 1; LOAD_SPECIAL __exit__; SWAP 2; SWAP 3; LOAD_SPECIAL __enter__;
+  CALL 0` becomes one `BEFORE_WITH`, which leaves CPython's `[__exit__, NULL, __enter__()]`.
 - `FOR_ITER` targets the instruction CPython really continues at on exhaustion (past
-  3.12's `END_FOR` and 3.13's `END_FOR; POP_TOP`).
+  3.12's `END_FOR`, 3.13's `END_FOR; POP_TOP` and 3.14's `END_FOR; POP_ITER`).
 - A 3.11+ protected region whose handler is a user `except`/`finally` becomes a
   `SETUP_EXCEPT` pseudo-instruction (3.10 keeps its real `SETUP_FINALLY`).
-- No-ops for a symbolic interpreter (RESUME, NOP, PRECALL, and the prologue's MAKE_CELL and
+- No-ops for a symbolic interpreter (RESUME, NOP, PRECALL, 3.14's NOT_TAKEN, and the prologue's MAKE_CELL and
   COPY_FREE_VARS: the translator builds a frame's cells itself) go. A MAKE_CELL after RESUME
   stays: 3.12+ inlined comprehensions make a fresh cell for their variable on every run.
 """
@@ -31,7 +39,7 @@ from typing import Any
 
 import bytecode as bc
 
-from ._compat import PY311, PY312, PY313
+from ._compat import PY311, PY312, PY313, PY314
 
 
 @dataclass(eq=False)
@@ -64,7 +72,30 @@ _UNCONDITIONAL_JUMPS = {
     "JUMP_FORWARD", "JUMP_BACKWARD", "JUMP_ABSOLUTE", "JUMP_BACKWARD_NO_INTERRUPT",
     "JUMP", "JUMP_NO_INTERRUPT",
 }
-_DROPPED = {"RESUME", "NOP", "PRECALL", "MAKE_CELL", "COPY_FREE_VARS", "CACHE", "EXTENDED_ARG"}
+_DROPPED = {"RESUME", "NOP", "PRECALL", "MAKE_CELL", "COPY_FREE_VARS", "CACHE", "EXTENDED_ARG",
+            "NOT_TAKEN"}  # NOT_TAKEN (3.14): a marker after a conditional jump for sys.monitoring
+# Superinstructions → their two halves, from CPython's documentation of each (the names of
+# 3.14's do not split at "_FAST_"). The BORROW forms only skip a reference count.
+_FUSED = {
+    "LOAD_FAST_LOAD_FAST": ("LOAD_FAST", "LOAD_FAST"),
+    "STORE_FAST_STORE_FAST": ("STORE_FAST", "STORE_FAST"),
+    "STORE_FAST_LOAD_FAST": ("STORE_FAST", "LOAD_FAST"),
+    "LOAD_FAST_BORROW_LOAD_FAST_BORROW": ("LOAD_FAST", "LOAD_FAST"),
+}
+# Opcodes that are another's twin for a symbolic interpreter (same arg, same stack effect).
+_SAME_AS = {
+    "LOAD_FAST_CHECK": "LOAD_FAST",  # 3.12+: may raise UnboundLocalError, as LOAD_FAST does here
+    "LOAD_FAST_BORROW": "LOAD_FAST",  # 3.14: a borrowed reference
+    "LOAD_SMALL_INT": "LOAD_CONST",  # 3.14: the arg is the int itself
+    "POP_ITER": "POP_TOP",  # 3.14: pops the iterator after a loop (one stack slot here)
+}
+# 3.14's LOAD_COMMON_CONSTANT (the objects CPython reads from its own table, never from
+# builtins, so a shadowed `all` does not change them): by bytecode.CommonConstant name.
+_COMMON_CONSTANTS = {"NOT_IMPLEMENTED_ERROR": NotImplementedError, "BUILTIN_TUPLE": tuple,
+                     "BUILTIN_ALL": all, "BUILTIN_ANY": any}
+# 3.14's entry into a with statement (bytecode.SpecialMethod: ENTER 0, EXIT 1).
+_WITH_ENTRY_314 = [("COPY", 1), ("LOAD_SPECIAL", 1), ("SWAP", 2), ("SWAP", 3), ("LOAD_SPECIAL", 0),
+                   ("CALL", 0)]
 
 _cache: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 
@@ -88,13 +119,15 @@ def _compare_symbol(arg) -> str:
 
 def _rewrite(instr, label_of) -> list[Inst]:
     """One `bytecode.Instr` → zero or more canonical `Inst`s (targets still as Labels)."""
-    op, arg, line = instr.name, instr.arg, instr.lineno
+    op, arg, line = instr.name, _local_name(instr.arg), instr.lineno
     if op in _DROPPED:
         return []
     if op in _UNCONDITIONAL_JUMPS:
         return [Inst("JUMP", None, arg, line)]
     if op.startswith("POP_JUMP_FORWARD_IF_") or op.startswith("POP_JUMP_BACKWARD_IF_"):
         return [Inst("POP_JUMP_IF_" + op.rsplit("_IF_", 1)[1], None, arg, line)]
+    if op == "BINARY_OP" and getattr(arg, "name", None) == "SUBSCR":  # 3.14
+        return [Inst("BINARY_SUBSCR", None, None, line)]
     if op == "BINARY_OP" or (op.startswith(("BINARY_", "INPLACE_")) and op != "BINARY_SUBSCR"
                              and op != "BINARY_SLICE"):
         return [Inst("BINARY_OP", _binary_arg(op, arg), None, line)]
@@ -108,13 +141,21 @@ def _rewrite(instr, label_of) -> list[Inst]:
         return [Inst("LOAD_ATTR", (True, arg), None, line)]
     if op == "CALL_METHOD":
         return [Inst("CALL", arg, None, line)]
-    if op in ("LOAD_FAST_LOAD_FAST", "STORE_FAST_STORE_FAST", "STORE_FAST_LOAD_FAST"):
-        first, second = op.split("_FAST_", 1)[0] + "_FAST", op.rsplit("_", 2)[-2] + "_FAST"
-        return [Inst(first, arg[0], None, line), Inst(second, arg[1], None, line)]
+    if op in _FUSED:
+        first, second = _FUSED[op]
+        return [Inst(first, _local_name(arg[0]), None, line), Inst(second, _local_name(arg[1]), None, line)]
     if op == "RETURN_CONST":
         return [Inst("LOAD_CONST", arg, None, line), Inst("RETURN_VALUE", None, None, line)]
-    if op == "LOAD_FAST_CHECK":
-        return [Inst("LOAD_FAST", arg, None, line)]
+    if op in _SAME_AS:
+        return [Inst(_SAME_AS[op], int(arg) if op == "LOAD_SMALL_INT" else arg, None, line)]
+    if op == "LOAD_COMMON_CONSTANT":  # 3.14
+        name = getattr(arg, "name", None)
+        if name == "ASSERTION_ERROR":
+            return [Inst("LOAD_ASSERTION_ERROR", None, None, line)]
+        if name in _COMMON_CONSTANTS:
+            return [Inst("LOAD_CONST", _COMMON_CONSTANTS[name], None, line)]
+    if op == "CALL_FUNCTION_EX" and PY314:  # the kwargs slot is always there (see _fuse_314)
+        return [Inst(op, 1, None, line)]
     if op == "DUP_TOP":
         return [Inst("COPY", 1, None, line)]
     if op == "DUP_TOP_TWO":
@@ -123,9 +164,12 @@ def _rewrite(instr, label_of) -> list[Inst]:
         return [Inst("SWAP", 2, None, line)]
     if isinstance(arg, bc.Label):
         return [Inst(op, None, arg, line)]
-    if isinstance(arg, (bc.CellVar, bc.FreeVar)):
-        arg = arg.name
     return [Inst(op, arg, None, line)]
+
+
+def _local_name(arg):
+    """A local's name where `bytecode` gives a CellVar/FreeVar (cell slots), else arg."""
+    return arg.name if isinstance(arg, (bc.CellVar, bc.FreeVar)) else arg
 
 
 def normalize(code) -> list[Inst]:
@@ -142,7 +186,12 @@ def normalize(code) -> list[Inst]:
     try_ranges: list = []  # [start, end or None, handler label] of each protected range
     open_ranges: dict = {}  # id(TryBegin) → its entry in try_ranges
     in_prologue = True  # before RESUME (3.11+)
-    for position, item in enumerate(stream):
+    items = list(stream)
+    skip = 0
+    for position, item in enumerate(items):
+        if skip:
+            skip -= 1
+            continue
         if isinstance(item, bc.Label):
             pending_labels.append(item)
             continue
@@ -158,7 +207,10 @@ def normalize(code) -> list[Inst]:
             continue
         if item.name == "RESUME":
             in_prologue = False
-        if item.name == "MAKE_CELL" and not in_prologue:
+        fused = _fuse_314(items, position) if PY314 else None
+        if fused is not None:
+            new, skip = [fused[0]], fused[1] - 1
+        elif item.name == "MAKE_CELL" and not in_prologue:
             new = [Inst("MAKE_CELL", item.arg.name, None, item.lineno)]
         else:
             new = _rewrite(item, label_index)
@@ -180,7 +232,7 @@ def normalize(code) -> list[Inst]:
             # CPython continues past END_FOR (3.12) / END_FOR; POP_TOP (3.13) on exhaustion.
             t = inst.target
             if t < len(insts) and insts[t].opname == "END_FOR":
-                t += 1
+                t += 1  # 3.14's POP_ITER is POP_TOP by now
                 if PY313 and t < len(insts) and insts[t].opname == "POP_TOP":
                     t += 1
             inst.target = t
@@ -205,6 +257,23 @@ def normalize(code) -> list[Inst]:
         insts = _insert_setup_except(insts, marks)
     _cache[code] = insts
     return insts
+
+
+def _fuse_314(items: list, position: int):
+    """(one canonical Inst, how many items it replaces) for a 3.14 instruction sequence
+    starting at `position` that is one instruction of 3.13's, else None."""
+    window = items[position:position + len(_WITH_ENTRY_314)]
+    if not all(isinstance(it, bc.Instr) for it in window):
+        return None  # a label or a protected-range edge inside: not the compiler's sequence
+    shape = [(it.name, int(it.arg) if isinstance(it.arg, int) and it.arg is not bc.UNSET else None)
+             for it in window]
+    first = window[0]
+    if shape == _WITH_ENTRY_314:
+        return Inst("BEFORE_WITH", None, None, first.lineno), len(window)
+    if shape[:2] == [("PUSH_NULL", None), ("CALL_FUNCTION_EX", None)]:
+        # The NULL is the empty kwargs slot: a call without keywords, as 3.13's arg 0.
+        return Inst("CALL_FUNCTION_EX", 0, None, window[1].lineno), 2
+    return None
 
 
 def _mark_try_blocks(insts: list[Inst]) -> None:

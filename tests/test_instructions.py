@@ -33,7 +33,15 @@ GONE = {
     "JUMP_NO_INTERRUPT", "LOAD_METHOD", "CALL_METHOD", "RETURN_CONST", "LOAD_FAST_CHECK",
     "LOAD_FAST_LOAD_FAST", "STORE_FAST_STORE_FAST", "STORE_FAST_LOAD_FAST", "DUP_TOP",
     "DUP_TOP_TWO", "ROT_TWO",
+    # 3.14
+    "NOT_TAKEN", "LOAD_FAST_BORROW", "LOAD_FAST_BORROW_LOAD_FAST_BORROW", "LOAD_SMALL_INT",
+    "POP_ITER", "LOAD_SPECIAL", "LOAD_COMMON_CONSTANT",
 }
+# dis's superinstructions and the pair each one is (CPython's documentation of each opcode)
+FUSED = {"LOAD_FAST_LOAD_FAST": ("LOAD_FAST", "LOAD_FAST"),
+         "STORE_FAST_STORE_FAST": ("STORE_FAST", "STORE_FAST"),
+         "STORE_FAST_LOAD_FAST": ("STORE_FAST", "LOAD_FAST"),
+         "LOAD_FAST_BORROW_LOAD_FAST_BORROW": ("LOAD_FAST", "LOAD_FAST")}
 JUMPS = {"JUMP", "POP_JUMP_IF_TRUE", "POP_JUMP_IF_FALSE", "POP_JUMP_IF_NONE",
          "POP_JUMP_IF_NOT_NONE", "FOR_ITER", "JUMP_IF_TRUE_OR_POP", "JUMP_IF_FALSE_OR_POP",
          "SETUP_FINALLY", "SETUP_WITH", "SEND", "JUMP_IF_NOT_EXC_MATCH"}
@@ -219,13 +227,17 @@ def _local_accesses(insts):
 
 def test_fused_local_ops_are_split():
     raw = list(dis.get_instructions(c_swap_unpack))
-    if PY >= (3, 13):
+    if PY >= (3, 14):
+        assert {"LOAD_FAST_BORROW_LOAD_FAST_BORROW", "STORE_FAST_STORE_FAST"} <= {i.opname for i in raw}
+    elif PY >= (3, 13):
         assert {"LOAD_FAST_LOAD_FAST", "STORE_FAST_STORE_FAST"} <= {i.opname for i in raw}
     expected = []
     for i in raw:  # dis's own view, fused pairs expanded in order
-        op = i.opname.replace("LOAD_FAST_CHECK", "LOAD_FAST")
-        if op in ("LOAD_FAST_LOAD_FAST", "STORE_FAST_STORE_FAST", "STORE_FAST_LOAD_FAST"):
-            first, second = op[:op.index("_FAST_") + 5], op[op.index("_FAST_") + 6:]
+        op = i.opname
+        if op in ("LOAD_FAST_CHECK", "LOAD_FAST_BORROW"):
+            op = "LOAD_FAST"
+        if op in FUSED:
+            first, second = FUSED[op]
             expected += [(first, i.argval[0]), (second, i.argval[1])]
         else:
             expected.append((op, i.argval))

@@ -5,7 +5,7 @@ Stack before a call of n arguments (k of them keywords), per version
   3.10  CALL_FUNCTION n:       [f, args...]            CALL_FUNCTION_KW n: [f, args..., names]
         CALL n (was CALL_METHOD, after LOAD_ATTR (True, m)): [NULL, f, args...]
   3.11/3.12  CALL n:           [NULL|f, f|self, args...]  (KW_NAMES set the names before)
-  3.13  CALL n / CALL_KW n:    [f, NULL|self, args...] (CALL_KW: names tuple on top)
+  3.13+ CALL n / CALL_KW n:    [f, NULL|self, args...] (CALL_KW: names tuple on top)
 A non-NULL slot where the NULL would be is `self` (3.11/3.12: the slot below; 3.13: above).
 """
 from __future__ import annotations
@@ -66,9 +66,13 @@ class CallOps:
         self.push(fn.call_function(self, args, kwargs))
 
     def CALL_FUNCTION_EX(self, inst):
+        # 3.14 always has the kwargs slot (NULL without keywords); normalize gave it
+        # 3.13's arg: 0 where the slot's NULL was pushed right before, else 1.
         kw = self.pop() if inst.arg & 1 else DictVariable({})
+        if kw is NULL:
+            kw = DictVariable({})
         star = self.pop()
-        if PY313:
+        if PY313:  # 3.13, 3.14: [f, NULL, args, (kw)]
             null = self.pop()
             fn = self.pop()
         else:
@@ -103,7 +107,7 @@ class CallOps:
         # 3.10 pushes the qualified name; 3.11+ reads co_qualname
         qualname = self.pop().as_python_constant() if not PY311 else None
         code = self.pop().as_python_constant()
-        flags = inst.arg if not PY313 else 0  # 3.13: SET_FUNCTION_ATTRIBUTE follows
+        flags = inst.arg if not PY313 else 0  # 3.13+: SET_FUNCTION_ATTRIBUTE follows
         closure = self.pop() if flags & 0x08 else None
         if flags & 0x04:
             self.pop()  # annotations: not needed to run
@@ -112,7 +116,9 @@ class CallOps:
         name = qualname if qualname is not None else code.co_qualname
         self.push(NestedFunctionVariable(code, self.f_globals, name, defaults, kwdefaults, closure))
 
-    def SET_FUNCTION_ATTRIBUTE(self, inst):  # 3.13: [value, func] → func
+    def SET_FUNCTION_ATTRIBUTE(self, inst):  # 3.13+: [value, func] → func
+        # Annotations (0x04) and 3.14's lazy __annotate__ function (0x10, PEP 649) are
+        # not needed to run the function: dropped, as MAKE_FUNCTION drops 0x04.
         fn = self.pop()
         value = self.pop()
         flag = int(inst.arg)

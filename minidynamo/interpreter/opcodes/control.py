@@ -2,7 +2,9 @@
 eagerly and Python raises (or handles) for real. Generator bodies: opcodes/generators.py."""
 from __future__ import annotations
 
+from ..._compat import PY314
 from ...exc import unsupported
+from ...variables.base import NULL
 from ...variables.contexts import ContextManagerVariable
 
 
@@ -28,19 +30,33 @@ class ControlOps:
         pass
 
     def BEFORE_WITH(self, inst):  # 3.11+: ... cm → ..., cm.__exit__, cm.__enter__()
+        # 3.14 (normalized from LOAD_SPECIAL ... CALL 0): ... cm → ..., cm.__exit__, NULL,
+        # cm.__enter__(), the bound __exit__ with an empty self slot, as LOAD_SPECIAL leaves
+        # a non-method; the exit's `CALL 3` then calls it with (None, None, None).
         cm = self.pop()
         from ...variables.user_objects import enter_user_context
         entered = enter_user_context(self, cm)  # a class with __enter__/__exit__ in Python
         if entered is not None:
-            self.push(entered[0])
+            self._push_exit(entered[0])
             self.push(entered[1])
             return
         if not isinstance(cm, ContextManagerVariable):
             unsupported("exceptions", f"a with statement over {cm.describe()} is not traced",
                         hint="supported here: torch.no_grad, enable_grad, set_grad_enabled, autocast, "
                              "contextlib.nullcontext; enter others around the optimized call")
-        self.push(cm.var_getattr(self, "__exit__"))
+        self._push_exit(cm.var_getattr(self, "__exit__"))
         self.push(cm.enter(self))
+
+    def _push_exit(self, exit_method):
+        self.push(exit_method)
+        if PY314:
+            self.push(NULL)
+
+    def LOAD_SPECIAL(self, inst):  # 3.14: a with statement's entry is BEFORE_WITH by now
+        name = getattr(inst.arg, "name", inst.arg)
+        if name in ("AENTER", "AEXIT"):
+            unsupported("generator", "async with")
+        unsupported("opcode", f"LOAD_SPECIAL {name} outside a with statement's entry sequence")
 
     def SETUP_WITH(self, inst):  # 3.10: the same, plus a block the normal path pops
         self.BEFORE_WITH(inst)
