@@ -9,6 +9,7 @@ import itertools
 import numbers
 import sys
 
+from .._compat import PY314
 from .base import VariableTracker
 from .constant import ConstantVariable
 from .itertools_items import (AccumulateItems, BatchedItems, ChainItems, CombinatoricItems, CompressItems,
@@ -161,9 +162,13 @@ def make_tee(tx, args, kwargs):
     it = iterator_of(tx, args[0])
     if n == 0:
         return TupleVariable([])
-    if not (isinstance(it, ModelIterator) and isinstance(it.items, TeeItems)):
-        it = ModelIterator(TeeItems(tx, TeeBuffer(it)))  # a tee of a tee copies it, as CPython
-    return TupleVariable([it] + [it.items.copy() for _ in range(n - 1)])
+    if isinstance(it, ModelIterator) and isinstance(it.items, TeeItems):
+        # A tee of a tee copies it, as CPython; up to 3.13 the first result is the tee
+        # itself, 3.14 copies it for the first result too.
+        first = it.items.copy() if PY314 else it
+    else:
+        first = it = ModelIterator(TeeItems(tx, TeeBuffer(it)))
+    return TupleVariable([first] + [it.items.copy() for _ in range(n - 1)])
 
 
 def _groupby(tx, args, kwargs):

@@ -29,6 +29,7 @@ _DATA_DUNDERS = {
     "__slots__", "__doc__", "__module__", "__qualname__", "__dict__", "__weakref__", "__annotations__",
     "__orig_bases__", "__parameters__", "__firstlineno__", "__static_attributes__", "__classcell__",
     "__match_args__", "__annotate__", "__annotate_func__", "__annotations_cache__", "__type_params__",
+    "__classdictcell__",  # 3.14: the class namespace's cell, for its lazily evaluated annotations
     "__slotnames__",  # copyreg caches it on a class whose instances were copied
     "__class_getitem__", "__init_subclass__", "__subclasshook__",  # about the class (G[int], subclassing)
 }
