@@ -3,7 +3,7 @@ with ``grid_per_call=True``, launch programs of graphs where sizes are graph val
 against the pinned ones (grid and sizes fixed), for a small add kernel (1,024 float32
 elements, so the host side dominates). GPU only.
 
-    python bench/bench_launcher_dynamic.py
+    python bench/bench_launcher_dynamic.py [--compare-with path/to/other/launcher.py]
 """
 import os
 import statistics
@@ -31,7 +31,8 @@ def add_kernel(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):
     tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=m) + tl.load(y_ptr + offs, mask=m), mask=m)
 
 
-def variants():
+def variants(before=None):
+    """name -> one call; `before`: another launcher module (an earlier version) to compare."""
     x, y, o = (torch.randn(N, device="cuda") for _ in range(3))
     g = (triton.cdiv(N, BLOCK), 1, 1)
     pinned = make_launcher(add_kernel, g, {"n": N, "BLOCK": BLOCK}, ADD[:3])
@@ -41,6 +42,9 @@ def variants():
         "launcher, pinned": lambda: pinned(x, y, o),
         "launcher, grid per call": lambda: per_call(g, x, y, o, N),
     }
+    if before is not None:
+        old = before.make_launcher(add_kernel, g, {"n": N, "BLOCK": BLOCK}, ADD[:3])
+        out["launcher, pinned (compared version)"] = lambda: old(x, y, o)
     programs = {}
     for launches in (1, 5):
         for dynamic in (False, True):
@@ -74,7 +78,13 @@ def time_variants(fs, rounds=ROUNDS, calls=CALLS):
 
 
 def main():
-    fs, programs = variants()
+    before = None
+    if len(sys.argv) > 2 and sys.argv[1] == "--compare-with":  # a launcher.py of another version
+        import importlib.util
+        spec = importlib.util.spec_from_file_location("launcher_compared", sys.argv[2])
+        before = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(before)
+    fs, programs = variants(before)
     print(f"{torch.cuda.get_device_name()}, Python {sys.version.split()[0]}, torch {torch.__version__}, "
           f"triton {triton.__version__}; {N} float32, median of {ROUNDS} x {CALLS} calls")
     us = time_variants(fs)

@@ -40,17 +40,35 @@ __all__ = ["SCRATCH_ALIGN", "layout", "program_lines", "scratch_view"]
 
 
 class EntryNames:
-    """The entry's namespace as launch_code's `names`."""
+    """The entry's namespace as launch_code's `names`: objects are bound under the names
+    launch_code gives them (`entry_<kernel>` for a C entry, whatever its own name is)."""
 
     def __init__(self, ns):
         self.ns = ns
+        self._by_id: dict = {}
 
     def bind(self, value, hint: str) -> str:
-        return self.ns.bind(value, hint)
+        name = self._by_id.get(id(value))
+        if name is not None and self.ns.values.get(name) is value:
+            return name
+        base = name = self.ns.prefix + clean(hint)
+        n = 1
+        while name in self.ns.values and self.ns.values[name] is not value:
+            n += 1
+            name = f"{base}_{n}"
+        self.ns.values[name] = value
+        self._by_id[id(value)] = name
+        return name
 
     def const(self, value, hint: str) -> str:
         text = inline(value)
-        return text if text is not None else self.ns.bind(value, hint)
+        return text if text is not None else self.bind(value, hint)
+
+    def dtype(self, dtype) -> str:
+        return self.bind(dtype, str(dtype).replace("torch.", ""))
+
+    def device(self, device) -> str:
+        return self.bind(device, str(device))
 
 
 class _Launch:
@@ -157,6 +175,7 @@ class ProgramBuilder:
         self.launches = {n: _Launch(n, r) for n in self.nodes if (r := launch_record(n)) is not None}
         self.p = ns.prefix
         self.pointers: dict = {}  # value -> local holding its data_ptr()
+        self.spec_checks: dict = {}  # (value, ScalarSpec) -> local: true when it does not match
         self._locals = 0
         self.fresh = fresh_allocations(self.nodes)
         self.sizes = SizeExprs(self.nodes, input_exprs)
@@ -209,7 +228,7 @@ class ProgramBuilder:
             self.scratch_bytes = "a per-call number of"
         dev = next(iter(intervals)).meta["val"].device
         lines.append(f"{self.sbuf} = {self.names.bind(torch.empty, 'empty')}(({total_expr},), "
-                     f"dtype={self.names.bind(torch.uint8, 'uint8')}, device={self.names.bind(dev, 'dev')})")
+                     f"dtype={self.names.bind(torch.uint8, 'uint8')}, device={self.names.device(dev)})")
         lines.append(f"{self.sb} = {self.sbuf}.data_ptr()")
         return lines
 
@@ -218,14 +237,19 @@ class ProgramBuilder:
         their largest value, slot offsets as running sums. Returns the total's expression."""
         slots, n_slots = slot_layout(intervals)
         members: list = [[] for _ in range(n_slots)]
+        computed: dict = {}  # size expression -> the local holding it rounded (values of one size)
         for n, (_, _, size) in intervals.items():
             c = as_int(size)
-            text = str(-(-c // SCRATCH_ALIGN) * SCRATCH_ALIGN) if c is not None else None
-            if text is None:
-                var = self.local("nbytes")
-                lines.append(f"{var} = ({self.sizes.render(size)} + {SCRATCH_ALIGN - 1}) & {-SCRATCH_ALIGN}")
-                text = var
-            members[slots[n]].append(text)
+            if c is not None:
+                text = str(-(-c // SCRATCH_ALIGN) * SCRATCH_ALIGN)
+            else:
+                expr = self.sizes.render(size)
+                text = computed.get(expr)
+                if text is None:
+                    text = computed[expr] = self.local("nbytes")
+                    lines.append(f"{text} = ({expr} + {SCRATCH_ALIGN - 1}) & {-SCRATCH_ALIGN}")
+            if text not in members[slots[n]]:
+                members[slots[n]].append(text)
         offsets, end = ["0"], None
         for j, texts in enumerate(members):
             size = texts[0] if len(texts) == 1 else f"max({', '.join(texts)})"
@@ -254,7 +278,7 @@ class ProgramBuilder:
         name = names.get(node) or self.var_name(node)
         like = node.args[0]
         bind = self.names.bind
-        dtype = f"dtype={bind(val.dtype, 'dtype')}"
+        dtype = f"dtype={self.names.dtype(val.dtype)}"
         if like not in self.scratch and not node.kwargs:
             # Same metadata as the fake result (the guards pin the real argument's, or it
             # is a value made here), and parsing one argument costs less than the rest.
@@ -264,9 +288,9 @@ class ProgramBuilder:
                 return [f"{name} = {bind(torch.empty_like, 'empty_like')}({names[like]}, {dtype})"], name
             # A scratch value is contiguous, and so is an empty_like of it.
             return [f"{name} = {bind(torch.empty, 'empty')}({self._shape(val)}, {dtype}, "
-                    f"device={bind(val.device, 'dev')})"], name
+                    f"device={self.names.device(val.device)})"], name
         return [f"{name} = {bind(torch.empty_strided, 'empty_strided')}("
-                f"{tuple(val.shape)!r}, {val.stride()!r}, {dtype}, device={bind(val.device, 'dev')})"], name
+                f"{tuple(val.shape)!r}, {val.stride()!r}, {dtype}, device={self.names.device(val.device)})"], name
 
     def _shape(self, val) -> str:
         dims = [self.sizes.render(s) for s in val.shape]
@@ -302,7 +326,7 @@ class ProgramBuilder:
             elif p.role == SCALAR:
                 value = launch.args[p.value_index]
                 pointers[p.value_index] = objects[p.value_index] = e = self._value(value, names)
-                checks += scalar_conditions(p.spec, e)
+                checks.append(self._scalar_check(value, p.spec, e, lines))
         checks += per_call_conditions(r, objects, self.names, self.local)
         if r.grid_per_call:
             grid = [self._value(g, names) for g in launch.grid_entries()]
@@ -317,6 +341,17 @@ class ProgramBuilder:
         slow = f"{self.names.bind(launch.launcher, 'launch_' + launch.record.name)}({', '.join(args)})"
         return lines + [f"if {' or '.join(checks)}:", f"    {slow}", "else:", f"    {call}"]
 
+    def _scalar_check(self, value, spec, expr: str, lines: list) -> str:
+        """A local that is true when `value` does not have specialisation `spec`: computed
+        where it is first needed, read by every launch that takes the same value (a size
+        that several launches take is checked once)."""
+        key = (value, spec)
+        local = self.spec_checks.get(key)
+        if local is None:
+            local = self.spec_checks[key] = self.local("not_" + clean(str(expr)).strip("_")[:20])
+            lines.append(f"{local} = {' or '.join(scalar_conditions(spec, expr))}")
+        return local
+
     def _scratch_tensor(self, value) -> str:
         val = value.meta["val"]
         if _is_static(val):
@@ -325,7 +360,7 @@ class ProgramBuilder:
             nbytes, shape = self.sizes.render(val.numel() * val.element_size()), self._shape(val)
         off = self.scratch[value]
         return (f"{self.names.bind(scratch_view, 'scratch_view')}({self.sbuf}, {off}, {nbytes}, "
-                f"{self.names.bind(val.dtype, 'dtype')}, {shape})")
+                f"{self.names.dtype(val.dtype)}, {shape})")
 
     def _grid_arg(self, launch: _Launch, names) -> str:
         def one(g):
