@@ -175,14 +175,18 @@ def _is_identifier(name: str) -> bool:
 
 _LOCAL_OPS = {"LOAD_FAST", "STORE_FAST", "DELETE_FAST", "LOAD_FAST_CHECK", "LOAD_FAST_AND_CLEAR",
               "STORE_FAST_MAYBE_NULL", "LOAD_FAST_LOAD_FAST", "STORE_FAST_STORE_FAST",
-              "STORE_FAST_LOAD_FAST"}
+              "STORE_FAST_LOAD_FAST", "LOAD_FAST_BORROW", "LOAD_FAST_BORROW_LOAD_FAST_BORROW"}
 
 
 def _rename(item, renamed: dict):
     if not isinstance(item, bc.Instr) or item.name not in _LOCAL_OPS:
         return item
     arg = item.arg
-    new = tuple(renamed.get(a, a) for a in arg) if isinstance(arg, tuple) else renamed.get(arg, arg)
+
+    def one(a):  # a cell slot's arg is a CellVar/FreeVar, never renamed (it is no parameter)
+        return renamed.get(a, a) if isinstance(a, str) else a
+
+    new = tuple(one(a) for a in arg) if isinstance(arg, tuple) else one(arg)
     return item if new == arg else bc.Instr(item.name, new, location=item.location)
 
 

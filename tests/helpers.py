@@ -367,12 +367,20 @@ def check_fallback(fn, *arg_sets, reason=None, **kw):
 
 # --- opcodes ------------------------------------------------------------------------
 def opnames(fn, nested=True) -> set:
+    """The opnames `fn` uses. 3.14's subscript (BINARY_OP with the [] operator, which
+    replaced BINARY_SUBSCR) also counts as "BINARY_OP []", and its constant slices
+    (x[1:3] loads a slice object) as "LOAD_CONST slice"."""
     code = fn.__code__ if hasattr(fn, "__code__") else fn
     names = set()
     todo = [code]
     while todo:
         c = todo.pop()
-        names.update(i.opname for i in dis.get_instructions(c))
+        for i in dis.get_instructions(c):
+            names.add(i.opname)
+            if i.opname == "BINARY_OP" and i.argrepr == "[]":
+                names.add("BINARY_OP []")
+            elif i.opname == "LOAD_CONST" and isinstance(i.argval, slice):
+                names.add("LOAD_CONST slice")
         if nested:
             todo.extend(k for k in c.co_consts if isinstance(k, types.CodeType))
     return names
@@ -389,7 +397,7 @@ def assert_uses(fn, *required, nested=True):
 
 
 def by_version(**table):
-    """by_version(py310=..., py311=..., py312=..., py313=...): the newest key <= running."""
+    """by_version(py310=..., py311=..., ..., py314=...): the newest key <= running."""
     best = None
     for key in sorted(table):
         major, minor = int(key[2]), int(key[3:])

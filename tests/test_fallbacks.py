@@ -206,7 +206,7 @@ def test_with_statement():
         with manager:
             return x * 2
 
-    assert_uses(f, by_version(py310=("SETUP_WITH",), py311=("BEFORE_WITH",)))
+    assert_uses(f, by_version(py310=("SETUP_WITH",), py311=("BEFORE_WITH",), py314=("LOAD_SPECIAL",)))
     check_fallback(f, t().requires_grad_(), reason="exceptions")
 
 

@@ -43,7 +43,7 @@ def test_globals_and_builtins():
     def f(x):
         return x * SCALE + OFFSETS[1], len(OFFSETS), abs(-2), isinstance(x, torch.Tensor)
 
-    assert_uses(f, "LOAD_GLOBAL", "LOAD_FAST")
+    assert_uses(f, "LOAD_GLOBAL", by_version(py310=("LOAD_FAST",), py314=("LOAD_FAST_BORROW",)))
     check(f, t(), kind="graph")
 
 
@@ -154,7 +154,8 @@ def test_inner_function_with_cells_and_nonlocal():
         bump(x)
         return acc, count
 
-    assert_uses(f, "STORE_DEREF", by_version(py310=("LOAD_CLOSURE",), py313=("LOAD_FAST", "LOAD_CLOSURE")),
+    assert_uses(f, "STORE_DEREF", by_version(py310=("LOAD_CLOSURE",), py313=("LOAD_FAST", "LOAD_CLOSURE"),
+                                         py314=("LOAD_FAST_BORROW", "LOAD_FAST")),
                 by_version(py310=("MAKE_FUNCTION",)))
     check(f, t(), kind="graph")
 
