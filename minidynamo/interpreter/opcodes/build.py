@@ -105,7 +105,7 @@ class BuildOps:
         out = items[:before] + [middle] + items[len(items) - after:]
         self.stack.extend(reversed(out))
 
-    # --- f-strings: 3.10-3.12 FORMAT_VALUE; 3.13 CONVERT_VALUE/FORMAT_SIMPLE/FORMAT_WITH_SPEC
+    # --- f-strings: 3.10-3.12 FORMAT_VALUE; 3.13+ CONVERT_VALUE/FORMAT_SIMPLE/FORMAT_WITH_SPEC
     def FORMAT_VALUE(self, inst):
         flags = inst.arg
         spec = _constant_for_format(self, self.pop(), "an f-string") if flags & 0x04 else ""

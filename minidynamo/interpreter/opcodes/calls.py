@@ -6,7 +6,7 @@ Stack before a call of n arguments (k of them keywords), per version
         CALL n (was CALL_METHOD, after LOAD_ATTR (True, m)): [NULL, f, args...]
   3.11/3.12  CALL n:           [NULL|f, f|self, args...]  (KW_NAMES set the names before)
   3.13+ CALL n / CALL_KW n:    [f, NULL|self, args...] (CALL_KW: names tuple on top)
-A non-NULL slot where the NULL would be is `self` (3.11/3.12: the slot below; 3.13: above).
+A non-NULL slot where the NULL would be is `self` (3.11/3.12: the slot below; 3.13+: above).
 """
 from __future__ import annotations
 
@@ -50,7 +50,7 @@ class CallOps:
         names, self.kw_names = self.kw_names, None
         self._call_with_null_slot(inst.arg, names)
 
-    def CALL_KW(self, inst):  # 3.13
+    def CALL_KW(self, inst):  # 3.13+
         names = self.pop().as_python_constant()
         self._call_with_null_slot(inst.arg, names)
 

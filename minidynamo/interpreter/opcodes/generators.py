@@ -7,7 +7,7 @@ before running it again. `yield from` pulls its iterator, one item per resume:
   3.10        GET_YIELD_FROM_ITER; LOAD_CONST None; YIELD_FROM (re-run after each yield)
   3.11        ...; SEND target; YIELD_VALUE; RESUME; JUMP back to SEND
               (exhausted: SEND pops both and pushes the return value, then jumps)
-  3.12/3.13   the same, SEND's target is END_SEND (SEND replaces the sent value with the
+  3.12-3.14   the same, SEND's target is END_SEND (SEND replaces the sent value with the
               return value, END_SEND pops the iterator below it)
 `send`, `throw` and `close` decline, so the value sent is always None.
 """

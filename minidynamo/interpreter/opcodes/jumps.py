@@ -48,7 +48,7 @@ class JumpOps:
         else:
             self.pop()
 
-    def TO_BOOL(self, inst):  # 3.13: the truth test happens here
+    def TO_BOOL(self, inst):  # 3.13+: the truth test happens here
         self.push(ConstantVariable(self.pop().truthy(self)))
 
     def GET_ITER(self, inst):
@@ -61,11 +61,11 @@ class JumpOps:
         item = it.next_item()
         if item is None:
             self.pop()
-            self.ip = inst.target  # normalized: past END_FOR (3.12) / END_FOR; POP_TOP (3.13)
+            self.ip = inst.target  # normalized: past END_FOR (3.12) / END_FOR; POP_TOP (3.13+)
         else:
             self.push(item)
 
-    def END_FOR(self, inst):  # only reached by a jump; 3.12 pops 2, 3.13 pops 1 (+ POP_TOP)
+    def END_FOR(self, inst):  # only reached by a jump; 3.12 pops 2, 3.13+ pops 1 (+ POP_TOP)
         self.pop()
         if not PY313:
             self.pop()

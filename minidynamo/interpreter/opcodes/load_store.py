@@ -2,7 +2,7 @@
 
 Call-protocol NULLs (https://docs.python.org/3.13/library/dis.html#opcode-LOAD_ATTR):
   <=3.12  LOAD_GLOBAL (True, n) / LOAD_ATTR (True, n):  ... → NULL, value
-   3.13   LOAD_GLOBAL (True, n) / LOAD_ATTR (True, n):  ... → value, NULL
+   3.13+  LOAD_GLOBAL (True, n) / LOAD_ATTR (True, n):  ... → value, NULL
 The method form always pushes the bound attribute with a NULL beside it (never the
 unbound [meth, self] pair): CALL then treats both forms alike.
 """
@@ -35,7 +35,7 @@ class LoadStoreOps:
 
     def LOAD_FAST(self, inst):
         name = inst.arg
-        if name in self.cells:  # 3.13: LOAD_FAST of a cell slot pushes the cell itself
+        if name in self.cells:  # 3.13+: LOAD_FAST of a cell slot pushes the cell itself
             self.push(self.cells[name])
             return
         try:
