@@ -94,6 +94,13 @@ class DynamicPolicy:
                 dims = [s is None for s in seen]
         return tuple((d in marked or dyn) and d not in static for d, dyn in enumerate(dims))
 
+    def copy(self) -> "DynamicPolicy":
+        """The same policy and record, to trace with and leave this one as it is (explain)."""
+        new = DynamicPolicy(self.mode)
+        new.seen = {k: list(v) for k, v in self.seen.items()}
+        new.ints = dict(self.ints)
+        return new
+
     def int_is_symbolic(self, name: str, value: int) -> bool:
         """Whether int argument `name` is traced as a symbolic int (0 and 1 never are)."""
         if self.mode is False or value in (0, 1):

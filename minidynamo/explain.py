@@ -200,7 +200,8 @@ def explain(fn, backend=None):
         capture = _capturing(graphs, backend)
         reasons = []
         try:
-            entry = compile_call(fn, args, kwargs, capture, name=name, resumes=_no_resume)
+            entry = compile_call(fn, args, kwargs, capture, name=name, resumes=_no_resume,
+                                 dynamic=cache.dynamic.copy() if cache is not None else None)
         except BackendError as e:
             gm = graphs[-1] if graphs else None
             reasons.append(BreakReason("backend", str(e), None, HINTS["backend"]))

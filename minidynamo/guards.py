@@ -209,7 +209,8 @@ class Guard:
         if kind == "ID_MATCH":
             return f"is {describe_object(self.expected)}"
         if kind == "TYPE_MATCH":
-            return f"type is {self.expected.__qualname__}"
+            symbol = self.meta.get("symbol")  # an int argument traced symbolically
+            return f"type is {self.expected.__qualname__}" + (f" (symbolic: {symbol})" if symbol else "")
         if kind == "LEN_MATCH":
             return f"{self.meta['type'].__name__} of length {self.expected}"
         if kind == "DICT_KEYS":
