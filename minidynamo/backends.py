@@ -81,6 +81,8 @@ def compile_with(backend, gm, example_inputs):
     """Call the backend once; a raise or a non-callable result names the backend."""
     fn = lookup_backend(backend)
     name = backend_name(backend)
+    from .torch_backends import with_numpy_scalars_built
+    gm = with_numpy_scalars_built(gm)  # NumPy scalar constants: code that runs, for any backend
     try:
         compiled = fn(gm, example_inputs)
     except BackendError:

@@ -76,9 +76,7 @@ def torch_backend(name: str):
 def for_torch_backend(gm: fx.GraphModule, compiles_kernels: bool = False) -> fx.GraphModule:
     """`gm` (changed in place) as torch's backends can take it: see the module docstring."""
     _refuse_untraced_backwards(gm)
-    for graph_module in _graph_modules(gm):
-        _numpy_scalars_built_in_code(graph_module)
-    return with_torch_triton_ops(gm, compiles_kernels)
+    return with_torch_triton_ops(with_numpy_scalars_built(gm), compiles_kernels)
 
 
 def _graph_modules(gm: fx.GraphModule) -> list:
@@ -170,10 +168,19 @@ def _refuse_untraced_backwards(gm: fx.GraphModule) -> None:
                                "at compile time instead of running at each backward: use backend='eager'")
 
 
-def _numpy_scalars_built_in_code(gm: fx.GraphModule) -> None:
-    """NumPy scalar constants in node arguments become nodes calling their type on the
-    Python value (`numpy.float64(0.25)`): fx writes a constant by its repr, and
-    `np.float64(0.25)` names a module the generated code does not have."""
+def with_numpy_scalars_built(gm: fx.GraphModule) -> fx.GraphModule:
+    """`gm` (changed in place) with each NumPy scalar constant in its nodes' arguments, and
+    in its Function nodes' bodies, made by a node calling its type on the Python value
+    (`numpy.float64(0.25)`). fx writes a constant by its repr, and `np.float64(0.25)`
+    names a module the GraphModule's code does not have (a NameError when it runs). The
+    op still gets the NumPy scalar itself: torch treats some of them unlike the Python
+    scalar of the same value."""
+    for module in _graph_modules(gm):
+        _build_numpy_scalars(module)
+    return gm
+
+
+def _build_numpy_scalars(gm: fx.GraphModule) -> None:
     import numpy as np
     graph, changed = gm.graph, False
 
@@ -183,7 +190,7 @@ def _numpy_scalars_built_in_code(gm: fx.GraphModule) -> None:
             item = value.item()
             if type(item) not in (bool, int, float, complex) or type(value)(item).tobytes() != value.tobytes():
                 raise BackendError(f"the NumPy scalar {value!r} in the graph has no exact Python value to "
-                                   "rebuild it from in the code torch's backends generate: use backend='eager'")
+                                   "rebuild it from in the graph's code: use backend='eager'")
             changed = True
             with graph.inserting_before(before):
                 return graph.call_function(type(value), (item,))

@@ -369,7 +369,12 @@ def numpy_in_function_bodies(x):
     return ScaleByNumpy.apply(x).sum()
 
 
-@pytest.mark.parametrize("backend", ["aot_eager", "inductor"])
+def its_forward(gm, example_inputs):
+    """A user's backend running the GraphModule's own code."""
+    return gm.forward
+
+
+@pytest.mark.parametrize("backend", ["aot_eager", "inductor", its_forward], ids=["aot_eager", "inductor", "user"])
 @pytest.mark.parametrize("fn, args", [
     (mul_global, lambda: (t(6),)),
     (full_of_numpy_scalar, lambda: (t(6),)),
@@ -387,14 +392,14 @@ def test_numpy_scalar_constants(backend, fn, args):
 def test_numpy_scalar_types_are_kept():
     # torch treats these NumPy scalars unlike their Python values, so converting them
     # would change results: the rewrite rebuilds each one as the type it was.
-    from minidynamo.torch_backends import for_torch_backend
+    from minidynamo.torch_backends import with_numpy_scalars_built
     graph = torch.fx.Graph()
     x = graph.placeholder("x")
     scalars = [np.bool_(True), np.complex64(1 + 2j), np.int32(3), np.float16(2.5), np.float64(0.1)]
     outs = [graph.call_function(torch.tensor, (s,)) for s in scalars[2:]]
     outs += [graph.call_function(torch.mul, (x, s)) for s in scalars[:2]]
     graph.output(tuple(outs))
-    gm = for_torch_backend(torch.fx.GraphModule(torch.nn.Module(), graph))
+    gm = with_numpy_scalars_built(torch.fx.GraphModule(torch.nn.Module(), graph))
     x = torch.arange(3)
     with pytest.warns(np.exceptions.ComplexWarning):
         expected = [torch.tensor(s) for s in scalars[2:]] + [torch.mul(x, s) for s in scalars[:2]]
