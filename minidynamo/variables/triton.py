@@ -22,6 +22,7 @@ from .base import ObjectConstantVariable, VariableTracker
 from .constant import ConstantVariable, is_constant_value
 from .dicts import DictVariable
 from .lists import BaseListVariable
+from .symbolic import SymNodeVariable
 from .tensor import TensorVariable
 
 
@@ -57,6 +58,11 @@ class TritonPureFunctionVariable(ObjectConstantVariable):
     def call_function(self, tx, args, kwargs):
         from .constant import fold
         name = getattr(self.value, "__name__", "triton helper")
+        body = getattr(self.value, "fn", self.value)  # a ConstexprFunction wraps the function
+        if any(isinstance(a, SymNodeVariable) for a in (*args, *kwargs.values())) and hasattr(body, "__code__"):
+            # triton.cdiv of a symbolic size: its Python body, traced, stays symbolic.
+            from .functions import UserFunctionVariable
+            return UserFunctionVariable(body).call_function(tx, args, kwargs)
         if not all(a.is_python_constant() for a in args) or not all(
                 v.is_python_constant() for v in kwargs.values()):
             unsupported("triton", f"triton.{name} with arguments that are not constants")
@@ -167,6 +173,11 @@ def emit_launch(tx, kv: TritonKernelVariable, grid_var, args: list, kwargs: dict
                                           "a compiled Triton kernel needs GPU tensors")
             dynamic_names.append(pname)
             fx_kwargs[pname] = v
+        elif isinstance(v, SymNodeVariable) and v.python_type() is int and not _is_constexpr(sig, pname):
+            # A symbolic size as an int argument: passed per call (the launcher checks what
+            # Triton specialises on: == 1, divisible by 16).
+            dynamic_names.append(pname)
+            fx_kwargs[pname] = v
         else:
             constant_kwargs[pname] = fx_kwargs[pname] = _constant_arg(v, name, pname)
     for k, v in special.items():
@@ -188,29 +199,37 @@ def emit_launch(tx, kv: TritonKernelVariable, grid_var, args: list, kwargs: dict
     if len(autotuners) > 1:
         unsupported("triton", f"kernel {name!r} has more than one @triton.autotune")
     if autotuners:
-        keys, table = _config_keys(autotuners[0]), {}
+        keys, table, node_grid = _config_keys(autotuners[0]), {}, []
         for cfg in autotuners[0].configs:
             meta = dict(meta_items)
             meta.update({k: ConstantVariable(v) for k, v in cfg.kwargs.items()})
             _apply_heuristics(tx, kv, chain, meta, name)
-            table[tuple(cfg.kwargs.get(k) for k in keys)] = _eval_grid(tx, grid_var, meta, name)
+            node_grid.append(_eval_grid(tx, grid_var, meta, name))
+            table[tuple(cfg.kwargs.get(k) for k in keys)] = node_grid[-1]
         grid = ConfigGrid(keys, table)
-        node_grid = list(table.values())
     else:
         meta = dict(meta_items)
         _apply_heuristics(tx, kv, chain, meta, name)
         grid = _eval_grid(tx, grid_var, meta, name)
         node_grid = [grid]
+    # A grid of symbolic sizes is computed per call by the graph (one per config, in the
+    # autotuner's order) and handed to the launcher first.
+    per_call = any(isinstance(g, fx.Node) for item in node_grid for g in item) or any(
+        isinstance(fx_kwargs[n], SymNodeVariable) for n in dynamic_names)
+    if per_call:
+        grid = node_grid if autotuners else node_grid[0]
 
     try:
         mutation = analyze_mutations(kernel)
     except TypeError as e:  # no Python function at the bottom of the wrappers
         unsupported("triton", f"kernel {name}: {e}")
-    record = LaunchRecord(kernel, name, grid, constant_kwargs, tuple(dynamic_names), mutation)
+    record = LaunchRecord(kernel, name, grid, constant_kwargs, tuple(dynamic_names), mutation,
+                          grid_per_call=per_call)
     _name_triton_in_fx_code()
     output = tx.output
     idx = output.kernels.add(record)
-    lowered = {k: (v.as_fx_arg() if isinstance(v, TensorVariable) else v) for k, v in fx_kwargs.items()}
+    lowered = {k: (v.as_fx_arg() if isinstance(v, (TensorVariable, SymNodeVariable)) else v)
+               for k, v in fx_kwargs.items()}
     node = output.graph.create_node("call_function", output.kernels.wrapper, (),
                                     {"kernel_idx": idx, "grid": node_grid, "kwargs": lowered},
                                     name=f"{name}_launch")
@@ -229,7 +248,8 @@ def _launch_writes(node, record) -> tuple:
     if names is None:
         names = list(kwargs)
     inputs = node.all_input_nodes
-    written = dict.fromkeys(kwargs[n] for n in names if isinstance(kwargs.get(n), fx.Node))
+    written = dict.fromkeys(kwargs[n] for n in names if isinstance(kwargs.get(n), fx.Node)
+                            and not kwargs[n].meta.get("sym"))  # an int argument is never written
     return tuple(inputs.index(v) for v in written)
 
 
@@ -323,6 +343,11 @@ def _apply_heuristics(tx, kv, chain, meta: dict, kname: str):
                 meta[vname] = result
 
 
+def _is_constexpr(sig, pname: str) -> bool:
+    ann = sig.parameters[pname].annotation
+    return "constexpr" in (ann if isinstance(ann, str) else getattr(ann, "__name__", ""))
+
+
 def _eval_grid(tx, grid_var, meta: dict, kname: str) -> tuple:
     what = f"grid of kernel {kname!r}"
     if isinstance(grid_var, BaseListVariable) or grid_var.is_python_constant() and isinstance(
@@ -335,6 +360,15 @@ def _eval_grid(tx, grid_var, meta: dict, kname: str) -> tuple:
             if e.category in ("triton",):
                 raise
             unsupported("triton", f"{what} ({grid_var.describe()}) cannot be traced: {e.detail}")
+    items = g.items if isinstance(g, BaseListVariable) else None
+    if items is not None and any(isinstance(i, SymNodeVariable) for i in items):
+        # Symbolic sizes: the grid's entries are graph values (ints of the others).
+        if not 1 <= len(items) <= 3 or not all(
+                isinstance(i, SymNodeVariable) and i.python_type() is int or i.is_python_constant() for i in items):
+            unsupported("triton", f"{what}: a grid must be a tuple of 1 to 3 ints, got {g.describe()}")
+        values = [i.as_fx_arg() if isinstance(i, SymNodeVariable) else i.as_python_constant() for i in items]
+        check_grid_value(tuple(0 if isinstance(v, fx.Node) else v for v in values), what)
+        return tuple(values) + (1,) * (3 - len(values))
     if not g.is_python_constant():
         unsupported("triton", f"{what} is not a tuple of constants: {g.describe()}")
     return check_grid_value(g.as_python_constant(), what)
