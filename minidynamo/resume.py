@@ -34,6 +34,23 @@ _CO_VARARGS = 0x04
 _CO_VARKEYWORDS = 0x08
 
 
+class _WithExit:
+    """A stack-slot kind in `nulls` (falsy: a value, passed as a parameter): Python 3.10, a
+    with block's exit, passed in a `WithCarrier` (variables/contexts.py) that the prologue
+    enters with the block's own SETUP_WITH, so the block is on the block stack again."""
+
+    __slots__ = ()
+
+    def __bool__(self):
+        return False
+
+    def __repr__(self):
+        return "WITH_EXIT"
+
+
+WITH_EXIT = _WithExit()
+
+
 def call_self(f, *args, **kwargs):
     """3.10 has no PUSH_NULL: a NULL slot under callable `f` is rebuilt as this function
     with `f` as its `self`, so CALL_METHOD calls `call_self(f, *args)` = `f(*args)`."""
@@ -128,6 +145,7 @@ def _generate(code, target: int, nulls: tuple, live: tuple, raising: bool = Fals
     items = list(b)
     at = items[origin]
     line = at.lineno if isinstance(at, bc.Instr) else None
+    handlers = iter(_with_handlers(code, target, items))
     label = bc.Label()
     items.insert(origin, label)
     if raising:  # between the label and the instruction: inside the same protected regions
@@ -142,6 +160,8 @@ def _generate(code, target: int, nulls: tuple, live: tuple, raising: bool = Fals
         if not null:
             names.append(f"___stack{len(names)}")
             prologue.append(bc.Instr("LOAD_FAST", names[-1], lineno=line))
+            if null is WITH_EXIT:  # [carrier] -> [exit], the block set up again
+                prologue += [bc.Instr("SETUP_WITH", next(handlers), lineno=line), bc.Instr("POP_TOP", lineno=line)]
         elif PY311:
             prologue.append(bc.Instr("PUSH_NULL", lineno=line))
         else:
@@ -166,6 +186,15 @@ def _generate(code, target: int, nulls: tuple, live: tuple, raising: bool = Fals
     # The stack never grows past the original's: the prologue rebuilds a stack the original
     # code had at that point. The exception table keeps the depths read from the original.
     return b.to_code(stacksize=code.co_stacksize + raising, compute_exception_stack_depths=False)
+
+
+def _with_handlers(code, target: int, items: list) -> list:
+    """3.10: the handler labels of the with blocks open at `target`, outermost first."""
+    if PY311:
+        return []
+    from .liveness import open_with_blocks
+    insts = normalize(code)
+    return [items[insts[i].origin].arg for i in open_with_blocks(code, target) or ()]
 
 
 def _is_identifier(name: str) -> bool:
