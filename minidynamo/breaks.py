@@ -27,7 +27,7 @@ from ._compat import PY311, PY313
 from .exc import unsupported
 from .liveness import live_names, local_value
 from .callees import optimizable_callee, optimized_apply, optimized_function, optimized_module_call
-from .regions import Regions, why_not_carried
+from .regions import Regions, carry, stack_layout, why_not_carried
 from .resume import Continue, drive, resume_function, why_not_resumable
 from .side_effects import writeback_lines
 from .variables.base import NULL
@@ -148,11 +148,11 @@ class BreakTail:
         why = why_not_resumable(tx.code, index)
         if why is not None:
             unsupported("construct", f"cannot raise again where the native instruction was: {why}")
-        nulls = tuple(v is NULL for v in tx.stack)
+        nulls, carried = stack_layout(tx.code, index, tx.stack)
         names = live_names(self.tx, index)
         original = self.functions[0].__wrapped__._minidynamo_resume.fn
         fn = rb.ns.bind(resume_function(original, tx.code, index, nulls, names, raising=True), "raise_in")
-        values = [rb.expr(v) for v in tx.stack if v is not NULL]
+        values = [carry(rb, i, carried, rb.expr(v)) for i, v in enumerate(tx.stack) if v is not NULL]
         values += [rb.expr(local_value(tx, n)) for n in names]
         exc, caught = rb.ns.prefix + "exc", rb.ns.prefix + "e"
         rb.ns.reserve(exc)
@@ -183,14 +183,15 @@ class BreakTail:
 
     def _resume_call(self, rb, ex: Exit):
         tx = self.tx
-        nulls = tuple(v is NULL for v in ex.stack)
+        nulls, carried = stack_layout(tx.code, ex.target, ex.stack)
         names = live_names(self.tx, ex.target)
         why = why_not_resumable(tx.code, ex.target)
         if why is not None:
             unsupported("construct", f"cannot resume after a graph break here: {why}")
         fn = self.resumes(ex.target, nulls, names)
         self.functions.append(fn)
-        values = [v.name if isinstance(v, Native) else rb.expr(v) for v in ex.stack if v is not NULL]
+        values = [carry(rb, i, carried, v.name if isinstance(v, Native) else rb.expr(v))
+                  for i, v in enumerate(ex.stack) if v is not NULL]
         values += [rb.expr(local_value(tx, n)) for n in names]
         return "".join(v + ", " for v in values), rb.ns.bind(fn, "resume")
 

@@ -84,3 +84,49 @@ def live_names(tx, target: int) -> tuple:
 def local_value(tx, name: str):
     """The tracker of local or own cell `name` of the frame `tx` (see live_names)."""
     return tx.f_locals[name] if name in tx.f_locals else tx.cells[name].contents
+
+
+_WITH_SETUPS = {"SETUP_WITH", "SETUP_ASYNC_WITH"}
+_BLOCK_SETUPS = _WITH_SETUPS | {"SETUP_FINALLY"}
+_blocks: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+
+
+def open_with_blocks(code, index: int) -> tuple:
+    """Python 3.10: the SETUP_WITH instructions (normalized indices, outermost first) whose
+    blocks are on the block stack at instruction `index`, or None when `index` is inside a
+    try block or unreachable. The block stack at an instruction is the same on every path
+    to it (CPython's compiler keeps it so): one pass along the control flow finds it."""
+    table = _blocks.get(code)
+    if table is None:
+        table = _blocks[code] = _block_stacks(normalize(code))
+    found = table[index]
+    if found is None or any(kind != "with" for kind, _ in found):
+        return None
+    return tuple(at for _, at in found)
+
+
+def _block_stacks(insts) -> list:
+    n = len(insts)
+    stacks: list = [None] * n
+    stacks[0] = ()
+    todo = [0]
+    while todo:
+        i = todo.pop()
+        blocks, inst = stacks[i], insts[i]
+        op = inst.opname
+        nxt = []
+        if op in _BLOCK_SETUPS:
+            kind = "with" if op in _WITH_SETUPS else "try"
+            nxt += [(i + 1, blocks + ((kind, i),)), (inst.target, blocks + (("handler", i),))]
+        elif op == "POP_BLOCK" or op == "POP_EXCEPT":
+            nxt.append((i + 1, blocks[:-1]))
+        else:
+            if op not in _NO_FALLTHROUGH:
+                nxt.append((i + 1, blocks))
+            if inst.target is not None:
+                nxt.append((inst.target, blocks))
+        for j, b in nxt:
+            if j is not None and j < n and stacks[j] is None:
+                stacks[j] = b
+                todo.append(j)
+    return stacks

@@ -33,12 +33,15 @@ import torch
 
 from ._compat import PY311
 from .guards import Guard
+from .exc import unsupported
 from .instructions import normalize
+from .liveness import open_with_blocks
+from .resume import WITH_EXIT
 from .sources import AttrSource
-from .variables.base import VariableTracker
+from .variables.base import NULL, VariableTracker
 from .variables.builder import register_wrapper
-from .variables.contexts import (ContextManagerVariable, EnteredManager, GeneratorContextVariable, _Method,
-                                 grad_at_break)
+from .variables.contexts import (ContextManagerVariable, EnteredManager, GeneratorContextVariable, WithCarrier,
+                                 _Method, grad_at_break)
 from .variables.user_objects import UserExitVariable
 
 
@@ -58,7 +61,6 @@ class CarriedExitVariable(VariableTracker):
         return f"the exit of {type(self.value.manager).__qualname__} (entered before a graph break)"
 
     def call_function(self, tx, args, kwargs):
-        from .exc import unsupported
         unsupported("exceptions", f"leaving {type(self.value.manager).__qualname__}, entered before a graph "
                                   "break: its exit runs natively")
 
@@ -71,6 +73,43 @@ def _wrap_entered(tx, value, source):
 
 
 register_wrapper(lambda v: type(v) is EnteredManager, _wrap_entered, guard_identity=False)
+
+
+def _wrap_carrier(tx, value, source):
+    """3.10: the stack slot holds the exit the carrier hands to SETUP_WITH."""
+    from .variables.builder import wrap
+    from .variables.functions import UserMethodVariable
+    if source is not None:
+        tx.output.guards.add(Guard("TYPE_MATCH", source, WithCarrier, {}))
+    exit_ = wrap(tx, value.exit, AttrSource(source, "exit") if source is not None else None)
+    if type(exit_) is UserMethodVariable:  # a user class's: still a with block's exit
+        return UserExitVariable(exit_.func, exit_.obj, exit_.source)
+    return exit_
+
+
+register_wrapper(lambda v: type(v) is WithCarrier, _wrap_carrier, guard_identity=False)
+
+
+def stack_layout(code, target: int, stack: list) -> tuple[tuple, set]:
+    """(nulls, positions): the kinds of a resume function's stack slots at `target` (NULL,
+    a value, or on 3.10 a with block's exit that its prologue enters again: WITH_EXIT),
+    and the positions of those exits, passed in a WithCarrier."""
+    nulls = [v is NULL for v in stack]
+    if PY311:
+        return tuple(nulls), set()
+    blocks = open_with_blocks(code, target)
+    if blocks is None:
+        unsupported("exceptions", "inside a try block (Python 3.10)")
+    exits = [i for i, v in enumerate(stack) if is_exit_slot(v)]
+    if len(exits) < len(blocks):
+        unsupported("exceptions", "a with block whose exit is not on the stack (Python 3.10)")
+    carried = set(exits[:len(blocks)])  # an exit being called has left its block already
+    return tuple(WITH_EXIT if i in carried else null for i, null in enumerate(nulls)), carried
+
+
+def carry(rb, position: int, carried: set, expr: str) -> str:
+    """The argument for stack slot `position` (see stack_layout)."""
+    return f"{rb.ns.bind(WithCarrier, 'WithCarrier')}({expr})" if position in carried else expr
 
 
 def is_exit_slot(v) -> bool:
@@ -104,8 +143,6 @@ def why_not_carried(tx) -> str | None:
             return "inside a with statement's own setup"
         if not is_exit_slot(v):
             continue
-        if not PY311:
-            return "inside a with block (Python 3.10 keeps with blocks on a block stack)"
         if isinstance(v, _Method) and not v.carried:
             why = v.cm.why_not_across_break()
             if why is not None:
@@ -127,7 +164,7 @@ class Regions:
         self.opened = opened_regions(self.exits)
         # A resume function's stack holds its regions' exits as plain values: what says it
         # is inside one is the code's exception table.
-        self.raising = PY311 and covered_by_handler(tx.code, index)
+        self.raising = covered_by_handler(tx.code, index)
         self.grad = grad_at_break(tx.output.graph)
         for v in reversed(self.opened):  # innermost first, as their exits would run
             v.cm.close_at_break(tx.output.graph)
@@ -153,9 +190,11 @@ _covered: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 
 
 def covered_by_handler(code, index: int) -> bool:
-    """3.11+: whether an exception raised at normalized instruction `index` of `code` meets
-    a handler of the frame (inside a try body breaks are refused: a with block's, or a
-    3.12+ inlined comprehension's)."""
+    """Whether an exception raised at normalized instruction `index` of `code` meets a
+    handler of the frame (inside a try body breaks are refused: a with block's, or a 3.12+
+    inlined comprehension's; 3.10: a with block on the block stack)."""
+    if not PY311:
+        return bool(open_with_blocks(code, index))
     origins = _covered.get(code)
     if origins is None:
         origins = set()

@@ -19,8 +19,10 @@ import minidynamo
 from helpers import Args, CountingBackend, check, entry_tree
 
 PY = sys.version_info[:2]
-# 3.10 keeps with blocks on a block stack: a break inside one runs the call eagerly.
-KIND = "break" if PY >= (3, 11) else "eager"
+KIND = "break"
+# 3.10: a generator starts with GEN_START; one made again at its yield is not (yet):
+# a break inside a @contextmanager's region runs the call eagerly there.
+GEN_KIND = "break" if PY >= (3, 11) else "eager"
 
 
 class Boom(Exception):
@@ -191,21 +193,19 @@ def test_a_declined_call_inside_each_manager(fn):
 def test_graphs_around_an_autocast_break():
     # The graph before the print; the resume function's, up to the with block's end (the
     # real manager's exit runs natively: a break of its own); the one after the block.
-    info = check_break(in_autocast, t().requires_grad_(), graphs=3 if KIND == "break" else None)
-    if KIND == "break":
-        graph = info.backend.graphs[0].graph
-        targets = [n.target.__name__ for n in graph.nodes if n.op == "call_function"
-                   and "autocast" in getattr(n.target, "__name__", "")]
-        assert targets == ["_enter_autocast", "_exit_autocast"]  # the graph leaves what it entered
-        kinds = [e.kind for e in entry_tree(info.opt)]  # the function's own chain
-        assert kinds == ["break", "break", "graph"], kinds
+    info = check_break(in_autocast, t().requires_grad_(), graphs=3)
+    graph = info.backend.graphs[0].graph
+    targets = [n.target.__name__ for n in graph.nodes if n.op == "call_function"
+               and "autocast" in getattr(n.target, "__name__", "")]
+    assert targets == ["_enter_autocast", "_exit_autocast"]  # the graph leaves what it entered
+    kinds = [e.kind for e in entry_tree(info.opt)]  # the function's own chain
+    assert kinds == ["break", "break", "graph"], kinds
 
 
 def test_a_grad_mode_break_graph_is_balanced():
-    info = check_break(in_no_grad, t().requires_grad_(), graphs=2 if KIND == "break" else None)
-    if KIND == "break":
-        modes = [n.args[0] for n in info.backend.graphs[0].graph.nodes if n.target is torch._C._set_grad_enabled]
-        assert modes == [False, True]
+    info = check_break(in_no_grad, t().requires_grad_(), graphs=2)
+    modes = [n.args[0] for n in info.backend.graphs[0].graph.nodes if n.target is torch._C._set_grad_enabled]
+    assert modes == [False, True]
 
 
 def print_inside_no_grad(x):
@@ -464,12 +464,10 @@ def test_a_decorator_entering_the_device():
     # wrapper runs optimized on its own, breaking inside its with block.
     info = check_break(calls_a_guarded_op, t(), kind="break")
     kinds = [e.kind for e in info.tree]
-    assert kinds.count("break") >= (2 if KIND == "break" else 1), kinds
+    assert kinds.count("break") >= 2, kinds
 
 
 def test_tree_kinds_of_a_nested_break():
-    if KIND != "break":
-        pytest.skip("3.10: whole-call eager")
     backend = CountingBackend()
     opt = minidynamo.optimize(backend=backend)(in_inference_mode)
     with contextlib.redirect_stdout(io.StringIO()):
@@ -570,13 +568,13 @@ def exit_prints(x):
 @pytest.mark.parametrize("fn", [generator_manager, generator_manager_suppresses, generator_manager_raises_on,
                                 generator_inside_autocast], ids=lambda f: f.__name__)
 def test_contextmanager_generators_with_a_log(fn):
-    check_break(fn, t().requires_grad_(), [])
+    check_break(fn, t().requires_grad_(), [], kind=GEN_KIND)
 
 
 @pytest.mark.parametrize("fn", [generator_manager_by_statement, device_helper, exit_prints],
                          ids=lambda f: f.__name__)
 def test_contextmanager_generators(fn):
-    check_break(fn, t().requires_grad_())
+    check_break(fn, t().requires_grad_(), kind=GEN_KIND)
 
 
 # --- a Triton library's op: the device entered around a launch, a print inside ----------------
@@ -623,7 +621,7 @@ def test_a_launching_op_inside_the_device_region():
     from kernels.capture_kernels import DEVICE
     x = torch.randn(40, device=DEVICE)
     check_break(calls_a_launching_op, x, kind="break")
-    check_break(device_region_in_frame, x, kind="break" if PY >= (3, 11) else "eager")
+    check_break(device_region_in_frame, x)
 
 
 @pytest.mark.gpu
@@ -634,6 +632,6 @@ def test_the_device_is_switched_for_the_native_code():
     last = torch.cuda.device_count() - 1
     x = torch.randn(40, device=f"cuda:{last}")
     torch.cuda.set_device(0)
-    check_break(device_region_in_frame, x, kind="break" if PY >= (3, 11) else "eager")
+    check_break(device_region_in_frame, x)
     check_break(calls_a_launching_op, x, kind="break")
     assert torch.cuda.current_device() == 0

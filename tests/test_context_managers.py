@@ -126,8 +126,8 @@ def test_user_managers_are_traced_and_a_stopped_trace_leaves_no_state():
     # (tests/test_user_objects.py has the rest).
     check(other_manager, (torch.ones(2),), kind="graph")
     before = (torch.is_grad_enabled(), torch.is_autocast_enabled("cpu"))
-    # The print breaks the graph inside both regions (3.10: the whole call runs eagerly).
-    check(stops_inside, (torch.ones(2),), kind="break" if PY >= (3, 11) else "eager", reason="side_effect")
+    # The print breaks the graph inside both regions.
+    check(stops_inside, (torch.ones(2),), kind="break", reason="side_effect")
     assert (torch.is_grad_enabled(), torch.is_autocast_enabled("cpu")) == before
 
 

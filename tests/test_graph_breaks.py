@@ -795,9 +795,9 @@ def test_explain_without_break():
 
 
 # --- regions, try blocks, cell variables -------------------------------------------------
-# A grad-mode region stays entered across the break from 3.11 on (the resume function
-# leaves it through a real exit); on 3.10 the whole call runs eagerly.
-REGION_KIND = "break" if PY >= (3, 11) else "eager"
+# A grad-mode region is carried across the break: the resume function leaves it through
+# a real exit (3.10: its prologue puts the block back on the block stack).
+REGION_KIND = "break"
 
 
 def test_break_inside_no_grad():

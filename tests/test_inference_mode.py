@@ -6,7 +6,7 @@ import re
 
 import pytest
 import torch
-from helpers import PY, CountingBackend, assert_uses, by_version, check
+from helpers import CountingBackend, assert_uses, by_version, check
 
 import minidynamo
 
@@ -207,10 +207,10 @@ def stops_inside(x):
 
 
 def test_a_stopped_trace_leaves_no_state():
-    # The print breaks the graph inside the region (3.10: the call runs eagerly); the
-    # trace that stopped inside left inference mode and grad mode as they were.
+    # The print breaks the graph inside the region; the trace that stopped inside left
+    # inference mode and grad mode as they were.
     before = (torch.is_inference_mode_enabled(), torch.is_grad_enabled())
-    check(stops_inside, torch.ones(2), kind="break" if PY >= (3, 11) else "eager", reason="side_effect")
+    check(stops_inside, torch.ones(2), kind="break", reason="side_effect")
     assert (torch.is_inference_mode_enabled(), torch.is_grad_enabled()) == before
 
 

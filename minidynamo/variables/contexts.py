@@ -215,6 +215,22 @@ class EnteredManager:
         return f"<leave {type(self.manager).__qualname__} entered at a graph break>"
 
 
+class WithCarrier:
+    """Python 3.10: a with block's exit handed to a resume function, whose prologue enters
+    it with the block's own SETUP_WITH (resume.WITH_EXIT): entering does nothing, and the
+    `__exit__` it finds is the exit, so the block is back on the block stack."""
+
+    __slots__ = ("exit",)
+
+    def __init__(self, exit):
+        self.exit = exit
+
+    def __enter__(self):
+        return None
+
+    __exit__ = property(lambda self: self.exit)  # looked up on the type, bound to the exit
+
+
 def enter_real(manager) -> EnteredManager:
     manager.__enter__()
     return EnteredManager(manager)
