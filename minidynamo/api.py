@@ -78,7 +78,10 @@ class OptimizedFunction:
             return
         # A staticmethod: called with the arguments alone, so a call with wrong arguments
         # raises exactly the TypeError the user's function would.
-        if len(entries) == 1 and entries[0].fast_call is not None:
+        limited = self._cache.limited_call() if self._cache.warned_limit else None
+        if limited is not None:
+            cls.__call__ = staticmethod(limited)
+        elif len(entries) == 1 and entries[0].fast_call is not None:
             cls.__call__ = staticmethod(entries[0].fast_call)
         elif entries and fn.__defaults__ is None and fn.__kwdefaults__ is None:
             cls.__call__ = staticmethod(dispatcher(self._cache.name, fn, [e.run for e in entries],

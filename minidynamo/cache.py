@@ -25,6 +25,24 @@ breaks_log = get_logger("graph_breaks")
 MAX_FAILURE_RECORDS = 256  # the newest guard failures kept per function
 
 
+# What identifies a call for the past-the-limit dispatcher, per kind of the guard that
+# keeps failing: the values that guard reads (`{}`: the guarded expression).
+_KEYS = {
+    "TENSOR_MATCH": ("type({})", "{}.dtype", "{}.device", "{}.shape", "{}.stride()", "{}.requires_grad"),
+    "EQUALS_MATCH": ("type({})", "{}"),
+    "TYPE_MATCH": ("type({})",),
+    "LEN_MATCH": ("type({})", "len({})"),
+    "DICT_KEYS": ("type({})", "tuple({})"),
+    "ID_MATCH": ("id({})",),
+    "SHAPE_ENV": ("{}",),
+}
+
+
+def _key_exprs(guard, ns) -> list[str]:
+    e = guard.source.expr(ns)
+    return [k.format(e) for k in _KEYS[guard.kind]]
+
+
 class RecompileError(RuntimeError):
     """Raised on a recompile when config.error_on_recompile is set."""
 
@@ -82,6 +100,42 @@ class FunctionCache:
         # Which input sizes are traced symbolically, and the sizes seen (per function:
         # a resume function has its own, under its root's mode).
         self.dynamic = DynamicPolicy(root.dynamic.mode if root is not None else dynamic)
+
+    def limited_call(self):
+        """Past the cache limit (warned): the dispatcher that sends a call straight to the
+        entry that took its key last time, or to the original function (codegen's
+        limit_dispatcher), or None where no key can be read."""
+        guard = self._failing_guard()
+        if guard is None or self.fn.__defaults__ is not None or self.fn.__kwdefaults__ is not None:
+            return None
+        from .codegen import limit_dispatcher
+        cap = 1024
+        runs = [e.run for e in self.entries]
+
+        def slow(key, *args, **kwargs):
+            for i, run in enumerate(runs):
+                result = run(*args, **kwargs)
+                if result is not MISS:
+                    if key is not None and len(memo) < cap:
+                        memo[key] = i
+                    return result
+            if key is not None and len(memo) < cap:
+                memo[key] = -1
+            return self.miss(args, kwargs)
+        fn, memo = limit_dispatcher(self.name, self.fn, runs, slow, lambda ns: _key_exprs(guard, ns))
+        return fn
+
+    def _failing_guard(self):
+        """The guard that failed most often among the recorded recompiles, as an object."""
+        counts = collections.Counter((f.kind, f.source) for f in self.failures)
+        if not counts:
+            return None
+        kind, source = counts.most_common(1)[0][0]
+        for entry in self.entries:
+            for g in entry.guards:
+                if g.kind == kind and g.source.name() == source and kind in _KEYS:
+                    return g
+        return None
 
     def call_slow(self, *args, **kwargs):
         """The miss path with the call's own arguments (what generated code calls)."""
@@ -194,6 +248,7 @@ class FunctionCache:
         if self.warned_limit:
             return
         self.warned_limit = True
+        self._changed()  # the optimized function's call becomes the past-the-limit dispatcher
         why = ""
         if failure is not None:
             # The guard that failed most often among the recorded recompiles (this one on a tie).

@@ -139,6 +139,32 @@ def dispatcher(name: str, fn, runs: list, slow) -> object:
                           qualname=fn.__qualname__)[0]
 
 
+def limit_dispatcher(name: str, fn, runs: list, slow, key_exprs_of):
+    """Past the cache limit: a function with fn's parameters that reads a key (the values of
+    `key_exprs_of(ns)`: what made the entries differ) and looks up which entry took that key last
+    time, or that none did; then one entry's guards or the original function, not every
+    entry's guards. An unknown key, a key that raises, or an entry whose guards now fail
+    goes to `slow(key, *args, **kwargs)`, which tries them all and records the outcome."""
+    ns = Namespace(pick_prefix(fn))
+    params, call = signature_parts(fn, ns)
+    p = ns.prefix
+    memo: dict = {}
+    body = ["    try:",
+            f"        {p}key = ({''.join(e + ', ' for e in key_exprs_of(ns))})",
+            f"        {p}hit = {ns.bind(memo, 'memo')}.get({p}key, -2)",
+            "    except Exception:",
+            f"        {p}key, {p}hit = None, -2",
+            f"    if {p}hit == -1:",
+            f"        return {ns.bind(fn, 'fn')}({call})",
+            f"    if {p}hit >= 0:",
+            f"        {p}r = {ns.bind(tuple(runs), 'entries')}[{p}hit]({call})",
+            f"        if {p}r is not {ns.bind(MISS, 'MISS')}:",
+            f"            return {p}r",
+            f"    return {ns.bind(slow, 'miss')}({p}key, {call})"]
+    built = build_function(name, params, body, ns, f"<minidynamo dispatch {name}>", qualname=fn.__qualname__)[0]
+    return built, memo
+
+
 def failure_finder(name: str, params: str, guard_exprs: list[str], ns: Namespace):
     """A function with the user's signature returning (index of the first failing guard,
     the value its source had), or (-1, None) when all pass."""
