@@ -21,6 +21,7 @@ effect happens once, in program order: the trace itself never wrote to outside o
 from __future__ import annotations
 
 import builtins
+import types
 from dataclasses import dataclass
 
 from ._compat import PY311, PY313
@@ -150,8 +151,8 @@ class BreakTail:
             unsupported("construct", f"cannot raise again where the native instruction was: {why}")
         nulls, carried = stack_layout(tx.code, index, tx.stack)
         names = live_names(self.tx, index)
-        original = self.functions[0].__wrapped__._minidynamo_resume.fn
-        fn = rb.ns.bind(resume_function(original, tx.code, index, nulls, names, raising=True), "raise_in")
+        fn = rb.ns.bind(resume_function(_frame_function(tx), tx.code, index, nulls, names, raising=True),
+                        "raise_in")
         values = [carry(rb, i, carried, rb.expr(v)) for i, v in enumerate(tx.stack) if v is not NULL]
         values += [rb.expr(local_value(tx, n)) for n in names]
         exc, caught = rb.ns.prefix + "exc", rb.ns.prefix + "e"
@@ -285,6 +286,13 @@ class BreakTail:
         if conv is not None:
             value = f"{rb.ns.bind(getattr(builtins, conv), conv)}({value})"
         return f"{fmt}({value}, {e(st[-1]) if has_spec else repr('')})", 2 if has_spec else 1
+
+
+def _frame_function(tx):
+    """A function over the frame's code with its globals and closure (what a function
+    generated from that code needs of the original)."""
+    closure = tuple(tx.cells[n].cell for n in tx.code.co_freevars)
+    return types.FunctionType(tx.code, tx.f_globals, tx.code.co_name, None, closure or None)
 
 
 def _call_operands(tx, inst):

@@ -1,28 +1,30 @@
 """With regions a graph break splits: `with torch.autocast(...): ... print(x) ...`.
 
-Inside a `with` block the frame's value stack holds the block's exit (what BEFORE_WITH
-pushed: a tracker of the manager's bound `__exit__`). A break there carries each open
-region across, as follows.
+Inside a `with` block the frame's value stack holds the block's exit (what BEFORE_WITH,
+3.10's SETUP_WITH, pushed: a tracker of the manager's bound `__exit__`). A break there
+carries each open region across (`Regions`):
 
-1. The graph ends outside every region the trace entered (`close_regions`): their exits
-   run in it, innermost first, so a graph leaves the state as it found it (a backend may
-   run it at compile time; a real manager must capture the state from before it).
+1. The graph ends outside every region the trace entered (`close_at_break` of each,
+   innermost first), so a graph leaves the state as it found it: a backend may run it at
+   compile time, and a real manager entered after it must find the state from before.
 2. After the graph the entry enters each region again for real, outermost first
-   (`reentry_lines`): torch's own manager for autocast, inference mode and the CUDA
-   device (`EnteredManager`), a stateless exit for grad mode and nullcontext, the
-   object itself for a user class, a generator resumed at its yield for a
-   @contextmanager (`resumed_generator_manager`). Then grad mode is set to what the
-   trace had at the break. The native instruction runs in the state eager has there.
+   (`reenter` of each): torch's own manager for autocast, inference mode and the CUDA
+   device (`EnteredManager`), a stateless exit for grad mode and nullcontext, a
+   generator made again at its yield under contextlib's manager for a @contextmanager
+   (the regions its body entered first); a user class's object is rebuilt as the trace
+   left it. Then grad mode as the trace had it. The native instruction runs in the
+   state eager has there.
 3. The exits stand in the stack slots the resume function gets, under the original
-   exception table: its normal end, a return or an exception leaves them once, through
-   the real `__exit__`. A resume trace sees such an exit as entered before it: its state
-   is the trace's starting state (guarded), and calling it declines, so that call runs
-   natively at a break of its own (`CarriedExitVariable`); grad mode's and nullcontext's
-   stateless exits are traced.
+   exception table (3.10: its prologue puts the blocks back with SETUP_WITH, see
+   `stack_layout`): its normal end, a return or an exception leaves them once, through
+   the real `__exit__`. A resume trace sees a real manager's exit as entered before it
+   (the state it starts in, guarded); calling it declines, so that call runs natively at
+   a break of its own (`CarriedExitVariable`). Grad mode's and nullcontext's stateless
+   exits are traced.
 4. An exception from the native instruction is raised again, in a function generated
    from the original code, right where the instruction was (breaks.py): the original
-   handlers call the exits with it, a suppressing exit resumes after its block, and
-   the rest of the frame runs eagerly in that function.
+   handlers call the exits with it, a suppressing exit goes on after its block, and the
+   rest of the frame runs eagerly in that function.
 """
 from __future__ import annotations
 
@@ -32,8 +34,8 @@ import bytecode as bc
 import torch
 
 from ._compat import PY311
-from .guards import Guard
 from .exc import unsupported
+from .guards import Guard
 from .instructions import normalize
 from .liveness import open_with_blocks
 from .resume import WITH_EXIT
@@ -62,7 +64,8 @@ class CarriedExitVariable(VariableTracker):
 
     def call_function(self, tx, args, kwargs):
         unsupported("exceptions", f"leaving {type(self.value.manager).__qualname__}, entered before a graph "
-                                  "break: its exit runs natively")
+                                  "break: its exit runs natively",
+                    hint="the region an earlier graph break split ends here, left by the real manager")
 
 
 def _wrap_entered(tx, value, source):

@@ -635,3 +635,10 @@ def test_the_device_is_switched_for_the_native_code():
     check_break(device_region_in_frame, x)
     check_break(calls_a_launching_op, x, kind="break")
     assert torch.cuda.current_device() == 0
+
+
+def test_explain_reports_the_breaks_of_a_region():
+    with contextlib.redirect_stdout(io.StringIO()):
+        report_text = str(minidynamo.explain(in_autocast)(t()))
+    assert "graph break" in report_text and "print() writes output" in report_text, report_text
+    assert "leaving autocast" in report_text, report_text  # the resume function's own break
