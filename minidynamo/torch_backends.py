@@ -9,8 +9,8 @@ the installed torch. Before the graph is handed over (`for_torch_backend`):
   the launch and inductor compiles the user's kernel together with the ops around it, as
   it does for a graph TorchDynamo captured;
 * a NumPy scalar constant in a node's arguments becomes a call building it
-  (`numpy.float64(0.25)`): the code torch's backends generate from the graph has no `np`
-  name, and the exact NumPy scalar must reach the op, since torch treats some of them
+  (`numpy.float64(0.25)`; `compile_with` does this for every backend): the code
+  generated from the graph has no `np` name, and the exact NumPy scalar must reach the op, since torch treats some of them
   unlike the Python scalar of the same value (`torch.tensor(np.float64(2))` is float64,
   `torch.full((2,), np.bool_(True))` is float32);
 * a Function node whose backward runs the user's function eagerly (it could not be
