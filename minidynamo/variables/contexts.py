@@ -6,7 +6,9 @@ Each changes the tracer's copy of the state (the real thread-local state, which 
 ops read, restored by the cache whatever happens) and records the change in the graph as
 a node at the same place, so the graph carries grad-mode and autocast regions: the
 backend sees them and the graph runs under them. `with` is the normal path only: the trace
-never raises inside the block (anything that would raise declines first).
+never raises inside the block (anything that would raise declines first). A graph break
+inside a region carries it across (regions.py): each manager says how to leave it at the
+end of the graph (`close_at_break`) and how to enter it again for real (`reenter`).
 """
 from __future__ import annotations
 
@@ -22,6 +24,7 @@ from torch.autograd import grad_mode
 from ..exc import unsupported
 from .base import VariableTracker
 from .constant import ConstantVariable
+from .exits import EnteredManager, GradModeExit, WithCarrier, enter_real, null_exit  # noqa: F401 - builder, regions
 
 
 class ContextManagerVariable(VariableTracker):
@@ -177,68 +180,6 @@ class GradModeVariable(ContextManagerVariable):
         # Stateless: its exit sets the mode from before the region (the mode inside is set
         # with the others' after the re-entries, regions.py).
         return [], rb.ns.bind(GradModeExit(self.prev), "exit")
-
-
-class GradModeExit:
-    """The `__exit__` of a grad-mode region a graph break splits: the region was entered
-    by the graph before the break; this leaves it (normal end or exception) in the resume
-    function, restoring the mode from before the region."""
-
-    __slots__ = ("prev",)
-
-    def __init__(self, prev: bool):
-        self.prev = prev
-
-    def __call__(self, *exc_info):
-        torch._C._set_grad_enabled(self.prev)
-        return False
-
-    def __repr__(self):
-        return f"<leave grad-mode region: back to {self.prev}>"
-
-
-class EnteredManager:
-    """The exit of a region a graph break splits, for managers whose state cannot be
-    rebuilt from constants: a real manager entered after the graph (which left it), as
-    eager's was; calling it leaves that manager, exception info included (its answer
-    suppresses or not, as eager's)."""
-
-    __slots__ = ("manager",)
-
-    def __init__(self, manager):
-        self.manager = manager
-
-    def __call__(self, exc_type, exc, tb):
-        return self.manager.__exit__(exc_type, exc, tb)
-
-    def __repr__(self):
-        return f"<leave {type(self.manager).__qualname__} entered at a graph break>"
-
-
-class WithCarrier:
-    """Python 3.10: a with block's exit handed to a resume function, whose prologue enters
-    it with the block's own SETUP_WITH (resume.WITH_EXIT): entering does nothing, and the
-    `__exit__` it finds is the exit, so the block is back on the block stack."""
-
-    __slots__ = ("exit",)
-
-    def __init__(self, exit):
-        self.exit = exit
-
-    def __enter__(self):
-        return None
-
-    __exit__ = property(lambda self: self.exit)  # looked up on the type, bound to the exit
-
-
-def enter_real(manager) -> EnteredManager:
-    manager.__enter__()
-    return EnteredManager(manager)
-
-
-def null_exit(*exc_info):
-    """The `__exit__` of a `contextlib.nullcontext()` region a graph break splits."""
-    return False
 
 
 def exit_across_break(method) -> object | None:
