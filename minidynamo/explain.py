@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 
 import torch
 
+from .dynamic import DynamicPolicy
 from .api import OptimizedFunction, OptimizedModule, _not_optimizable
 from .convert import compile_call
 from .exc import HINTS, BackendError
@@ -201,7 +202,7 @@ def explain(fn, backend=None):
         reasons = []
         try:
             entry = compile_call(fn, args, kwargs, capture, name=name, resumes=_no_resume,
-                                 dynamic=cache.dynamic.copy() if cache is not None else None)
+                                 dynamic=cache.dynamic.copy() if cache is not None else DynamicPolicy())
         except BackendError as e:
             gm = graphs[-1] if graphs else None
             reasons.append(BreakReason("backend", str(e), None, HINTS["backend"]))

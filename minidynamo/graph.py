@@ -22,6 +22,7 @@ node without them reads as None: unknown, every input may be written and aliased
 """
 from __future__ import annotations
 
+import contextlib
 import operator
 from dataclasses import dataclass
 
@@ -39,6 +40,13 @@ from .dynamic import (checked_elsewhere, has_symbolic, is_symbolic, new_shape_en
 from .fakecache import input_fake, op_key, op_result, remember
 from .guards import GuardSet, shape_guard, tensor_guard
 from .sources import Source
+
+_NO_CONTEXT = contextlib.nullcontext()
+
+
+def python_dispatcher():
+    from torch._dispatch.python import enable_python_dispatcher
+    return enable_python_dispatcher()
 
 
 @dataclass
@@ -215,7 +223,9 @@ class OutputGraph:
             # NOTE: only the op itself is inside the try: what it raises is the user's (eager
             # raises it too); an error of the bookkeeping around it is minidynamo's own.
             try:
-                with self.fake_mode:
+                # With symbolic sizes, ops that take size lists (F.pad, interpolate) need the
+                # Python dispatcher, as under torch.compile.
+                with self.fake_mode, (python_dispatcher() if self.shape_env is not None else _NO_CONTEXT):
                     if kind == "call_method":
                         result = getattr(fake_args[0], target)(*fake_args[1:], **fake_kwargs)
                     else:

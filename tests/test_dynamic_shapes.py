@@ -593,10 +593,7 @@ def test_describe_shows_symbolic_sizes_and_their_guards():
     assert "x.size(0)" in entry.graph_code, entry.graph_code
 
 
-@pytest.mark.parametrize("how", [
-    "dynamic_true",
-    pytest.param("mark_dynamic", marks=pytest.mark.xfail(
-        strict=True, reason="explain of a plain function ignores mark_dynamic"))])
+@pytest.mark.parametrize("how", ["dynamic_true", "mark_dynamic"])
 def test_explain_shows_symbolic_sizes(how):
     x = torch.randn(4, 3)
     if how == "mark_dynamic":

@@ -15,7 +15,7 @@ from .constant import ConstantVariable, fold
 from .dicts import DictVariable, SetVariable
 from .lists import (BaseListVariable, IteratorVariable, ListVariable, PulledItems, ReversedItems, TupleVariable,
                     iterator_of)
-from .tensor import TensorVariable
+from .tensor import TensorVariable, size_variable
 
 # Builtins that are pure on constants: folded when every argument is a constant.
 _PURE = {
@@ -108,7 +108,7 @@ def _len(tx, args, kwargs):
     if isinstance(obj, TensorVariable):
         if obj.fake.dim() == 0:
             unsupported("exceptions", "TypeError: len() of a 0-d tensor")
-        return ConstantVariable(int(obj.fake.shape[0]))
+        return size_variable(obj.fake.shape[:1], tx.output, obj.node).items[0]  # symbolic: x.size(0)
     if obj.is_python_constant():
         return fold(tx, len, [obj.as_python_constant()], {}, "len()")
     return obj.call_method(tx, "__len__", [], {})

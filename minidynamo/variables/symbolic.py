@@ -133,3 +133,32 @@ def symbolic_result(tx, kind: str, target, fx_args: list, result):
     node = tx.output.sym_node(kind, target, tuple(fx_args), result)
     return SymNodeVariable(node, result)
 
+
+
+class SymSliceVariable(VariableTracker):
+    """`x[a:b]` with a symbolic bound: the slice holds graph values (fx keeps slices of
+    nodes), so `x[: n // 2]` stays symbolic in a tensor op; elsewhere it specialises."""
+
+    __slots__ = ("parts",)
+
+    def __init__(self, parts: list):
+        super().__init__(None)
+        self.parts = parts
+
+    def python_type(self):
+        return slice
+
+    def is_python_constant(self):
+        return all(p.is_python_constant() for p in self.parts)
+
+    def as_python_constant(self):
+        return slice(*[p.as_python_constant() for p in self.parts])
+
+    def as_fx_arg(self):
+        return slice(*[p.as_fx_arg() for p in self.parts])
+
+    def as_fake(self):
+        return slice(*[p.as_fake() for p in self.parts])
+
+    def describe(self):
+        return "slice with a symbolic bound"

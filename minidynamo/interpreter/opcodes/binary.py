@@ -2,12 +2,15 @@
 from __future__ import annotations
 
 from ...exc import unsupported
+from ...variables.symbolic import SymNodeVariable, SymSliceVariable
 from ...variables.constant import ConstantVariable
 from ..operators import binary_op, compare, contains, getitem, is_same, setitem, unary_op
 
 
 def _slice(tx, start, stop, step=None):
     parts = [start, stop] + ([step] if step is not None else [])
+    if any(isinstance(p, SymNodeVariable) for p in parts):
+        return SymSliceVariable(parts)  # a bound that is a symbolic size
     if not all(p.is_python_constant() for p in parts):
         unsupported("data_dependent", "a slice bound that is not a Python constant")
     return ConstantVariable(slice(*[p.as_python_constant() for p in parts]))
