@@ -18,7 +18,7 @@ if not torch.cuda.is_available():
 triton = pytest.importorskip("triton")
 
 import launcher_emulation as E  # noqa: E402
-from kernels.capture_kernels import add_kernel  # noqa: E402
+from kernels.capture_kernels import add_kernel, add_pruned  # noqa: E402
 from test_launcher import heur_scale, marker, stacked_scale, tuned_add  # noqa: E402
 
 from minidynamo.triton import resolve as resolve_module  # noqa: E402
@@ -109,6 +109,18 @@ def test_autotune_over_heuristics_across_sizes():
         lau(_per_config(stacked_scale, n), x, out, n)
         sync()
         torch.testing.assert_close(out, ref, rtol=0, atol=0)
+
+
+def test_autotune_prune_function_sees_the_arguments_as_named_args():
+    # add_pruned's prune function reads named_args["n"]: the leading arguments go
+    # positionally, as in the launch the user wrote. Every new n is tuned (pruned) again.
+    lau = make_launcher(add_pruned, None, {}, ADD, grid_per_call=True)
+    for n in (40, 8, 200, 40, 13):
+        x, y = torch.randn(n, device=DEV), torch.randn(n, device=DEV)
+        out = torch.empty(n, device=DEV)
+        lau(_per_config(add_pruned, n), x, y, out, n)
+        sync()
+        torch.testing.assert_close(out, x + y, rtol=0, atol=0)
 
 
 def test_wrong_number_of_grids_is_an_error():
@@ -211,8 +223,8 @@ def test_emulated_autotune_retunes_per_key_and_replays_tuned_keys(emu):
 
 
 def test_emulated_autotune_pruned_configs(emu):
-    def prune(configs, named_args, **kwargs):  # launchers pass arguments by keyword
-        return [c for c in configs if c.kwargs["BLOCK"] <= max(16, {**named_args, **kwargs}["n"])]
+    def prune(configs, named_args, **kwargs):  # reads `n` as a launch written positionally passes it
+        return [c for c in configs if c.kwargs["BLOCK"] <= max(16, named_args["n"])]
     tuned = triton.autotune(configs=[triton.Config({"BLOCK": 16}), triton.Config({"BLOCK": 64})], key=["n"],
                             prune_configs_by={"early_config_prune": prune}, do_bench=E.last_config_wins())(
         emu.jit(E.marker))

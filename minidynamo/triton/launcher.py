@@ -126,6 +126,10 @@ class Launcher:
         self.dynamic_names = tuple(dynamic_names)
         self.name = _kernel_name(kernel)
         self._param_order = _param_order(kernel)
+        # Names autotune configs and heuristics set: never passed positionally.
+        self._meta_names = {n for k in _kernel_chain(kernel) for n in getattr(k, "values", {})}
+        self._meta_names.update(n for k in _kernel_chain(kernel) for c in getattr(k, "configs", ())
+                                for n in getattr(c, "kwargs", {}))
         self.config_kwargs = None  # per-call grid of an autotuned kernel: the configs' kwargs, in order
         if grid_per_call:
             tuners = [k for k in _kernel_chain(kernel) if hasattr(k, "configs") and hasattr(k, "cache")]
@@ -225,14 +229,17 @@ class Launcher:
         self.ordinary_calls += 1
         kw = dict(self.constant_kwargs)
         kw.update(zip(self.dynamic_names, values))
+        pos, rest = self._split(kw)
         if not self._enabled or self._resolves >= _MAX_RESOLVES or self._repeats >= _MAX_REPEATS:
-            self._launch(grid, kw)
+            self.kernel[grid](*pos, **rest)
             return None
         with _RESOLVE_LOCK:  # one resolution at a time: Triton's compile/load path is shared state
             rec = _GridRecorder(grid)
-            ret = self._launch(rec, kw)
+            ret = self.kernel[rec](*pos, **rest)
+            # The arguments in the order Triton sees them (an autotuner's key lists dtypes so).
+            seen = {**dict(zip(self._param_order, pos)), **rest}
             try:
-                self._add_variant(resolve(self, ret, rec, kw, values))
+                self._add_variant(resolve(self, ret, rec, seen, values))
             except Decline as e:
                 self._resolves += 1
                 if e.permanent:
@@ -243,19 +250,24 @@ class Launcher:
                 self._disable(f"could not resolve compiled kernel: {e!r}")
         return None
 
-    def _launch(self, grid, kw: dict):
-        # By keyword, as Triton's own checks expect (e.g. "Conflicting meta-parameters");
-        # but a kernel parameter named `grid` or `warmup` would collide with Triton's launch
-        # keywords, so then the leading parameters go positionally.
-        if "grid" not in kw and "warmup" not in kw:
-            return self.kernel[grid](**kw)
-        kw = dict(kw)
+    def _split(self, kw: dict) -> tuple[list, dict]:
+        """(positional, keyword) arguments of the launch: the leading kernel parameters in
+        signature order, as a launch is written (an autotuner's prune function and
+        performance model see those as `named_args`, and a parameter named `grid` or
+        `warmup` cannot clash with Triton's launch keywords), the rest by keyword (a
+        config or heuristic value passed anyway meets Triton's own "Conflicting
+        meta-parameters" check)."""
         pos = []
         for name in self._param_order:
-            if name not in kw:
+            if name not in kw or name in self._meta_names:
                 break
-            pos.append(kw.pop(name))
-        return self.kernel[grid](*pos, **kw)
+            pos.append(kw[name])
+        if not pos:
+            return pos, kw
+        rest = dict(kw)
+        for name in self._param_order[:len(pos)]:
+            del rest[name]
+        return pos, rest
 
     # -- variants ---------------------------------------------------------------
     def _add_variant(self, resolved: ResolvedLaunch) -> None:
