@@ -43,5 +43,7 @@ def test_readme_example_runs_as_a_script(tmp_path):
     assert proc.returncode == 0, proc.stderr[-3000:]
     first, *rest = proc.stdout.splitlines()
     assert first.startswith("f: tensor 'x' size mismatch at dim 0: expected 8, actual 16 (guard: ")
-    assert rest[0].startswith(f"f ({script}:") and "1 graph, 8 ops" in rest[0]
-    assert "Triton launches:" in rest and "    add_kernel[(1, 1, 1)] writes: out_ptr" in rest
+    assert rest[0].startswith(f"f ({script}:") and "1 graph, " in rest[0] and "symbolic sizes" in "\n".join(rest)
+    # the grid is computed per call from the symbolic size (a graph value)
+    assert "Triton launches:" in rest and any(
+        line.startswith("    add_kernel[(") and line.endswith(", 1, 1)] writes: out_ptr") for line in rest), rest
