@@ -642,3 +642,46 @@ def test_explain_reports_the_breaks_of_a_region():
         report_text = str(minidynamo.explain(in_autocast)(t()))
     assert "graph break" in report_text and "print() writes output" in report_text, report_text
     assert "leaving autocast" in report_text, report_text  # the resume function's own break
+
+
+def loop_inside_a_region(x):
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        for i in range(3):
+            x = x @ x / 4
+            report(f"step {i}")
+    return x
+
+
+def long_loop_inside_a_region(x):
+    # More iterations than cache_size_limit: the later ones run the resume function
+    # eagerly, still inside the real manager.
+    with torch.no_grad():
+        for i in range(12):
+            x = x * 1.5
+            report(f"step {i}")
+    return x, x.requires_grad
+
+
+class PrintsOnExit:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        print("leaving", torch_state())
+        return False
+
+
+def user_exit_declines(x):
+    with PrintsOnExit():
+        with torch.no_grad():
+            y = x * 2
+    return y  # the exit's print: the frame breaks at the exit call
+
+
+@pytest.mark.parametrize("fn", [loop_inside_a_region, long_loop_inside_a_region, user_exit_declines],
+                         ids=lambda f: f.__name__)
+def test_loops_and_exits_that_decline(fn):
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the cache-limit warning of the long loop
+        check_break(fn, t().requires_grad_())
