@@ -66,7 +66,7 @@ class OptimizedFunction:
 
     def __call__(self, *args, **kwargs):
         # The general path; _install_call puts a generated one in the instance's class.
-        for entry in self._cache.entries:
+        for entry in self._cache.dispatch_order():
             result = entry.run(*args, **kwargs)
             if result is not MISS:
                 return result
@@ -84,7 +84,7 @@ class OptimizedFunction:
         elif len(entries) == 1 and entries[0].fast_call is not None:
             cls.__call__ = staticmethod(entries[0].fast_call)
         elif entries and fn.__defaults__ is None and fn.__kwdefaults__ is None:
-            cls.__call__ = staticmethod(dispatcher(self._cache.name, fn, [e.run for e in entries],
+            cls.__call__ = staticmethod(dispatcher(self._cache.name, fn, [e.run for e in self._cache.dispatch_order()],
                                                    self._cache.call_slow))
         else:
             cls.__call__ = OptimizedFunction.__call__

@@ -101,6 +101,16 @@ class FunctionCache:
         # a resume function has its own, under its root's mode).
         self.dynamic = DynamicPolicy(root.dynamic.mode if root is not None else dynamic)
 
+    def dispatch_order(self) -> list:
+        """The order calls try the entries in: entries with symbolic sizes first, newest
+        first (one made when a size changed takes every size, the static entry before it
+        included: trying that one first would cost a failed guard check per call), then the
+        static ones in the order they were made."""
+        entries = self.entries
+        if not any(e.symbolic for e in entries):
+            return list(entries)
+        return [e for e in reversed(entries) if e.symbolic] + [e for e in entries if not e.symbolic]
+
     def limited_call(self):
         """Past the cache limit (warned): the dispatcher that sends a call straight to the
         entry that took its key last time, or to the original function (codegen's
@@ -110,7 +120,7 @@ class FunctionCache:
             return None
         from .codegen import limit_dispatcher
         cap = 1024
-        runs = [e.run for e in self.entries]
+        runs = [e.run for e in self.entries]  # indices into cache_entries(), as memoized
 
         def slow(key, *args, **kwargs):
             for i, run in enumerate(runs):
@@ -171,7 +181,7 @@ class FunctionCache:
     def miss(self, args, kwargs):
         """No entry's guards passed: explain why, then trace (or run eagerly past the limit)."""
         with self.lock:
-            for entry in self.entries:  # another thread may have compiled it meanwhile
+            for entry in self.dispatch_order():  # another thread may have compiled it meanwhile
                 result = entry.run(*args, **kwargs)
                 if result is not MISS:
                     return result

@@ -69,6 +69,7 @@ class CacheEntry:
     # A graph break: the decline the graph broke at, and the resume functions it calls.
     break_reason: Unsupported | None = None
     resumes: tuple = ()
+    symbolic: bool = False  # traced with symbolic sizes (dynamic.py)
 
     def after_first_call(self) -> bool:
         """Once the first call has resolved the graph's Triton launchers: rebuild the entry
@@ -335,7 +336,8 @@ def compile_call(fn, args, kwargs, backend, *, name: str, slow=None, fullgraph: 
                       (time.perf_counter() - start) * 1e3, hits, fast_call=fast,
                       graph=output.graph if inlined else None, graph_name=f"{name}_graph",
                       kernels=output.kernels, submodules=output.submodules, _upgrade=upgrade,
-                      break_reason=breaking, resumes=tuple(getattr(tail, "functions", ())))
+                      break_reason=breaking, resumes=tuple(getattr(tail, "functions", ())),
+                      symbolic=bool(output.symbolic_inputs))
 
 
 def _restart_for_break(fn, args, kwargs, name, reason, ns, out_name, fullgraph, resumes, continuation,
@@ -416,7 +418,7 @@ def _program_entry(fn, output, ns, tail, params, call_args, checks, body, miss, 
     except Exception as e:  # the plain graph keeps working; say why it stays
         return f"not used: could not be built ({type(e).__name__}: {e})", None
     program_log.debug("entry of %s with its launch program:\n%s", name, new[1])
-    direct = sum(1 for launch in builder.launches.values() if launch.ns["DIRECT"] is None)
+    direct = sum(1 for launch in builder.launches.values() if launch.resolved.entry.is_c_entry)
     note = (f"{len(builder.launches)} launch(es) straight to the compiled kernels "
             f"({direct} to the C entry), {len(builder.scratch)} scratch value(s) in "
             f"{builder.scratch_bytes} bytes")

@@ -121,8 +121,10 @@ def _check_compilable(record, compiles_kernels: bool) -> None:
 def _as_torch_launch(node: fx.Node, side_table, wrapper) -> None:
     from .triton.capture import ConfigGrid, kernel_chain
     record = node.target.table.records[node.kwargs["kernel_idx"]]
-    grids = [tuple(record.grid)]
-    if isinstance(record.grid, ConfigGrid):  # torch takes one grid per config, in order
+    grids = [tuple(record.grid)] if record.grid is not None else None
+    if record.grid_per_call:  # graph values already: one grid per config, in order
+        grids = [tuple(g) for g in node.kwargs["grid"]]
+    elif isinstance(record.grid, ConfigGrid):  # torch takes one grid per config, in order
         grids = [record.grid(dict(config.all_kwargs())) for config in kernel_chain(record.kernel)[0].configs]
     kwargs = dict(node.kwargs["kwargs"])
     tensors = {k: v for k, v in kwargs.items() if isinstance(v, fx.Node)}
