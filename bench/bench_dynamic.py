@@ -125,6 +125,7 @@ def test_per_call(benchmark, peer, dynamic):
 
 
 def table() -> str:
+    torch.set_num_threads(1)  # per-call times of tiny ops: intra-op threads only add noise
     lines = ["| | minidynamo | torch.compile (eager) | ratio |", "|---|---|---|---|"]
     for p in PEERS:  # one-time costs (sympy, the shape environment's imports) paid by neither run
         sweep(p)
