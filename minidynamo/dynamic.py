@@ -144,9 +144,15 @@ _TOKEN = re.compile(r"@(\d+)@")
 _ITEM = re.compile(r"\.(size|stride)\(\)\[(\d+)\]")
 
 
+_MODULES = re.compile(r"\b(math|torch|operator)\.")  # what the environment's printer calls
+
+
 def render(text: str, sources: list, ns=None) -> str:
     """A shape-environment expression over our sources: as code (with `ns`) or for people."""
     text = _ITEM.sub(r".\1(\2)", text)
+    if ns is not None:
+        import importlib
+        text = _MODULES.sub(lambda m: ns.bind(importlib.import_module(m.group(1)), m.group(1)) + ".", text)
     return _TOKEN.sub(lambda m: sources[int(m.group(1))].expr(ns) if ns is not None
                       else sources[int(m.group(1))].name(), text)
 

@@ -15,6 +15,7 @@ from .constant import ConstantVariable, fold
 from .dicts import DictVariable, SetVariable
 from .lists import (BaseListVariable, IteratorVariable, ListVariable, PulledItems, ReversedItems, TupleVariable,
                     iterator_of)
+from .symbolic import SymNodeVariable, symbolic_result
 from .tensor import TensorVariable, size_variable
 
 # Builtins that are pure on constants: folded when every argument is a constant.
@@ -73,6 +74,9 @@ class BuiltinVariable(ObjectConstantVariable):
         if fn is operator.neg and len(args) == 1:
             from ..interpreter.operators import unary_op
             return unary_op(tx, "neg", args[0])
+        if fn in _SYMBOLIC_MATH and len(args) == 1 and not kwargs and isinstance(args[0], SymNodeVariable):
+            # math.ceil(n / 2) of a symbolic size: a symbolic int (SymFloat's __ceil__)
+            return symbolic_result(tx, "call_function", fn, [args[0].as_fx_arg()], fn(args[0].sym))
         pure = fn in _PURE or getattr(fn, "__module__", None) in PURE_MODULES
         if pure and all(a.is_python_constant() for a in args) and all(
                 v.is_python_constant() for v in kwargs.values()):
@@ -89,6 +93,9 @@ class BuiltinVariable(ObjectConstantVariable):
                         f"{fn.__name__}() is not traced")
         unsupported("call", f"{self.describe()} with arguments "
                     f"({', '.join(a.describe() for a in args)})")
+
+
+_SYMBOLIC_MATH = (math.ceil, math.floor, math.trunc)
 
 
 def _const_args(args):
