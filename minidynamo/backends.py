@@ -83,12 +83,15 @@ def compile_with(backend, gm, example_inputs):
     name = backend_name(backend)
     from .torch_backends import with_numpy_scalars_built
     gm = with_numpy_scalars_built(gm)  # NumPy scalar constants: code that runs, for any backend
+    grad_mode = torch.is_grad_enabled()  # a backend that runs the graph (AOTAutograd) runs its state changes
     try:
         compiled = fn(gm, example_inputs)
     except BackendError:
         raise  # already says what is wrong, naming the backend's limits
     except Exception as e:
         raise BackendError(f"minidynamo backend {name!r} raised {type(e).__name__}: {e}") from e
+    finally:
+        torch._C._set_grad_enabled(grad_mode)
     if not callable(compiled):
         raise BackendError(f"minidynamo backend {name!r} returned {type(compiled).__name__}, "
                            "not a callable that runs the graph")

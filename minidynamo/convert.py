@@ -212,6 +212,7 @@ def _trace_frame(fn, args, kwargs, output, stop_at=None):
     except StoppedForBreak as stopped:
         result = stopped
     finally:
+        output.final_grad_mode = torch.is_grad_enabled()  # where the graph leaves it
         output.leave_state(state.expected["grad mode"])
     return result, state
 
@@ -316,6 +317,12 @@ def compile_call(fn, args, kwargs, backend, *, name: str, slow=None, fullgraph: 
             compiled = compile_with(backend, gm, example_inputs)
             inputs = ", ".join(inp.source.expr(ns) for inp in output.inputs)
             body.append(f"    {out_name} = {ns.bind(compiled, 'compiled')}({inputs})")
+            if output.final_grad_mode != state.expected["grad mode"]:
+                # A graph that changes grad mode (`torch.set_grad_enabled(False)` as a
+                # statement): a compiling backend drops that state change, so the entry
+                # makes it, as eager leaves it.
+                set_grad = ns.bind(torch._C._set_grad_enabled, "set_grad_enabled")
+                body.append(f"    {set_grad}({output.final_grad_mode})")
     if not inlined:
         rb = Rebuilder(ns, out_name)
         rb.prepare(tail.roots())

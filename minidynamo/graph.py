@@ -68,6 +68,7 @@ class OutputGraph:
         self.submodules: dict = {}  # bodies held by nodes (autograd.Function), by attribute name
         self.entered: list = []  # real context managers the trace is inside (autocast)
         self.inference_regions = 0  # torch.inference_mode() regions the trace is inside
+        self.final_grad_mode = None  # grad mode where the trace ended (convert._trace_frame)
         self.fake_mode = _FactMode()
         self.inputs: list[GraphInput] = []
         self._input_by_source: dict = {}

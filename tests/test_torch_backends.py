@@ -105,3 +105,27 @@ def test_inductor_refuses_interpreted_kernels_clearly():
     w = torch.randn(8, 8, requires_grad=True)
     with pytest.raises(minidynamo.BackendError, match="Triton's interpreter"):
         minidynamo.optimize(_with_kernel, backend="inductor", fullgraph=True)(x, w)
+
+
+@pytest.mark.parametrize("backend", ["aot_eager", "inductor"])
+def test_a_graph_that_changes_grad_mode_leaves_it_as_eager(backend):
+    # The backend runs the graph while compiling (its state change must not leak into the
+    # trace's guards) and drops the change from what it returns (the entry makes it).
+    def g(x):
+        y = x * 2
+        torch.set_grad_enabled(False)
+        return y * 3
+    opt = minidynamo.optimize(g, backend=backend)
+    try:
+        for _ in range(2):
+            torch.set_grad_enabled(True)
+            x = torch.ones(3, requires_grad=True)
+            got = opt(x)
+            got_mode = torch.is_grad_enabled()
+            torch.set_grad_enabled(True)
+            expected = g(x)
+            assert got_mode is torch.is_grad_enabled() is False
+            assert torch.equal(got, expected) and got.requires_grad == expected.requires_grad
+    finally:
+        torch.set_grad_enabled(True)
+    assert len(opt.cache_entries()) == 1
