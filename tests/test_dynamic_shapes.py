@@ -602,3 +602,17 @@ def test_explain_shows_symbolic_sizes(how):
     out = minidynamo.explain(fn)(x)
     assert "symbolic sizes" in str(out), str(out)
     assert "x.size(0)" in out.graphs[0].code, out.graphs[0].code
+
+
+def test_min_and_max_of_sizes_stay_symbolic():
+    def clamp_rows(x):
+        n = x.shape[0]
+        k, m = min(n, 8), max(4, n)
+        return x[:k].sum(0) * m, k, m
+    opt = minidynamo.optimize(clamp_rows, dynamic=True)
+    for n in (2, 3, 5, 8, 9, 17, 30):
+        x = torch.randn(n, 3)
+        got, expected = opt(x), clamp_rows(x)
+        assert torch.equal(got[0], expected[0]) and got[1:] == expected[1:]
+        assert type(got[1]) is int and type(got[2]) is int
+    assert len(opt.cache_entries()) == 1  # as torch.compile: sym_min/sym_max in the graph

@@ -9,6 +9,8 @@ import itertools
 import math
 import operator
 
+import torch
+
 from ..exc import READS_FRAME, Unsupported, unsupported
 from .base import ObjectConstantVariable
 from .constant import ConstantVariable, fold
@@ -264,6 +266,14 @@ def _minmax(fn):
     def handler(tx, args, kwargs):
         if set(kwargs) - {"key", "default"}:
             unsupported("exceptions", f"TypeError: {name}() got an unexpected keyword argument")
+        if len(args) == 2 and not kwargs and any(isinstance(a, SymNodeVariable) for a in args) and all(
+                isinstance(a, SymNodeVariable) and a.python_type() is int
+                or type(getattr(a, "value", None)) is int for a in args):
+            # min(n, 8) of sizes: symbolic (torch's sym_min), not one entry per value of n.
+            # Ints only: the result is one of the two ints either way, as eager's.
+            sym_fn = torch.sym_min if fn is min else torch.sym_max
+            return symbolic_result(tx, "call_function", sym_fn, [a.as_fx_arg() for a in args],
+                                   sym_fn(*[a.as_fake() for a in args]))
         if not args:
             unsupported("exceptions", f"TypeError: {name} expected at least 1 argument, got 0")
         key = kwargs.get("key")
