@@ -88,6 +88,7 @@ class FunctionCache:
         self.name = name
         self.where = where
         self.entries: tuple[CacheEntry, ...] = ()
+        self._order: tuple = (None, [])  # (entries, the order calls try them in)
         self.failures: collections.deque[GuardFailure] = collections.deque(maxlen=MAX_FAILURE_RECORDS)
         self.warned_limit = False
         self.lock = threading.RLock()
@@ -107,9 +108,10 @@ class FunctionCache:
         included: trying that one first would cost a failed guard check per call), then the
         static ones in the order they were made."""
         entries = self.entries
-        if not any(e.symbolic for e in entries):
-            return list(entries)
-        return [e for e in reversed(entries) if e.symbolic] + [e for e in entries if not e.symbolic]
+        if self._order[0] is not entries:  # computed once per change of the entries
+            order = [e for e in reversed(entries) if e.symbolic] + [e for e in entries if not e.symbolic]
+            self._order = (entries, order)
+        return self._order[1]
 
     def limited_call(self):
         """Past the cache limit (warned): the dispatcher that sends a call straight to the
@@ -135,12 +137,21 @@ class FunctionCache:
         fn, memo = limit_dispatcher(self.name, self.fn, runs, slow, lambda ns: _key_exprs(guard, ns))
         return fn
 
-    def _failing_guard(self):
-        """The guard that failed most often among the recorded recompiles, as an object."""
+    def _most_failed(self, prefer=None):
+        """((kind, source), count) of the guard that failed most often among the recorded
+        recompiles (`prefer` on a tie), or None."""
         counts = collections.Counter((f.kind, f.source) for f in self.failures)
         if not counts:
             return None
-        kind, source = counts.most_common(1)[0][0]
+        top = max(counts, key=lambda k: (counts[k], k == prefer))
+        return top, counts[top]
+
+    def _failing_guard(self):
+        """The guard that failed most often among the recorded recompiles, as an object."""
+        found = self._most_failed()
+        if found is None:
+            return None
+        (kind, source), _ = found
         for entry in self.entries:
             for g in entry.guards:
                 if g.kind == kind and g.source.name() == source and kind in _KEYS:
@@ -262,11 +273,9 @@ class FunctionCache:
         why = ""
         if failure is not None:
             # The guard that failed most often among the recorded recompiles (this one on a tie).
-            counts = collections.Counter((f.kind, f.source) for f in self.failures)
-            key = (failure.kind, failure.source)
-            top = max(counts, key=lambda k: (counts[k], k == key))
+            top, count = self._most_failed(prefer=(failure.kind, failure.source))
             last = next(f for f in reversed(self.failures) if (f.kind, f.source) == top)
-            why = (f"; the guard that keeps failing: {top[0]} on {top[1]} ({counts[top]} of "
+            why = (f"; the guard that keeps failing: {top[0]} on {top[1]} ({count} of "
                    f"{len(self.failures)} recompiles), last: {last.reason}")
         if self.continuation and "iterator" in why:
             why += (" (a graph break inside a loop: each iteration resumes at another position of "

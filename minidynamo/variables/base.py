@@ -93,6 +93,14 @@ class ObjectConstantVariable(VariableTracker):
     def as_python_constant(self):
         return self.value
 
+    def real_attr(self, name: str):
+        """`getattr(value, name)` of the real object (a read of a module, class or constant:
+        pure); an AttributeError declines as the one eager raises."""
+        try:
+            return getattr(self.value, name)
+        except AttributeError as e:
+            unsupported("exceptions", f"AttributeError: {e}")
+
 
 class NullVariable(VariableTracker):
     """The NULL that CPython's call protocol pushes beside a callable."""

@@ -252,11 +252,10 @@ def wrap_fake_result(output, node, result, what: str):
     if isinstance(result, torch.Tensor):
         return TensorVariable(node, result)
     if isinstance(result, (torch.SymInt, torch.SymFloat, torch.SymBool)):
-        from .symbolic import symbolic_result
+        from .symbolic import SymNodeVariable, specialise
         if node is not None:
-            from .symbolic import SymNodeVariable
             return SymNodeVariable(node, result)
-        return symbolic_result(None, None, None, [], result)  # a value the environment knows
+        return ConstantVariable(specialise(result))  # no node: a value the environment knows
     if type(result) is torch.Size and not (node is not None and has_symbolic(result)):
         return size_variable(result)
     if isinstance(result, (tuple, list)):

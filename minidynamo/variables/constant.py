@@ -54,10 +54,7 @@ class ConstantVariable(ObjectConstantVariable):
         return bool(self.value)
 
     def var_getattr(self, tx, name):
-        try:
-            attr = getattr(self.value, name)
-        except AttributeError as e:
-            unsupported("exceptions", f"AttributeError: {e}")
+        attr = self.real_attr(name)
         if callable(attr):
             from .functions import BoundMethodVariable
             return BoundMethodVariable(self, name)

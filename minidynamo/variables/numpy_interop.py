@@ -274,10 +274,7 @@ class NumpyCallableVariable(ObjectConstantVariable):
         return f"numpy function {_qualified(self.value)}"
 
     def var_getattr(self, tx, name):
-        try:
-            attr = getattr(self.value, name)
-        except AttributeError as e:
-            unsupported("exceptions", f"AttributeError: {e}")
+        attr = self.real_attr(name)
         return numpy_constant_variable(attr, f"{_qualified(self.value)}.{name}")
 
     def call_function(self, tx, args, kwargs):
@@ -297,10 +294,7 @@ class NumpyConstantVariable(ObjectConstantVariable):
         return f"NumPy constant {self.value!r}"
 
     def var_getattr(self, tx, name):
-        try:
-            attr = getattr(self.value, name)
-        except AttributeError as e:
-            unsupported("exceptions", f"AttributeError: {e}")
+        attr = self.real_attr(name)
         if callable(attr):
             from .functions import BoundMethodVariable
             return BoundMethodVariable(self, name)

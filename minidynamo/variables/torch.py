@@ -83,10 +83,7 @@ class TorchVariable(ObjectConstantVariable):
         return f"torch object {mod + '.' if mod else ''}{name}"
 
     def var_getattr(self, tx, name):
-        try:
-            attr = getattr(self.value, name)
-        except AttributeError as e:
-            unsupported("exceptions", f"AttributeError: {e}")
+        attr = self.real_attr(name)
         source = AttrSource(self.source, name) if self.source is not None else None
         if type(attr) in _FLAG_TYPES and isinstance(self.value, types.ModuleType):
             # A setting (torch.backends.cudnn.deterministic, ...) users assign between
@@ -201,10 +198,7 @@ class TorchSettingsVariable(ObjectConstantVariable):
         return f"torch settings object {type(self.value).__qualname__}"
 
     def var_getattr(self, tx, name):
-        try:
-            value = getattr(self.value, name)  # a C getter: reads, changes nothing
-        except AttributeError as e:
-            unsupported("exceptions", f"AttributeError: {e}")
+        value = self.real_attr(name)  # a C getter: reads, changes nothing
         if type(value) not in _FLAG_TYPES:
             unsupported("construct", f"{name!r} of {self.describe()} is not a setting")
         from .builder import wrap
