@@ -114,11 +114,6 @@ class DynamicPolicy:
             self.ints[name] = seen = None
         return seen is None
 
-    def symbolic_sources(self) -> dict:
-        """{source name: dims found to vary} (what `explain` reports)."""
-        return {k: tuple(d for d, s in enumerate(v) if s is None) for k, v in self.seen.items()
-                if None in v}
-
 
 @dataclass(frozen=True)
 class SymSource(_TorchSource):
