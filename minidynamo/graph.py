@@ -33,6 +33,7 @@ from torch._subclasses.fake_tensor import (
     DynamicOutputShapeException,
     FakeTensorMode,
 )
+from torch.fx.experimental.symbolic_shapes import GuardOnDataDependentSymNode, free_unbacked_symbols
 
 from .exc import unsupported
 from .dynamic import (checked_elsewhere, has_symbolic, is_symbolic, new_shape_env, render, shape_guard_texts,
@@ -70,6 +71,11 @@ class OutputGraph:
         self.inference_regions = 0  # torch.inference_mode() regions the trace is inside
         self.final_grad_mode = None  # grad mode where the trace ended (convert._trace_frame)
         self.fake_mode = _FactMode()
+        # The thread's dispatch keys as the entry will check its guards (the state the trace
+        # starts in): a tensor read inside a region the trace entered for real (autocast)
+        # must not have that region's keys in its C check (see add_input).
+        self.dispatch_tls = (torch._C._dispatch_tls_local_include_set(),
+                             torch._C._dispatch_tls_local_exclude_set())
         self.inputs: list[GraphInput] = []
         self._input_by_source: dict = {}
         self._input_by_id: dict = {}
@@ -119,7 +125,8 @@ class OutputGraph:
             if fake is None:
                 fake = input_fake(self.fake_mode, value)
         symbolic = has_symbolic(tuple(fake.shape)) or has_symbolic(fake.stride())
-        self.guards.add(tensor_guard(source, value, fake if symbolic else None))
+        with torch._C._ForceDispatchKeyGuard(*self.dispatch_tls):
+            self.guards.add(tensor_guard(source, value, fake if symbolic else None))
         node = self.root_graph.placeholder(_placeholder_name(source, len(self.inputs)))
         node.meta["val"] = fake  # at the trace's end: the metadata in-place ops left it with
         self.inputs.append(GraphInput(source, node, value))
@@ -231,7 +238,8 @@ class OutputGraph:
                         result = getattr(fake_args[0], target)(*fake_args[1:], **fake_kwargs)
                     else:
                         result = target(*fake_args, **fake_kwargs)
-            except (DataDependentOutputException, DynamicOutputShapeException) as e:
+            except (DataDependentOutputException, DynamicOutputShapeException,
+                    GuardOnDataDependentSymNode) as e:
                 unsupported("data_dependent", f"{what} depends on tensor data ({type(e).__name__})")
             except NotImplementedError as e:
                 unsupported("torch_op", f"{what} cannot run on fake tensors: {_first_line(e)}")
@@ -239,6 +247,11 @@ class OutputGraph:
                 unsupported("torch_op", f"{what} raised {type(e).__name__}: {_first_line(e)}")
             finally:
                 self.fake_mode.log = None
+            if self.shape_env is not None and free_unbacked_symbols(result):
+                # With a shape environment, torch's fakes answer a read of tensor data (a 0-d
+                # tensor as arange's bound) with an unbacked size instead of raising: the
+                # result's size is still the data's, so the op stays outside the graph.
+                unsupported("data_dependent", f"{what} depends on tensor data (a size read from a tensor)")
             writes, aliases, items = _memory_facts(tensors, versions, log, result)
             if self.picked_storages and any(n in writes and _storage(t) in self.picked_storages
                                             for n, t in tensors):
