@@ -15,6 +15,7 @@ from ..exc import READS_FRAME, Unsupported, unsupported
 from .base import ObjectConstantVariable
 from .constant import ConstantVariable, fold
 from .dicts import DictVariable, SetVariable
+from .generators import pulled_one_by_one
 from .lists import (BaseListVariable, IteratorVariable, ListVariable, PulledItems, ReversedItems, TupleVariable,
                     iterator_of)
 from .symbolic import SymNodeVariable, symbolic_result
@@ -198,15 +199,11 @@ def _zip(tx, args, kwargs):
     strict = kwargs.get("strict")
     if set(kwargs) - {"strict"}:
         return None
-    if strict is not None and strict.as_python_constant():
-        lists = [a.iter_items(tx) for a in args]  # read at once: the lengths are compared first
-        if len({len(x) for x in lists}) > 1:
-            unsupported("exceptions", "ValueError: zip() arguments have different lengths")
-        return IteratorVariable([TupleVariable(list(t)) for t in zip(*lists)])
     iterators = [iterator_of(tx, a) for a in args]
     if not iterators:
         return IteratorVariable([])
-    return IteratorVariable(PulledItems(iterators, lambda i, parts: TupleVariable(list(parts))))
+    strict = strict is not None and strict.as_python_constant()  # lengths checked as they run out
+    return IteratorVariable(PulledItems(iterators, lambda i, parts: TupleVariable(list(parts)), strict))
 
 
 def _reversed(tx, args, kwargs):
@@ -215,6 +212,9 @@ def _reversed(tx, args, kwargs):
     (seq,) = args
     if isinstance(seq, ListVariable):
         return IteratorVariable(ReversedItems(seq.items))
+    make = getattr(seq, "make_iterator", None)  # a deque: its own reverse iterator type
+    if make is not None:
+        return make(tx, reverse=True)
     reverse = getattr(seq, "reversed_items", None)  # dicts and their views
     if reverse is not None:
         return IteratorVariable(reverse(tx))
@@ -252,9 +252,8 @@ def _sum(tx, args, kwargs):
     if _const_args(args) and all(v.is_python_constant() for v in kwargs.values()):
         return None  # folded by the generic path
     from ..interpreter.operators import binary_op
-    items = args[0].iter_items(tx)
     acc = args[1] if len(args) > 1 else kwargs.get("start", ConstantVariable(0))
-    for item in items:
+    for item in pulled_one_by_one(tx, args[0]):  # CPython adds each item before taking the next
         acc = binary_op(tx, "add", acc, item)
     return acc
 

@@ -17,6 +17,7 @@ from .base import ObjectConstantVariable, VariableTracker
 from .constant import ConstantVariable, is_constant_value
 from .dicts import DictVariable, _key, from_keys
 from .functions import BoundMethodVariable, NestedFunctionVariable, PartialVariable, UserMethodVariable
+from .generators import pulled_one_by_one
 from .lists import TupleVariable
 
 
@@ -234,7 +235,9 @@ class CounterVariable(DictVariable):
                         old = self.items.get(k, ConstantVariable(0))
                         self.items[k] = binary_op(tx, op, count, old) if sign > 0 else binary_op(tx, op, old, count)
             else:
-                for element in source.iter_items(tx):
+                # CPython's _count_elements (update) and subtract's loop count each element
+                # before taking the next: an iterator's code sees the counts so far.
+                for element in pulled_one_by_one(tx, source):
                     k = _key(tx, element)
                     self.items[k] = binary_op(tx, op, self.items.get(k, ConstantVariable(0)), ConstantVariable(1))
         if kwargs:

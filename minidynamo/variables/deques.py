@@ -11,7 +11,8 @@ from ..sources import AttrSource, ItemSource
 from .base import VariableTracker
 from .collections_types import bind_params, index_value, is_none
 from .constant import ConstantVariable
-from .lists import LiveItems, TupleVariable, items_equal
+from .lazy_iterators import advanced
+from .lists import IteratorVariable, LiveItems, TupleVariable, items_equal
 
 
 class DequeVariable(VariableTracker):
@@ -57,6 +58,9 @@ class DequeVariable(VariableTracker):
 
     def reversed_items(self, tx):
         return DequeIteration(self, reverse=True)
+
+    def make_iterator(self, tx, reverse: bool = False) -> "DequeIterator":
+        return DequeIterator(DequeIteration(self, reverse))
 
     def var_getattr(self, tx, name):
         if name == "maxlen":
@@ -136,9 +140,15 @@ class DequeVariable(VariableTracker):
                 unsupported("exceptions", "IndexError: pop from an empty deque")
             return self._changing(name, tx).pop(-1 if name == "pop" else 0)
         if name in ("extend", "extendleft"):
-            new = list(one().iter_items(tx))  # all read first: extending a deque by itself is fine
-            items = self._changing(name, tx)
+            # CPython's deque_extend copies the deque itself first; any other iterable is
+            # pulled one item at a time, each appended (and trimmed to maxlen) before the
+            # next is asked for: a generator body or map's function sees the deque grow,
+            # and an iterator over this deque raises on its next item.
+            from .generators import pulled_one_by_one
+            iterable = one()
+            new = list(iterable.iter_items(tx)) if iterable is self else pulled_one_by_one(tx, iterable)
             for x in new:
+                items = self._changing(name, tx)
                 if name == "extend":
                     items.append(x)
                     self._trim(items, from_left=True)
@@ -232,6 +242,32 @@ class DequeIteration(LiveItems):
         if index >= self.size:
             return None
         return self.deque_var.items[self.size - 1 - index if self.reverse else index]
+
+
+class DequeIterator(IteratorVariable):
+    """iter(d) / reversed(d): each item read when taken (DequeIteration). What outlives the
+    trace (returned, live at a graph break) is made again over the same deque, advanced to
+    where the trace left it; one over a deque changed since cannot be (CPython's raises on
+    its next item, a new one would not) and declines."""
+
+    __slots__ = ()
+
+    def python_type(self):
+        return _REVERSE_ITERATOR if self.items.reverse else _ITERATOR
+
+    def describe(self):
+        return "deque iterator"
+
+    def rebuild_new(self, rb) -> str:
+        it = self.items
+        if it.deque_var.version != it.version:
+            unsupported("construct", "an iterator over a deque changed since it was made would "
+                                     "outlive the trace (CPython's raises on its next item)")
+        make = rb.ns.bind(reversed if it.reverse else iter, "reversed" if it.reverse else "iter")
+        return f"{rb.ns.bind(advanced, 'advanced')}({make}({rb.expr(it.deque_var)}), {self.index})"
+
+
+_ITERATOR, _REVERSE_ITERATOR = type(iter(deque())), type(reversed(deque()))
 
 
 def _make_deque(tx, cls, args, kwargs):

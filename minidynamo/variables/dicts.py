@@ -363,6 +363,9 @@ class DictIteration(LiveItems):
         return self.dict_var.view_item(self.kind, self.keys[index])
 
 
+_SET_UPDATES = ("update", "difference_update", "intersection_update", "symmetric_difference_update")
+
+
 class SetVariable(VariableTracker):
     """A set (or frozenset) of constants: literals, comprehensions, constant arguments."""
 
@@ -399,6 +402,32 @@ class SetVariable(VariableTracker):
     def iter_items(self, tx):
         return [ConstantVariable(v) for v in self.values]
 
+    def update_with(self, tx, name: str, others: list) -> None:
+        """set.update / difference_update pull each iterable one item at a time, adding or
+        discarding it before taking the next (CPython's set_update_internal and
+        set_difference_update_internal), so code making an item sees the set change;
+        intersection_update and symmetric_difference_update build a set of the whole
+        iterable first, then change this one."""
+        from .generators import pulled_one_by_one
+        if self.source is not None:
+            unsupported("side_effect", f"set.{name} on {self.source.name()!r}, which outlives the call")
+        if name in ("update", "difference_update"):
+            for other in others:
+                if other is self:  # the set itself: CPython copies it first (or clears it)
+                    other = SetVariable(self.values)
+                for item in pulled_one_by_one(tx, other):
+                    key = _key(tx, item)
+                    if name == "update":
+                        self.values.add(key)
+                    else:
+                        self.values.discard(key)
+            return
+        if name == "symmetric_difference_update" and len(others) != 1:
+            unsupported("exceptions", f"TypeError: set.symmetric_difference_update() takes exactly one "
+                                      f"argument ({len(others)} given)")
+        wholes = [{_key(tx, i) for i in o.iter_items(tx)} for o in others]
+        getattr(self.values, name)(*wholes)
+
     def call_method(self, tx, name, args, kwargs):
         if name == "add" and len(args) == 1:
             self.add(tx, args[0])
@@ -407,6 +436,9 @@ class SetVariable(VariableTracker):
             return ConstantVariable(_key(tx, args[0]) in self.values)
         if name == "__len__":
             return ConstantVariable(len(self.values))
+        if name in _SET_UPDATES and not kwargs and self.set_type is set:
+            self.update_with(tx, name, args)
+            return ConstantVariable(None)
         if name in ("union", "intersection", "difference") and all(a.is_python_constant() for a in args):
             return SetVariable(getattr(self.values, name)(*[a.as_python_constant() for a in args]),
                                set_type=self.set_type)

@@ -19,9 +19,10 @@ What the trace cannot make exact declines, with the reason:
   works through the items. That equals CPython's item-by-item order unless the body, after
   an item was taken, changes something the consumer's work reads (a tensor in place, the
   grad mode, a yielded list); such a drain declines. `x in gen` pulls up to the match, as
-  CPython does (operators.contains). Consumers that write as they pull (`list.extend`, `+=`
-  on a list, `dict.update`) take a generator's items one by one (`pulled_one_by_one`), as
-  CPython does: its body may read or write the container they fill.
+  CPython does (operators.contains). Consumers that act as they pull (`list.extend`, `+=`
+  on a list, `deque.extend`, `dict.update`, `Counter.update`, `set.update`, `sum`) take an
+  iterator's items one by one (`pulled_one_by_one`), as CPython's C loops do: a body may
+  read or write the container they fill.
 """
 from __future__ import annotations
 
@@ -247,17 +248,25 @@ def is_generator(v) -> bool:
     return isinstance(v, GeneratorVariable)
 
 
-def pulled_one_by_one(tx, v):
-    """The items of `v` for a consumer that acts on each before taking the next (list.extend,
-    `+=` on a list, dict.update): a generator's are pulled as the consumer asks for them, so
-    its body sees the consumer's work in CPython's order; other values' all at once."""
-    if isinstance(v, GeneratorVariable):
+def pulled_one_by_one(tx, v, target=None):
+    """The items of `v` for a consumer that acts on each before taking the next, as CPython's
+    C loops do (list.extend and `+=` on a list, deque.extend/extendleft, dict.update,
+    Counter.update, set.update, sum): any iterator's (a generator, map, filter, zip, an
+    itertools iterator, an iterator over a container) are pulled as the consumer asks for
+    them, so code run to make an item (a generator body, map's function) sees the
+    consumer's work so far in CPython's order; a container's (a list, tuple, dict, deque:
+    CPython copies or walks it with no code of the user's in between) all at once.
+    `target`: the container being filled, when an iterator over it would never end."""
+    if isinstance(v, IteratorVariable):
+        if target is not None and v.owner is target:
+            unsupported("construct", f"an iterator over the {target.describe()} it extends: CPython "
+                                     "keeps appending until memory runs out")
         return _pulling(v)
     return v.iter_items(tx)
 
 
-def _pulling(gen: GeneratorVariable):
-    while (item := gen.next_item()) is not None:
+def _pulling(it: IteratorVariable):
+    while (item := it.next_item()) is not None:
         yield item
 
 

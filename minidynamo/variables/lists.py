@@ -231,9 +231,9 @@ class ListVariable(BaseListVariable):
 
     def call_method(self, tx, name, args, kwargs):
         n = len(args)
-        from .generators import is_generator, pulled_one_by_one
+        from .generators import pulled_one_by_one
         if name in ("append", "extend") and n == 1 and not kwargs and self.source is not None \
-                and not self.loaded and not (name == "extend" and is_generator(args[0])):
+                and not self.loaded and not (name == "extend" and isinstance(args[0], IteratorVariable)):
             # An outside list only appended to: the entry appends the same items after the
             # graph, and nothing about its contents (not even its length) is guarded.
             new = [args[0]] if name == "append" else list(args[0].iter_items(tx))
@@ -246,7 +246,7 @@ class ListVariable(BaseListVariable):
         if name == "append" and n == 1:
             self.items.append(args[0])
         elif name == "extend" and n == 1:
-            self.items.extend(pulled_one_by_one(tx, args[0]))  # a generator body sees each append
+            self.items.extend(pulled_one_by_one(tx, args[0], self))  # code making an item sees each append
         elif name == "insert" and n == 2:
             self.items.insert(args[0].as_python_constant(), args[1])
         elif name == "pop" and n <= 1:
@@ -304,24 +304,40 @@ class PulledItems(LiveItems):
     read from a source before CPython would read it, so a container changed during the
     loop is seen changed, as in CPython."""
 
-    __slots__ = ("iterators", "combine", "made")
+    __slots__ = ("iterators", "combine", "made", "strict")
 
-    def __init__(self, iterators: list, combine):
+    def __init__(self, iterators: list, combine, strict: bool = False):
         super().__init__()
         self.iterators = iterators  # IteratorVariables, advanced in order (zip's order)
         self.combine = combine  # (position, [item of each iterator]) -> tracker
         self.made: list = []
+        self.strict = strict  # zip(strict=True): the lengths are checked at the end, as they run out
 
     def at(self, index: int):
         while len(self.made) <= index:
             parts = []
-            for it in self.iterators:
+            for i, it in enumerate(self.iterators):
                 item = it.next_item()
                 if item is None:  # zip stops at the first exhausted one (after taking the others'),
+                    if self.strict:
+                        self._check_all_done(i)
                     return None  # not for good: a later next() pulls again, as CPython's zip
                 parts.append(item)
             self.made.append(self.combine(len(self.made), parts))
         return self.made[index] if index < len(self.made) else None
+
+    def _check_all_done(self, i: int) -> None:
+        """CPython's strict zip_next once iterator i ran out: the first one may, if every
+        other one (pulled once more, in order) has run out too."""
+        def plural(k):
+            return " " if k == 1 else "s 1-"
+        if i:
+            unsupported("exceptions", f"ValueError: zip() argument {i + 1} is shorter than "
+                                      f"argument{plural(i)}{i}")
+        for k, it in enumerate(self.iterators[1:], 1):
+            if it.next_item() is not None:
+                unsupported("exceptions", f"ValueError: zip() argument {k + 1} is longer than "
+                                          f"argument{plural(k)}{k}")
 
 
 class ReversedItems(LiveItems):
@@ -346,6 +362,9 @@ def iterator_of(tx, v) -> "IteratorVariable":
         return v
     if isinstance(v, ListVariable):
         return IteratorVariable(v.items, owner=v)  # live, as CPython's list iterator
+    make = getattr(v, "make_iterator", None)  # a container whose iterator is its own type (deque)
+    if make is not None:
+        return make(tx)
     return IteratorVariable(v.iter_items(tx))
 
 
