@@ -276,18 +276,16 @@ def _check_dynamic(dynamic):
 
 
 # Backends that run the graph as it is, for any sizes: symbolic sizes are computed by its
-# own nodes. torch's compiling backends and CUDA graphs specialise on the example inputs.
+# own nodes. torch's compiling backends take symbolic inputs where they can (torch_backends.py).
 _SIZE_AGNOSTIC = ("eager", "debug", "print", "functional_eager")
 
 
 def _dynamic_for(backend, mode, dynamic):
-    """The dynamic-shape mode an optimized function gets: static where the backend or the
-    mode would specialise the graph to the sizes it was handed anyway."""
-    if mode == "cudagraphs":
-        return False
+    """The dynamic-shape mode an optimized function gets: static where torch's backend
+    would specialise the graph to the sizes it was handed anyway."""
     if isinstance(backend, str) and backend not in _SIZE_AGNOSTIC:
-        from .torch_backends import torch_backend_names
-        if backend in torch_backend_names():
+        from .torch_backends import takes_symbolic_inputs, torch_backend_names
+        if backend in torch_backend_names() and not takes_symbolic_inputs(backend):
             return False
     return dynamic
 

@@ -288,12 +288,9 @@ def compile_call(fn, args, kwargs, backend, *, name: str, slow=None, fullgraph: 
         return _eager_entry(fn, output, ns, params, call_args, miss, Unsupported("internal", str(error)),
                             name, start, slow)
     output.guards.add(state.guard())
-    for guard in output.shape_guards():
-        output.guards.add(guard)
 
     output.prune_sym_nodes(keep=set(rb.nodes))
     _prune_unused_inputs(output)
-    guard_exprs = output.guards.expressions(ns)
     hits = [0]
     body = [f"    {ns.bind(hits, 'hits')}[0] += 1"]
     gm = compiled = None
@@ -327,6 +324,11 @@ def compile_call(fn, args, kwargs, backend, *, name: str, slow=None, fullgraph: 
         rb = Rebuilder(ns, out_name)
         rb.prepare(tail.roots())
         body += ["    " + line for line in tail.lines(rb)]
+    # After the backend ran: one handed symbolic inputs adds its own decisions on sizes to
+    # the environment (inductor: `s0 <= 4096`), and its artifact holds only under them.
+    for guard in output.shape_guards():
+        output.guards.add(guard)
+    guard_exprs = output.guards.expressions(ns)
     checks = output.guards.check_expressions(ns)
     run, text, fast = _entry_functions(fn, name, params, call_args, checks, body, ns, miss,
                                        slow, f"<minidynamo entry {name}>")

@@ -33,6 +33,7 @@ import torch
 import torch.fx as fx
 
 from . import held
+from .dynamic import has_symbolic, hint
 from .graph import aliased_values, written_values
 from .held import HeldCheck
 
@@ -79,15 +80,34 @@ def analyse(gm: fx.GraphModule):
 
 def reshaped_inputs(gm: fx.GraphModule, example_inputs) -> list:
     """Names of inputs the graph leaves with another shape, strides or offset (transpose_,
-    resize_, set_): a replay writes memory but runs no Python, so it cannot redo that."""
+    resize_, set_): a replay writes memory but runs no Python, so it cannot redo that.
+    A symbolic size is compared by the value it was traced at (comparing the SymInt would
+    add a guard to the shape environment)."""
     found = []
     for n, t in zip([n for n in gm.graph.nodes if n.op == "placeholder"], example_inputs):
         fake = n.meta.get("val")
         if isinstance(fake, torch.Tensor) and isinstance(t, torch.Tensor) and (
-                fake.shape != t.shape or fake.stride() != t.stride()
-                or fake.storage_offset() != t.storage_offset()):
+                [hint(s) for s in fake.shape] != list(t.shape) or [hint(s) for s in fake.stride()] != list(t.stride())
+                or hint(fake.storage_offset()) != t.storage_offset()):
             found.append(n.name)
     return found
+
+
+def has_symbolic_inputs(gm: fx.GraphModule) -> bool:
+    """Whether the graph serves more than one set of input sizes (symbolic placeholders)."""
+    for n in gm.graph.nodes:
+        v = n.meta.get("val") if n.op == "placeholder" else None
+        if isinstance(v, torch.Tensor) and (has_symbolic(tuple(v.shape)) or has_symbolic(v.stride())):
+            return True
+    return False
+
+
+def _input_key(args, with_sizes: bool) -> tuple:
+    """What a recording is replayed for: the inputs' addresses, and with symbolic sizes
+    their sizes and strides too (a view of one buffer keeps its address at any length)."""
+    if not with_sizes:
+        return tuple([a.data_ptr() for a in args])
+    return tuple([(a.data_ptr(), tuple(a.shape), a.stride(), a.storage_offset()) for a in args])
 
 
 class _Slot:
@@ -105,11 +125,11 @@ class _Slot:
 class _InputSet:
     """Static inputs at fixed addresses, and the captures (slots) made over them."""
 
-    __slots__ = ("inputs", "ptrs", "owned", "slots")
+    __slots__ = ("inputs", "key", "owned", "slots")
 
-    def __init__(self, inputs: list, owned: bool):
+    def __init__(self, inputs: list, owned: bool, key: tuple):
         self.inputs = inputs
-        self.ptrs = [t.data_ptr() for t in inputs]
+        self.key = key  # _input_key of the calls it replays for
         self.owned = owned  # our own buffers (the copy recording): inputs are copied in
         self.slots: list[_Slot] = []
 
@@ -120,7 +140,10 @@ class CudaGraphRunner:
     def __init__(self, compiled, gm: fx.GraphModule, example_inputs):
         self.compiled = compiled
         self.recordings: list[_InputSet] = []
-        self.copy_recording: _InputSet | None = None
+        # With symbolic sizes one graph serves many sizes, and a recording holds one: the
+        # keys carry sizes, and the copy recordings are one per size (up to MAX_RECORDINGS).
+        self.symbolic = has_symbolic_inputs(gm)
+        self.copy_recordings: dict = {}  # sizes (None when static) -> _InputSet
         self.calls = 0
         self.replays = 0
         self.held_fallbacks = 0  # plain runs because every slot's outputs were still held
@@ -139,6 +162,11 @@ class CudaGraphRunner:
             # per input set, and every output cloned out of it.
             self.max_slots = 1
             self._clone_outputs("this torch has no torch._C._storage_Use_Count")
+
+    @property
+    def copy_recording(self) -> _InputSet | None:
+        """The recording over our own input buffers (the first one, with symbolic sizes)."""
+        return next(iter(self.copy_recordings.values()), None)
 
     @staticmethod
     def _static_reason(gm, example_inputs) -> str | None:
@@ -165,19 +193,22 @@ class CudaGraphRunner:
         self.calls += 1
         if self.fallback_reason is not None or self.calls <= WARMUP_RUNS:
             return self.compiled(*args)
-        ptrs = [a.data_ptr() for a in args]
+        key = _input_key(args, self.symbolic)
         for rec in self.recordings:
-            if rec.ptrs == ptrs:
+            if rec.key == key:
                 return self._run(rec, args)
         if len(self.recordings) < MAX_RECORDINGS:
-            rec = _InputSet(list(args), owned=False)  # holds the caller's tensors
+            rec = _InputSet(list(args), owned=False, key=key)  # holds the caller's tensors
             self.recordings.append(rec)
             return self._run(rec, args)
         if self.writes_inputs:
             return self.compiled(*args)
-        rec = self.copy_recording
+        sizes = tuple(k[1:] for k in key) if self.symbolic else None
+        rec = self.copy_recordings.get(sizes)
         if rec is None:
-            rec = self.copy_recording = _InputSet([a.clone() for a in args], owned=True)
+            if len(self.copy_recordings) >= MAX_RECORDINGS:
+                return self.compiled(*args)
+            rec = self.copy_recordings[sizes] = _InputSet([a.clone() for a in args], owned=True, key=key)
         return self._run(rec, args)
 
     def _run(self, rec: _InputSet, args):

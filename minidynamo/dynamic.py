@@ -187,6 +187,11 @@ def has_symbolic(v) -> bool:
     return is_symbolic(v)
 
 
+def hint(v) -> int:
+    """The value a possibly symbolic int had where the trace made it (its input's size)."""
+    return v.node.hint if is_symbolic(v) else int(v)
+
+
 def static_or_none(values) -> tuple:
     """Per item: the int, or None where it is symbolic."""
     return tuple(None if is_symbolic(v) else int(v) for v in values)

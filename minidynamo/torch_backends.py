@@ -24,18 +24,35 @@ graph. minidynamo's own launch program stays the default path (backend="eager").
 """
 from __future__ import annotations
 
+import contextlib
+import functools
+import logging
+import threading
+
+import torch
 import torch.fx as fx
 
+from .dynamic import has_symbolic, hint, is_symbolic
 from .exc import BackendError
 
+log = logging.getLogger("minidynamo.torch_backends")
 # minidynamo's own names for what torch registers under another.
 _ALIASES: dict = {}
+# Backends that compile one artifact for all sizes of symbolic fake inputs.
+_SYMBOLIC_BACKENDS = frozenset({"aot_eager", "aot_eager_default_partitioner", "aot_eager_decomp_partition",
+                                "inductor"})
 
 
 def torch_backend_names() -> list:
     """The backend names torch's registry has (imports torch._dynamo on first use)."""
     from torch._dynamo.backends.registry import list_backends
     return list(list_backends()) + ["aot_eager"]  # torch lists it among its debug ones
+
+
+def takes_symbolic_inputs(name: str) -> bool:
+    """Whether torch's backend `name` compiles one artifact for every size of symbolic
+    fake inputs (AOTAutograd's and inductor's do); others specialise to the sizes handed."""
+    return _ALIASES.get(name, name) in _SYMBOLIC_BACKENDS
 
 
 def torch_backend(name: str):
@@ -56,21 +73,115 @@ def torch_backend(name: str):
 
     def run(gm: fx.GraphModule, example_inputs):
         gm = for_torch_backend(gm, compiles_kernels="inductor" in name)
-        try:
-            return compiler(gm, example_inputs)
-        except RuntimeError as e:
-            writers = _functions_launching_in_backward(gm)
-            if writers and "leaf Variable that requires grad is being used in an in-place" in str(e):
-                import torch
-                raise BackendError(
-                    f"torch {torch.__version__}'s AOTAutograd failed on the backward of {', '.join(writers)}, "
-                    "whose Triton kernels write into the tensors they are given: this torch cannot keep a "
-                    "backward's write into a forward input that requires grad (torch 2.13 can); use "
-                    f"backend='eager' ({e})") from e
-            raise
+        fakes, why = symbolic_inputs(gm, example_inputs)
+        if fakes is None:  # a static graph: torch's backend gets the real inputs, as ever
+            return _compile(compiler, name, gm, example_inputs)
+        if why is None and not takes_symbolic_inputs(name):
+            why = f"torch's {name!r} backend specialises to the sizes it is handed"
+        if why is None:
+            try:
+                return _compile(compiler, name, gm, fakes, symbolic=True)
+            except BackendError:
+                raise
+            except Exception as e:  # the static artifacts below may still be made
+                why = f"torch's {name!r} backend failed on symbolic inputs ({type(e).__name__}: {e})"
+        log.info("%s: one compiled artifact per size: %s", gm.__class__.__name__, why)
+        return StaticPerSize(functools.partial(_compile, compiler, name, gm), example_inputs, why)
 
     run.__name__ = run.__qualname__ = name
     return run
+
+
+def symbolic_inputs(gm: fx.GraphModule, example_inputs) -> tuple:
+    """(the fakes the trace made for the graph's inputs, why a backend may not take them),
+    or (None, None) where no input is symbolic. The fakes are the placeholders' values:
+    tensors with SymInt sizes, SymInts for int arguments, all of the trace's shape
+    environment, as torch.compile hands them to its backends."""
+    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    fakes = [n.meta.get("val") for n in placeholders]
+    symbolic = any(has_symbolic(tuple(v.shape)) or has_symbolic(v.stride()) if isinstance(v, torch.Tensor)
+                   else is_symbolic(v) for v in fakes)
+    if not symbolic:
+        return None, None
+    if len(fakes) != len(example_inputs):
+        return fakes, "the graph's placeholders are not its inputs"
+    for node, fake, real in zip(placeholders, fakes, example_inputs):
+        if isinstance(real, torch.Tensor) != isinstance(fake, torch.Tensor):
+            return fakes, f"input {node.name} has no fake of its kind"
+        # A placeholder's fake carries what in-place ops did to its metadata (`x.t_()`);
+        # the backend must see the input as it comes in. Sizes as traced are the hints.
+        if isinstance(real, torch.Tensor) and (
+                [hint(s) for s in fake.shape] != list(real.shape)
+                or [hint(s) for s in fake.stride()] != list(real.stride())
+                or hint(fake.storage_offset()) != real.storage_offset()
+                or fake.requires_grad != real.requires_grad):
+            return fakes, f"the graph changes the shape, strides or grad of input {node.name} in place"
+    return fakes, None
+
+
+def _compile(compiler, name: str, gm: fx.GraphModule, inputs, symbolic: bool = False):
+    """torch's backend on `gm`: over symbolic fakes, under a tracing context with their fake
+    mode (what AOTAutograd and inductor take the mode and the shape environment from, as
+    under torch.compile); over real inputs, as a plain call."""
+    context = contextlib.nullcontext()
+    if symbolic:
+        from torch._guards import TracingContext, tracing
+        context = tracing(TracingContext(_fake_mode(inputs)))
+    try:
+        with context:
+            return compiler(gm, inputs)
+    except RuntimeError as e:
+        writers = _functions_launching_in_backward(gm)
+        if writers and "leaf Variable that requires grad is being used in an in-place" in str(e):
+            raise BackendError(
+                f"torch {torch.__version__}'s AOTAutograd failed on the backward of {', '.join(writers)}, "
+                "whose Triton kernels write into the tensors they are given: this torch cannot keep a "
+                "backward's write into a forward input that requires grad (torch 2.13 can); use "
+                f"backend='eager' ({e})") from e
+        raise
+
+
+def _fake_mode(fakes: list):
+    from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
+    for v in fakes:
+        if isinstance(v, FakeTensor):
+            return v.fake_mode
+    shape_env = next(v.node.shape_env for v in fakes if is_symbolic(v))  # int arguments only
+    return FakeTensorMode(shape_env=shape_env)
+
+
+class StaticPerSize:
+    """What a graph with symbolic sizes runs as when torch's backend cannot take them (`why`):
+    one artifact compiled per distinct set of input sizes, strides and int arguments, each
+    used for exactly those (an artifact compiled for 7 rows never sees 9)."""
+
+    def __init__(self, compile_static, example_inputs, why: str):
+        self.compile_static = compile_static
+        self.why = why
+        self.artifacts: dict = {}
+        self._lock = threading.Lock()
+        self._get(tuple(example_inputs))
+
+    def _get(self, args: tuple):
+        key = tuple((tuple(a.shape), a.stride(), a.storage_offset()) if isinstance(a, torch.Tensor) else a
+                    for a in args)
+        found = self.artifacts.get(key)
+        if found is None:
+            with self._lock:
+                found = self.artifacts.get(key)
+                if found is None:
+                    grad_mode = torch.is_grad_enabled()  # a backend that runs the graph runs its state changes
+                    try:
+                        found = self.compile_static(list(args))
+                    finally:
+                        torch._C._set_grad_enabled(grad_mode)
+                    if isinstance(found, torch.nn.Module):
+                        found = found.forward
+                    self.artifacts[key] = found
+        return found
+
+    def __call__(self, *args):
+        return self._get(args)(*args)
 
 
 def for_torch_backend(gm: fx.GraphModule, compiles_kernels: bool = False) -> fx.GraphModule:
