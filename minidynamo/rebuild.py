@@ -73,7 +73,7 @@ class Rebuilder:
         return name
 
     def expr(self, v: VariableTracker) -> str:
-        if isinstance(v, (TensorVariable, SymNodeVariable)):  # values of the graph
+        if isinstance(v, (TensorVariable, SymNodeVariable)) and not hasattr(v, "rebuild_new"):  # graph values
             if v.node.op == "placeholder" and v.source is not None:
                 return v.source.expr(self.ns)  # an input returned unchanged: the same object
             i = self._index.get(v.node)

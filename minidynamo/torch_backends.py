@@ -72,6 +72,11 @@ def torch_backend(name: str):
                       RuntimeWarning, stacklevel=4)
 
     def run(gm: fx.GraphModule, example_inputs):
+        if any(n.meta.get("made_parameter") for n in gm.graph.nodes):
+            # An nn.Parameter made in the graph and used there: its ops' gradients must reach
+            # that object (variables/torch.py), which AOTAutograd would not keep a leaf.
+            log.info("%s: runs uncompiled: it makes an nn.Parameter that its ops use", gm.__class__.__name__)
+            return gm.forward
         gm = for_torch_backend(gm, compiles_kernels="inductor" in name)
         fakes, why = symbolic_inputs(gm, example_inputs)
         if fakes is None:  # a static graph: torch's backend gets the real inputs, as ever

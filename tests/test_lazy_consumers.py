@@ -268,11 +268,12 @@ def test_defaultdict_and_ordered_dict_updates_from_generators():
 
 
 def test_dict_passed_in_updated_by_a_generator_reading_it():
-    def f(x, d):
+    def f(x, d, e):
         d.update((str(z), len(d) * x) for z in range(3))
+        e.update(map(lambda z: (z, len(e)), range(3)))
         return x + 1
 
-    check(f, (t(), {"a": 1}), kind="graph")
+    check(f, (t(), {"a": 1}, {"b": 2}), kind="graph")
 
 
 # --- Counter ------------------------------------------------------------------------------

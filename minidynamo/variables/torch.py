@@ -14,7 +14,7 @@ from .constant import ConstantVariable, fold, is_constant_value
 from .contexts import GradModeVariable
 from .lists import TupleVariable
 from .purity import is_compiler_disabled, is_operator, qualified_name, query_kind
-from .tensor import TensorVariable
+from .tensor import _METADATA_METHODS, TensorVariable
 
 # Pure functions of metadata that may be folded even with no tensor argument.
 _PURE_NO_TENSOR = {
@@ -125,6 +125,8 @@ class TorchVariable(ObjectConstantVariable):
             if constant_args:
                 return fold(tx, fn, [a.as_python_constant() for a in args],
                             {k: v.as_python_constant() for k, v in kwargs.items()}, what)
+        if isinstance(fn, type) and (issubclass(fn, torch.nn.Parameter) or fn is _BUFFER):
+            return make_parameter(tx, fn, args, kwargs)
         if isinstance(fn, type) and not issubclass(fn, torch.Tensor):
             from .contexts import make_context_manager
             if fn in (torch.no_grad, torch.enable_grad) and len(args) == 1 and not kwargs:
@@ -205,6 +207,138 @@ class TorchSettingsVariable(ObjectConstantVariable):
         return wrap(tx, value, AttrSource(self.source, name))
 
 
+# --- nn.Parameter and nn.Buffer made in the trace --------------------------------------
+_BUFFER = getattr(torch.nn, "Buffer", None)  # torch 2.5+
+
+
+class MadeParameterVariable(TensorVariable):
+    """`torch.nn.Parameter(data, requires_grad)` (a subclass of it, or `torch.nn.Buffer(data)`)
+    made in the trace. Eager's is a new leaf sharing data's storage, detached from data's
+    autograd history. In the graph it is `data.detach()` (the same storage, no history); the
+    object itself is made after the graph from that output (`rebuild_new`), so what the call
+    returns, or a graph break hands on, is the real type and a leaf. The trace answers
+    isinstance, type(), requires_grad, is_leaf, grad and .data from what it knows.
+
+    One that requires grad and is an operand of a graph op is made in the graph instead,
+    when the first op takes it (`Parameter(detached, True)`, marked `made_parameter`): the
+    ops' gradients must reach that very object, which the graph then returns. Torch's
+    compiling backends would not keep it a leaf, so such a graph runs as it is there
+    (torch_backends.py)."""
+
+    __slots__ = ("plain", "grad_needed", "persistent", "output", "made_in_graph")
+
+    def __init__(self, output, plain: TensorVariable, cls, requires_grad: bool, persistent=None):
+        fake = plain.fake
+        if requires_grad:
+            with fake.fake_mode:
+                fake = fake.detach().requires_grad_(True)
+        super().__init__(plain.node, fake, None, cls=cls)
+        self.output = output
+        self.plain = plain  # the graph's data.detach(): a plain tensor of the same storage
+        self.grad_needed = requires_grad
+        self.persistent = persistent  # a Buffer's (None: a Parameter)
+        self.made_in_graph = False
+
+    def describe(self):
+        return f"{self.cls.__name__} made in the trace ({self.node.name}, {tuple(self.fake.shape)})"
+
+    def as_fx_arg(self):
+        if self.grad_needed and not self.made_in_graph:
+            if self.persistent is not None:  # a Buffer is a plain tensor: the leaf is made as eager does
+                made = self.output.call("call_function", _remade_buffer,
+                                        [self.plain, ConstantVariable(True), ConstantVariable(self.persistent)],
+                                        {}, what="nn.Buffer()")
+            else:
+                made = self.output.call("call_function", self.cls, [self.plain, ConstantVariable(True)], {},
+                                        what=f"{self.cls.__name__}()")
+            made.node.meta["made_parameter"] = True
+            self.node, self.fake, self.made_in_graph = made.node, made.fake, True
+        return self.node
+
+    def isinstance_of(self, cls):
+        """isinstance(b, nn.Buffer) asks the object (Buffer's metaclass reads _is_buffer)."""
+        if _BUFFER is not None and isinstance(cls, type) and issubclass(cls, _BUFFER):
+            return self.persistent is not None
+        return None
+
+    def var_getattr(self, tx, name):
+        if name in ("requires_grad", "is_leaf"):
+            return ConstantVariable(self.grad_needed if name == "requires_grad" else True)
+        if name in ("grad", "grad_fn"):
+            return ConstantVariable(None)  # a new leaf: no gradient yet, no history
+        if name == "data":  # a new plain tensor over the same storage
+            return tx.output.call("call_method", "detach", [self.plain], {}, what=f"{self.cls.__name__}.data")
+        if self.persistent is not None and name in ("persistent", "_is_buffer"):
+            return ConstantVariable(self.persistent if name == "persistent" else True)
+        return super().var_getattr(tx, name)
+
+    def call_method(self, tx, name, args, kwargs):
+        if name in _METADATA_METHODS:  # sizes, strides, dim(): the data's
+            return self.plain.call_method(tx, name, args, kwargs)
+        return super().call_method(tx, name, args, kwargs)
+
+    def rebuild_new(self, rb) -> str:
+        if self.made_in_graph:  # the graph's own object
+            return rb.expr(TensorVariable(self.node, self.fake))
+        data = rb.expr(self.plain)
+        if self.persistent is not None:
+            return f"{rb.ns.bind(_remade_buffer, 'remade_buffer')}({data}, {self.grad_needed!r}, " \
+                   f"{self.persistent!r})"
+        return f"{rb.ns.bind(self.cls, 'parameter_type')}({data}, {self.grad_needed!r})"
+
+    def __repr__(self):
+        return f"MadeParameterVariable({self.cls.__name__}, {self.node.name}, requires_grad={self.grad_needed})"
+
+
+def _remade_buffer(data, requires_grad: bool, persistent: bool):
+    """nn.Buffer(data) as eager made it from `data` detached: requiring grad where eager's
+    data did."""
+    return _BUFFER(data.requires_grad_(requires_grad) if requires_grad else data, persistent=persistent)
+
+
+def make_parameter(tx, cls, args, kwargs):
+    """`cls(data=None, requires_grad=True)` for nn.Parameter and its subclasses (that add no
+    __new__, __init__ or torch function handling of their own), `nn.Buffer(data=None, *,
+    persistent=True)`."""
+    from .lazy_iterators import bind_args
+    name = cls.__name__
+    if cls is _BUFFER:
+        if len(args) > 1:
+            unsupported("exceptions", f"TypeError: Buffer.__new__() takes from 1 to 2 positional "
+                                      f"arguments but {len(args) + 1} were given")
+        data, persistent = bind_args(name, args, kwargs, ("data", "persistent"),
+                                     {"data": ConstantVariable(None), "persistent": ConstantVariable(True)})
+        requires_grad = None  # the data's
+    else:
+        own = [k for k in ("__new__", "__init__", "__torch_function__", "__torch_dispatch__")
+               if getattr(cls, k, None) is not getattr(torch.nn.Parameter, k, None)]
+        if own:
+            unsupported("call", f"creating a {name} (a Parameter subclass with its own {own[0]}) while tracing",
+                        hint="create it outside the optimized function and pass it in")
+        data, requires_grad = bind_args(name, args, kwargs, ("data", "requires_grad"),
+                                        {"data": ConstantVariable(None), "requires_grad": ConstantVariable(True)})
+        persistent = None
+    flags = [v for v in (requires_grad, persistent) if v is not None]
+    if not all(v.is_python_constant() for v in flags):
+        unsupported("data_dependent", f"{name}() with a flag that is not a constant")
+    if isinstance(data, ConstantVariable) and data.value is None:
+        data = tx.output.call("call_function", torch.empty, [ConstantVariable(0)], {}, what=f"{name}()")
+    if type(data) is not TensorVariable:
+        unsupported("call", f"{name}() of {data.describe()} while tracing",
+                    hint="create it outside the optimized function and pass it in")
+    plain = tx.output.call("call_method", "detach", [data], {}, what=f"{name}()")
+    if requires_grad is None:
+        grad = bool(data.fake.requires_grad)
+        persistent = bool(persistent.as_python_constant())
+    else:
+        grad = bool(requires_grad.as_python_constant())
+        persistent = None
+    if grad and not (plain.fake.is_floating_point() or plain.fake.is_complex()):
+        unsupported("exceptions", "RuntimeError: Only Tensors of floating point and complex dtype can "
+                                  "require gradients")
+    return MadeParameterVariable(tx.output, plain, cls if requires_grad is not None else torch.Tensor, grad, persistent)
+
+
 # --- grad-mode context managers used as decorators ------------------------------------
 class GradModeFactoryVariable(GradModeVariable):
     """`torch.no_grad()`, `torch.enable_grad()`, `torch.set_grad_enabled(mode)` made in
@@ -261,3 +395,5 @@ from . import nn_modules  # noqa: E402,F401  (registers the constructors of torc
 from .objects import register_constructor  # noqa: E402
 
 register_constructor(_is_distribution_class, _make_distribution)
+register_constructor(lambda cls: isinstance(cls, type) and issubclass(cls, torch.nn.Parameter),
+                     make_parameter, first=True)  # subclasses defined outside torch
