@@ -3,14 +3,18 @@
 The trace turns one `MyFn.apply(...)` into one graph node holding two bodies, the way
 torch's `autograd_function_apply` higher-order op does:
 
-    fwd_body(*inputs)          -> ((tensor outputs...), (saved values...))
+    fwd_body(*inputs)          -> ((tensor outputs..., escaping values...), (saved values...))
     bwd_body(*grads, *saved)   -> (one grad or None per input)
 
 `inputs` are the apply's tensor arguments in order, then tensors the forward read from
-elsewhere (they get no gradient, as in eager, where forward runs under no_grad). At run
+elsewhere (they get no gradient, as in eager, where forward runs under no_grad). The
+escaping values are tensors the forward made and left where the caller can reach them
+(appended to a list it was given, stored in a dict): the node returns them after the
+outputs, non-differentiable, as eager's no-grad forward made them. At run
 time the node's target calls one generated `torch.autograd.Function` per node: its
-forward runs `fwd_body` and keeps the saved values through `ctx.save_for_backward` (so
-eager's check against in-place changes of saved tensors holds), replays the user's
+forward runs `fwd_body` and keeps the saved tensors through `ctx.save_for_backward` (so
+eager's check against in-place changes of saved tensors holds; saved sizes, ints when
+shapes are symbolic, are kept on the ctx beside them), replays the user's
 `mark_non_differentiable`, `mark_dirty` and `set_materialize_grads`; its backward runs
 `bwd_body`, or, where the backward could not be traced, the user's own backward on a ctx
 rebuilt from the saved values and the constants the forward set on its ctx.
@@ -30,9 +34,10 @@ class EagerBackward:
 
     backward: object  # the user's backward function (ctx, *grads) -> grads
     reason: str  # why it was not traced (shown by explain and the graph's code)
-    n_saved: int  # saved values [0, n_saved) are ctx.saved_tensors; the rest tensor attributes
-    tensor_attrs: tuple  # names of the ctx attributes held by saved values n_saved, n_saved + 1...
-    constant_attrs: dict  # ctx attributes that are constants
+    n_saved: int  # saved values [0, n_saved) are ctx.saved_tensors; the rest hold attributes
+    # ctx attribute -> how to make it: ("saved", i) is saved value n_saved + i (a tensor, or a
+    # size when shapes are symbolic); ("constant", value); ("sequence", type, [parts...]).
+    attrs: dict
     needs_input_grad: tuple  # one per apply argument
     user_outputs: tuple  # per user output: its index among tensor outputs, or None
     arg_of_input: tuple  # per generated input: the apply argument it is, or None (no grad)
@@ -43,12 +48,14 @@ class ApplySpec:
     """One captured apply: what the generated Function must replay."""
 
     name: str  # the user's Function class's __name__ (the generated one is named alike)
-    n_outputs: int  # tensor outputs of the forward body
+    n_outputs: int  # tensor outputs of the forward body (the user's)
     non_differentiable_idx: tuple = ()
     dirty_idx: tuple = ()
     materialize_grads: bool = True
     once_differentiable: bool = False
     eager_backward: EagerBackward | None = None  # None: the backward body runs
+    n_escaping: int = 0  # non-differentiable tensors returned after the outputs (module docstring)
+    saved_values_idx: tuple = ()  # saved values that are not tensors (sizes): kept on the ctx
     _generated: list = field(default_factory=list)  # [(fwd_body, bwd_body, Function)]
 
 
@@ -67,29 +74,66 @@ class _ReplayCtx:
     them, `saved_tensors`, `needs_input_grad`."""
 
     def __init__(self, eager: EagerBackward, saved: tuple):
-        self.__dict__.update(eager.constant_attrs)
-        for name, value in zip(eager.tensor_attrs, saved[eager.n_saved:]):
-            setattr(self, name, value)
+        held = saved[eager.n_saved:]
+        for name, how in eager.attrs.items():
+            setattr(self, name, _made(how, held))
         self.saved_tensors = saved[:eager.n_saved]
         self.needs_input_grad = eager.needs_input_grad
+
+
+def _made(how, held):
+    """A ctx attribute from its recipe (EagerBackward.attrs) and the values saved for it."""
+    if how[0] == "saved":
+        return held[how[1]]
+    if how[0] == "constant":
+        return how[1]
+    parts = [_made(p, held) for p in how[2]]
+    return how[1](parts) if how[1] in (tuple, list, torch.Size) else how[1](*parts)
+
+
+def _save(ctx, spec: ApplySpec, saved) -> None:
+    """Tensors through save_for_backward; sizes (ints, where the trace kept them symbolic),
+    which it refuses, on the ctx beside them."""
+    if not spec.saved_values_idx:
+        ctx.save_for_backward(*saved)
+        return
+    values = set(spec.saved_values_idx)
+    ctx.save_for_backward(*(v for i, v in enumerate(saved) if i not in values))
+    ctx.saved_values = tuple(saved[i] for i in spec.saved_values_idx)
+
+
+def _saved(ctx, spec: ApplySpec) -> tuple:
+    """The saved values in the order the forward body returned them (see `_save`)."""
+    tensors = ctx.saved_tensors
+    if not spec.saved_values_idx:
+        return tensors
+    values, tensors = iter(ctx.saved_values), iter(tensors)
+    n = len(ctx.saved_values) + len(ctx.saved_tensors)
+    idx = set(spec.saved_values_idx)
+    return tuple(next(values) if i in idx else next(tensors) for i in range(n))
 
 
 def _generate(spec: ApplySpec, fwd_body, bwd_body):
     """The autograd.Function that runs one captured apply."""
     eager = spec.eager_backward
 
+    n_out = spec.n_outputs
+    # Escaping values (after the outputs) are what eager's no-grad forward made: no gradient.
+    non_differentiable = (*spec.non_differentiable_idx, *range(n_out, n_out + spec.n_escaping))
+
     def forward(ctx, *inputs):  # Function.apply runs this under no_grad, as the user's
         outputs, saved = fwd_body(*inputs)
-        ctx.save_for_backward(*saved)
-        if spec.non_differentiable_idx:
-            ctx.mark_non_differentiable(*(outputs[i] for i in spec.non_differentiable_idx))
+        _save(ctx, spec, saved)
+        if non_differentiable:
+            ctx.mark_non_differentiable(*(outputs[i] for i in non_differentiable))
         if spec.dirty_idx:
             ctx.mark_dirty(*(outputs[i] for i in spec.dirty_idx))
         ctx.set_materialize_grads(spec.materialize_grads)
         return tuple(outputs)
 
     def backward(ctx, *grads):
-        saved = ctx.saved_tensors
+        saved = _saved(ctx, spec)
+        grads = grads[:n_out]  # those of escaping values are not the user's
         if eager is None:
             # The body was traced against contiguous gradients; autograd may hand in an
             # expanded one (the gradient of a sum), which a kernel would read wrongly.

@@ -14,6 +14,8 @@ import contextlib
 import torch
 import torch.fx as fx
 
+from .globalstate import _AUTOCAST_DEVICES
+
 
 class LiftingGraph(fx.Graph):
     """An fx graph whose foreign nodes become placeholders. `lift_from(node)` turns a
@@ -54,14 +56,27 @@ class LiftingGraph(fx.Graph):
 
 
 @contextlib.contextmanager
-def tracing_into(output, graph: LiftingGraph, grad_enabled: bool):
+def tracing_into(output, graph: LiftingGraph, grad_enabled: bool, autocast_off: bool = False):
     """Within the block, the trace records into `graph` with grad mode as given (what the
-    fake ops compute `requires_grad` under)."""
+    fake ops compute `requires_grad` under); with `autocast_off`, autocast disabled on every
+    device type (the fake ops' dtypes; regions the block enters itself still apply)."""
     saved, output.graph = output.graph, graph
     was = torch.is_grad_enabled()
     torch._C._set_grad_enabled(grad_enabled)
+    enabled = [d for d in _AUTOCAST_DEVICES if autocast_off and _autocast_enabled(d)]
+    for device in enabled:
+        torch.set_autocast_enabled(device, False)
     try:
         yield graph
     finally:
+        for device in enabled:
+            torch.set_autocast_enabled(device, True)
         torch._C._set_grad_enabled(was)
         output.graph = saved
+
+
+def _autocast_enabled(device: str) -> bool:
+    try:
+        return torch.is_autocast_enabled(device)
+    except (RuntimeError, TypeError, AttributeError):  # a device type this build lacks
+        return False

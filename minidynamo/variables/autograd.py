@@ -23,10 +23,11 @@ from .._compat import CO_VARARGS, CO_VARKEYWORDS
 from ..autograd_function import ApplySpec, AutogradFunctionApply, EagerBackward
 from ..exc import Unsupported, unsupported
 from ..subgraph import LiftingGraph, tracing_into
-from .base import VariableTracker
+from .base import ObjectConstantVariable, VariableTracker
 from .constant import ConstantVariable
 from .functions import BoundMethodVariable, UserFunctionVariable, bind_arguments
 from .lists import BaseListVariable, TupleVariable
+from .symbolic import SymNodeVariable
 from .tensor import TensorVariable
 
 _BASE = torch.autograd.Function
@@ -95,6 +96,12 @@ class FunctionCtxVariable(VariableTracker):
 
     def describe(self):
         return f"ctx of {self.fn_name}"
+
+    def consumer_snapshot(self, of) -> tuple:
+        """What a later reader could see of the ctx (generators.py compares it before and
+        after a generator is drained): `of(tracker)` snapshots an attribute's value."""
+        return ("ctx", self.phase, self.materialize_grads, tuple((k, id(v), of(v)) for k, v in self.attrs.items()),
+                tuple(map(id, self.saved or ())), tuple(map(id, self.non_differentiable)), tuple(map(id, self.dirty)))
 
     def python_type(self):
         return torch.autograd.function.FunctionCtx
@@ -259,6 +266,11 @@ def capture_apply(tx, cls, args: list, kwargs: dict, cls_source=None):
             if not isinstance(o, TensorVariable) and not o.is_python_constant():
                 unsupported("construct", f"{name}.forward returned {o.describe()}")
         out_nodes = [fwd.lift(o.node) for o in outs]
+    # Values the forward made that the caller can reach (appended to a list it was given):
+    # the node returns them too, and their trackers then name the node's outputs.
+    escaping = _escaping(output, fwd, ctx, [*args, *(v for v, _ in output.mutated.values()),
+                                            *(v for _, v in output.wrapped.values())])
+    extra_nodes = _escaping_outputs(name, fwd, escaping, outs, tensor_args)
     arg_index = {id(a.node): i for i, a in enumerate(args) if isinstance(a, TensorVariable)}
     dirty_idx = tuple(i for i, o in enumerate(outs) if any(o is d for d in ctx.dirty))
     if len(dirty_idx) != len(ctx.dirty):
@@ -275,23 +287,183 @@ def capture_apply(tx, cls, args: list, kwargs: dict, cls_source=None):
         eager_reason = "the forward set materialize_grads(False): gradients may be None"
     else:
         try:
-            bwd_nodes = _trace_backward(tx, ctx, bwd, user_backward, user_outputs, outs, args, fwd, arg_index)
+            with _outside_unchanged(output, f"{name}.backward"):
+                bwd_nodes = _trace_backward(tx, ctx, bwd, user_backward, user_outputs, outs, args, fwd, arg_index)
             eager_reason = None
         except Unsupported as e:
             eager_reason = f"{e.category}: {e.detail}"
     if eager_reason is not None:
         bwd = LiftingGraph(fwd)  # an empty body: the user's backward runs eagerly
-        eager = _eager_backward(ctx, user_backward, eager_reason, user_outputs, outs, args, fwd)
+        eager, held = _eager_backward(ctx, user_backward, eager_reason, user_outputs, outs, args, fwd)
         saved_nodes = [fwd.lift(v.node) if isinstance(v, TensorVariable) else None
-                       for v in (ctx.saved or [])] + [fwd.lift(ctx.attrs[a].node) for a in eager.tensor_attrs]
+                       for v in (ctx.saved or [])] + [fwd.lift(v.node) for v in held]
         bwd.output(())
     else:
         saved_nodes = list(bwd.lifted)
         bwd.output(tuple(bwd_nodes))
-    fwd.output((tuple(out_nodes), tuple(saved_nodes)))
-    spec = ApplySpec(cls.__name__, len(outs), non_diff_idx, dirty_idx, ctx.materialize_grads, once, eager)
-    results = _emit(tx, cls, spec, fwd, bwd, user_outputs, outs, args)
+    fwd.output(((*out_nodes, *extra_nodes), tuple(saved_nodes)))
+    spec = ApplySpec(cls.__name__, len(outs), non_diff_idx, dirty_idx, ctx.materialize_grads, once, eager,
+                     n_escaping=len(extra_nodes),
+                     saved_values_idx=tuple(i for i, n in enumerate(saved_nodes)
+                                            if n is not None and not isinstance(n.meta.get("val"), torch.Tensor)))
+    results, renamed = _emit(tx, cls, spec, fwd, bwd, user_outputs, outs, args, extra_nodes)
+    _rename_escaping(output, fwd, escaping, renamed)
     return TupleVariable(results) if returned_tuple else results[0]
+
+
+# --- values that escape the forward ----------------------------------------------------
+def _escaping(output, fwd, ctx, roots) -> list:
+    """Trackers of values computed in the forward body (tensors, symbolic sizes) that the
+    caller can reach once apply returns: from the apply's arguments, the outside objects
+    the trace read and the containers it changed, through containers, objects and closures
+    made in the trace. (Everything else the forward made is gone with its frame.)"""
+    found, seen, keep = [], set(), []
+    todo = list(roots)
+    while todo:
+        v = todo.pop()
+        if id(v) in seen:
+            continue
+        seen.add(id(v))
+        keep.append(v)  # ids stay unique while the walk runs
+        if isinstance(v, (TensorVariable, SymNodeVariable)):
+            if v.node.graph is fwd:
+                found.append(v)
+        elif v is ctx:
+            unsupported("construct", f"{ctx.fn_name}'s ctx escapes its forward")
+        elif isinstance(v, VariableTracker) and not isinstance(v, ObjectConstantVariable):
+            for name in _slots(type(v)):
+                todo.extend(_trackers_in(getattr(v, name, None)))
+            todo.extend(_trackers_in(getattr(v, "__dict__", None)))
+    return found
+
+
+def _slots(cls) -> tuple:
+    names = _SLOTS.get(cls)
+    if names is None:
+        names = _SLOTS[cls] = tuple(n for c in cls.__mro__ for n in getattr(c, "__slots__", ())
+                                    if n not in ("source", "__weakref__", "__dict__"))
+    return names
+
+
+_SLOTS: dict = {}
+
+
+def _trackers_in(value, depth: int = 2) -> list:
+    """The trackers a tracker's attribute holds: itself, or the items (keys and values) of
+    the Python containers trackers keep theirs in, and of the key wrappers in them."""
+    if isinstance(value, VariableTracker):
+        return [value]
+    if depth == 0 or value is None or isinstance(value, (str, bytes, int, float)):
+        return []
+    if isinstance(value, dict):
+        items = [*value.keys(), *value.values()]
+    elif isinstance(value, (list, tuple, set, frozenset)):
+        items = list(value)
+    elif type(value).__module__.startswith("minidynamo.variables"):  # a key wrapper, live items
+        items = [getattr(value, n, None) for n in _slots(type(value))]
+    else:
+        return []
+    out = []
+    for item in items:
+        out.extend(_trackers_in(item, depth - 1))
+    return out
+
+
+def _escaping_outputs(name, fwd, escaping, outs, tensor_args) -> list:
+    """The forward body's nodes the apply node returns after the user's outputs: escaping
+    tensors that are not outputs, and tensors whose sizes an escaping size reads."""
+    out_nodes = {o.node for o in outs}
+    extra: list = []
+    for v in escaping:
+        if isinstance(v, TensorVariable):
+            if v.node not in out_nodes and v.node.op != "placeholder" and v.node not in extra:
+                extra.append(v.node)
+        else:
+            extra.extend(n for n in _tensors_sizes_read(v.node) if n not in out_nodes and n not in extra)
+    # One object leaving by two ways would be two here; a view of an input would not be one.
+    taken = {_storage(a.fake): f"its input {a.describe()}" for a in tensor_args}
+    taken.update({_storage(o.fake): "one of its outputs" for o in outs if o.node.graph is fwd})
+    for v in escaping:
+        if isinstance(v, TensorVariable) and v.node in extra:
+            key = _storage(v.fake)
+            if key in taken and taken[key] != v.node:
+                what = taken[key] if isinstance(taken[key], str) else "another tensor it leaves outside"
+                unsupported("side_effect", f"{name}.forward leaves outside a tensor sharing memory with {what}")
+            taken[key] = v.node
+    return extra
+
+
+def _tensors_sizes_read(node) -> list:
+    """Tensors made in the forward body whose sizes a symbolic size node computes from."""
+    out, todo, seen = [], [node], set()
+    while todo:
+        n = todo.pop()
+        if n in seen or n.op == "placeholder":
+            continue
+        seen.add(n)
+        if not n.meta.get("sym"):
+            out.append(n)
+            continue
+        todo.extend(n.all_input_nodes)
+    return out
+
+
+def _storage(fake):
+    try:
+        return fake.untyped_storage()._cdata
+    except (RuntimeError, NotImplementedError):
+        return id(fake)
+
+
+def _rename_escaping(output, fwd, escaping, renamed: dict) -> None:
+    """After the node is emitted (`renamed`: forward body node -> the node's output in
+    the graph the apply is in): every escaping tracker names its value there (the output,
+    the outer value a placeholder stands for, size arithmetic made again), in place, so
+    each container or object holding it holds the new value."""
+    outer_of = {fwd.placeholder_for(n): n for n in fwd.lifted}
+
+    def outer(n):
+        if n.graph is not fwd:
+            return n
+        if n not in renamed:
+            if n.op == "placeholder":
+                renamed[n] = outer_of[n]
+            else:  # size arithmetic: computed again from the values it reads
+                renamed[n] = output.sym_node(n.op, n.target, fx.node.map_arg(n.args, outer), n.meta["val"])
+        return renamed[n]
+
+    for v in escaping:
+        if v.node.graph is fwd:
+            v.node = outer(v.node)
+            if isinstance(v, TensorVariable):
+                v.fake = v.node.meta["val"]
+
+
+def _outside_unchanged(output, what):
+    """Within the block, a change to a list or dict from outside declines (and is taken back):
+    the backward runs at backward time, the entry writes outside containers back after the
+    forward graph."""
+    return _Refusing(output, what)
+
+
+class _Refusing:
+    def __init__(self, output, what):
+        self.output, self.what = output, what
+
+    def __enter__(self):
+        output = self.output
+        self.lists = [(v, None if v.appended is None else list(v.appended), v._size)
+                      for _, v in output.wrapped.values() if isinstance(v, BaseListVariable)]
+
+        def refuse(var, what=None):
+            for v, appended, size in self.lists:  # an append is recorded after it is made
+                v.appended, v._size = appended, size
+            unsupported("side_effect", f"{self.what} changes {what or var.source.name()!r} from outside: it "
+                                       "runs at backward time, after the forward's graph")
+        output.record_append = output.record_mutation = refuse
+
+    def __exit__(self, *exc):
+        del self.output.record_append, self.output.record_mutation
 
 
 def _grad_fake(output, o):
@@ -308,7 +480,10 @@ def _trace_backward(tx, ctx, bwd, user_backward, user_outputs, outs, args, fwd, 
         node.meta["val"] = fake = _grad_fake(output, o)
         grads[id(o)] = TensorVariable(node, fake)
     grad_args = [grads[id(o)] if isinstance(o, TensorVariable) else ConstantVariable(None) for o in user_outputs]
-    with tracing_into(output, bwd, grad_enabled=False):
+    # The engine runs a backward under no_grad (create_graph=False) and in the autocast state
+    # of the `.backward()` call, not of the forward's: autocast off, as torch recommends
+    # (custom_bwd enters the forward's state itself, a region of the body).
+    with tracing_into(output, bwd, grad_enabled=False, autocast_off=True):
         result = tx.inline_call(UserFunctionVariable(user_backward), [ctx, *grad_args], {})
     got = list(result.items) if isinstance(result, BaseListVariable) and result.python_type() in (tuple, list) \
         else [result]
@@ -324,10 +499,16 @@ def _trace_backward(tx, ctx, bwd, user_backward, user_outputs, outs, args, fwd, 
             continue
         if not isinstance(g, TensorVariable):
             unsupported("construct", f"{ctx.fn_name}.backward returned {g.describe()} as a gradient")
-        want = args[i].fake
-        if g.fake.shape != want.shape or g.fake.dtype != want.dtype or g.fake.device != want.device:
-            unsupported("construct", f"{ctx.fn_name}.backward returned a gradient of another shape or "
-                                     "dtype than its input (autograd reshapes or rejects it)")
+        # The engine checks the generated Function's gradients as it checks the user's: it
+        # sums one to its input's shape where that input expands to it, and casts a floating
+        # dtype (a backward under autocast) to the input's. What it would reject, the eager
+        # backward shows with the engine's own error.
+        want, got_fake = args[i].fake, g.fake
+        if not _expands_to(want.shape, got_fake.shape) or got_fake.device != want.device or (
+                got_fake.dtype != want.dtype and not (got_fake.is_floating_point() and want.is_floating_point())):
+            unsupported("construct", f"{ctx.fn_name}.backward returned a gradient of shape "
+                                     f"{tuple(got_fake.shape)}, {got_fake.dtype} on {got_fake.device} for an input "
+                                     f"of {tuple(want.shape)}, {want.dtype} on {want.device}")
         per_input.append(bwd.lift(g.node))
     for i, a in enumerate(args):
         if not isinstance(a, TensorVariable) and not _is_none(got[i]):
@@ -336,22 +517,42 @@ def _trace_backward(tx, ctx, bwd, user_backward, user_outputs, outs, args, fwd, 
     return per_input
 
 
-def _eager_backward(ctx, user_backward, reason, user_outputs, outs, args, fwd) -> EagerBackward:
-    tensor_attrs, constants = [], {}
-    for attr, v in ctx.attrs.items():
-        if isinstance(v, TensorVariable):
-            tensor_attrs.append(attr)
-        elif v.is_python_constant():
-            constants[attr] = v.as_python_constant()
-        else:
-            unsupported("construct", f"ctx.{attr} holds {v.describe()}: the backward, which is not traced "
-                                     f"({reason}), could not be given it")
+def _expands_to(shape, desired) -> bool:
+    """`shape` broadcasts to `desired` (autograd then sums a gradient of `desired` to it)."""
+    if len(shape) > len(desired):
+        return False
+    return all(s == d or s == 1 for s, d in zip(reversed(tuple(shape)), reversed(tuple(desired))))
+
+
+def _eager_backward(ctx, user_backward, reason, user_outputs, outs, args, fwd) -> tuple:
+    """(EagerBackward, the trackers of the values saved for its ctx attributes: tensors,
+    and sizes that stay symbolic, so the user's backward sees each call's own)."""
+    held: list = []
+
+    def recipe(attr, v):
+        if isinstance(v, (TensorVariable, SymNodeVariable)):
+            held.append(v)
+            return ("saved", len(held) - 1)
+        if isinstance(v, BaseListVariable) and v.python_type() in (tuple, list, torch.Size) and _holds_values(v):
+            return ("sequence", v.python_type(), [recipe(attr, item) for item in v.items])
+        if v.is_python_constant():
+            return ("constant", v.as_python_constant())
+        unsupported("construct", f"ctx.{attr} holds {v.describe()}: the backward, which is not traced "
+                                 f"({reason}), could not be given it")
+
+    attrs = {attr: recipe(attr, v) for attr, v in ctx.attrs.items()}
     index_of = {id(o): i for i, o in enumerate(outs)}
     arg_index = {id(a.node): i for i, a in enumerate(args) if isinstance(a, TensorVariable)}
-    return EagerBackward(user_backward, reason, len(ctx.saved or []), tuple(tensor_attrs), constants,
-                         ctx.needs_input_grad,
-                         tuple(index_of.get(id(o)) for o in user_outputs),
-                         tuple(arg_index.get(id(n)) for n in fwd.lifted))
+    eager = EagerBackward(user_backward, reason, len(ctx.saved or []), attrs, ctx.needs_input_grad,
+                          tuple(index_of.get(id(o)) for o in user_outputs),
+                          tuple(arg_index.get(id(n)) for n in fwd.lifted))
+    return eager, held
+
+
+def _holds_values(v) -> bool:
+    """A tuple or list with a tensor or a symbolic size in it, at any depth."""
+    return any(isinstance(i, (TensorVariable, SymNodeVariable)) or (isinstance(i, BaseListVariable) and _holds_values(i))
+               for i in v.items)
 
 
 def _bodies_of(output, graph) -> torch.nn.Module:
@@ -364,9 +565,10 @@ def _bodies_of(output, graph) -> torch.nn.Module:
     return holder
 
 
-def _emit(tx, cls, spec, fwd, bwd, user_outputs, outs, args):
+def _emit(tx, cls, spec, fwd, bwd, user_outputs, outs, args, extra_nodes):
     """The node in the graph being traced (the frame's, or an outer Function's forward body);
-    the trackers of the user's outputs, in order."""
+    the trackers of the user's outputs, in order, and {forward body node: the node's output}
+    for the outputs and the escaping values."""
     output = tx.output
     n = output.next_body_index()
     fwd_gm = fx.GraphModule(_bodies_of(output, fwd), fwd, class_name=f"{cls.__name__}_fwd_body")
@@ -394,9 +596,23 @@ def _emit(tx, cls, spec, fwd, bwd, user_outputs, outs, args):
             if differentiable:
                 fake.requires_grad_(True)
         fakes.append(fake)
+    with output.fake_mode:  # escaping values: as eager's no-grad forward made them
+        fakes += [n.meta["val"].detach() for n in extra_nodes]
     node.meta["val"] = tuple(fakes)
-    made = {}
+    made, renamed = {}, {}
     for i, o in enumerate(outs):
-        # A dirty output is the input itself, changed in place: its tracker stays the one.
-        made[id(o)] = o if i in spec.dirty_idx else TensorVariable(output.getitem_node(node, i), fakes[i])
-    return [made[id(o)] if isinstance(o, TensorVariable) else o for o in user_outputs]
+        if id(o) in made:
+            continue
+        if i in spec.dirty_idx:  # the input itself, changed in place: its tracker stays the one
+            made[id(o)] = o
+            continue
+        item = output.getitem_node(node, i)
+        if o.node.graph is fwd:  # made by the forward: the tracker now names the output, in place,
+            renamed[o.node] = item  # wherever the forward also left it (appended to a list)
+            o.node, o.fake = item, fakes[i]
+            made[id(o)] = o
+        else:  # an input returned: apply returns a new tensor (a view of it)
+            made[id(o)] = TensorVariable(item, fakes[i])
+    for k, extra in enumerate(extra_nodes):
+        renamed[extra] = output.getitem_node(node, len(outs) + k)
+    return [made[id(o)] if isinstance(o, TensorVariable) else o for o in user_outputs], renamed

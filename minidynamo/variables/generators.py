@@ -361,6 +361,9 @@ def _snapshot(v, gen, seen=None):
                 tuple(_snapshot(x, gen, seen) for x in items.values()))
     if isinstance(v, SetVariable):
         return ("set", frozenset(v.values))
+    own = getattr(v, "consumer_snapshot", None)  # a tracker that says what can be read of it
+    if own is not None:
+        return own(lambda item: _snapshot(item, gen, seen))
     unsupported("generator", f"{gen.describe()} consumed whole yields {v.describe()}, whose later "
                              "changes the trace cannot compare",
                 hint="iterate over it with a for loop, or build a list first")
