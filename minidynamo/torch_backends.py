@@ -131,7 +131,8 @@ def _compile(compiler, name: str, gm: fx.GraphModule, inputs, symbolic: bool = F
     context = contextlib.nullcontext()
     if symbolic:
         from torch._guards import TracingContext, tracing
-        context = tracing(TracingContext(_fake_mode(inputs)))
+        mode, inputs = backend_fakes(inputs)
+        context = tracing(TracingContext(mode))
     try:
         with context:
             return compiler(gm, inputs)
@@ -146,13 +147,23 @@ def _compile(compiler, name: str, gm: fx.GraphModule, inputs, symbolic: bool = F
         raise
 
 
-def _fake_mode(fakes: list):
-    from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
+def backend_fakes(fakes: list) -> tuple:
+    """(a fresh FakeTensorMode over the trace's shape environment, the trace's fakes made
+    again in it): what torch.compile hands its backend. Its sizes are the same SymInts; the
+    mode is a plain FakeTensorMode, the type torch registers its higher-order ops' fake
+    rules for (the trace's own mode is a subclass that notes writes)."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    shape_env = next(v.node.shape_env for v in _sym_values(fakes))
+    mode = FakeTensorMode(shape_env=shape_env)
+    return mode, [mode.from_tensor(v) if isinstance(v, torch.Tensor) else v for v in fakes]
+
+
+def _sym_values(fakes: list):
     for v in fakes:
-        if isinstance(v, FakeTensor):
-            return v.fake_mode
-    shape_env = next(v.node.shape_env for v in fakes if is_symbolic(v))  # int arguments only
-    return FakeTensorMode(shape_env=shape_env)
+        if isinstance(v, torch.Tensor):
+            yield from (s for s in (*v.shape, *v.stride()) if is_symbolic(s))
+        elif is_symbolic(v):
+            yield v
 
 
 class StaticPerSize:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+from kernels.capture_kernels import DEVICE, add_kernel, triton
 
 import minidynamo
 from minidynamo import torch_backends
@@ -149,6 +150,53 @@ def test_linear_mlp_module_parameter_grads_aot_eager():
         ref(x).sum().backward()
         for p, q in zip(model.parameters(), ref.parameters()):
             _close(p.grad, q.grad)
+    assert _compiles("aot_eager") - before == 1
+
+
+def test_triton_launch_with_a_symbolic_grid_through_aot_eager():
+    """The launch becomes torch's triton_kernel_wrapper_mutation with the grid and `n` as
+    graph values: AOTAutograd traces it over the symbolic fakes (in a plain FakeTensorMode,
+    which torch's higher-order-op rules are registered for)."""
+    def f(x, y):
+        out = torch.empty_like(x)
+        n = x.numel()
+        add_kernel[(triton.cdiv(n, 16),)](x, y, out, n, BLOCK=16)
+        return out * 2 + n
+
+    before = _compiles("aot_eager")
+    opt = minidynamo.optimize(f, backend="aot_eager", dynamic=True)
+    for n in (20, 37, 64, 5):
+        x, y = torch.randn(n, device=DEVICE), torch.randn(n, device=DEVICE)
+        _close(opt(x, y), f(x, y))
+    assert len(opt.cache_entries()) == 1
+    assert _compiles("aot_eager") - before == 1
+
+
+class _ScaledCube(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return x ** 3 / x.shape[0]
+
+    @staticmethod
+    def backward(ctx, g):
+        (x,) = ctx.saved_tensors
+        return g * 3 * x ** 2 / x.shape[0]
+
+
+def test_autograd_function_using_sizes_through_aot_eager():
+    def f(x):
+        return _ScaledCube.apply(x).sum()
+
+    before = _compiles("aot_eager")
+    opt = minidynamo.optimize(f, backend="aot_eager", dynamic=True)
+    for n in (4, 7, 13):
+        x = torch.randn(n, 3, requires_grad=True)
+        xe = x.detach().clone().requires_grad_()
+        opt(x).backward()
+        f(xe).backward()
+        _close(x.grad, xe.grad)
+    assert len(opt.cache_entries()) == 1
     assert _compiles("aot_eager") - before == 1
 
 
