@@ -16,6 +16,7 @@ import torch
 import torch.fx as fx
 
 from . import codegen
+from .aliasing import aliasing_guard
 from .backends import backend_name, compile_with, lookup_backend
 from .backends import eager as eager_backend
 from .config import config
@@ -290,6 +291,11 @@ def compile_call(fn, args, kwargs, backend, *, name: str, slow=None, fullgraph: 
     output.guards.add(state.guard())
 
     output.prune_sym_nodes(keep=set(rb.nodes))
+    # Inputs the graph writes alias as traced (unused ones too: a shape read of one that
+    # `a.t_()` changes through aliasing is folded).
+    aliasing = aliasing_guard(output.inputs, output.root_graph)
+    if aliasing is not None:
+        output.guards.add(aliasing)
     _prune_unused_inputs(output)
     hits = [0]
     body = [f"    {ns.bind(hits, 'hits')}[0] += 1"]

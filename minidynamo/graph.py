@@ -39,7 +39,7 @@ from .exc import unsupported
 from .dynamic import (checked_elsewhere, has_symbolic, is_symbolic, new_shape_env, render, shape_guard_texts,
                       symbolic_fake, symbolic_int)
 from .fakecache import input_fake, op_key, op_result, remember
-from .guards import GuardSet, shape_guard, tensor_guard
+from .guards import Guard, GuardSet, shape_guard, tensor_guard
 from .sources import Source
 
 _NO_CONTEXT = contextlib.nullcontext()
@@ -118,12 +118,16 @@ class OutputGraph:
             unsupported("construct", f"a tensor subclass ({type(value).__qualname__}) as {source.name()}")
         same = self._input_by_id.get(id(value))
         if same is not None and same[0] is value:
-            # The same tensor object reached twice: one fake keeps aliasing visible.
-            fake = same[1].fake
-        else:
-            fake = self._symbolic_fake(source, value)
-            if fake is None:
-                fake = input_fake(self.fake_mode, value)
+            # The same tensor object reached twice: one graph input (a backend sees each
+            # tensor once; AOTAutograd fails on a written duplicate), pinned by identity.
+            first = same[1]
+            self.guards.add(Guard("ALIAS_MATCH", first.source, True, {"other": source}))
+            var = TensorVariable(first.node, first.fake, source, cls=type(value))
+            self._input_by_source[source] = var
+            return var
+        fake = self._symbolic_fake(source, value)
+        if fake is None:
+            fake = input_fake(self.fake_mode, value)
         symbolic = has_symbolic(tuple(fake.shape)) or has_symbolic(fake.stride())
         with torch._C._ForceDispatchKeyGuard(*self.dispatch_tls):
             self.guards.add(tensor_guard(source, value, fake if symbolic else None))

@@ -19,7 +19,7 @@ from .sources import Namespace, Source
 # Cost classes: structural checks run before the tensor checks they protect.
 _COST = {"GLOBAL_STATE": -1, "TYPE_MATCH": 0, "ID_MATCH": 0, "EQUALS_MATCH": 0, "LEN_MATCH": 0,
          "DICT_KEYS": 0, "NO_HOOKS": 0, "TENSOR_MATCH": 1, "ALIAS_MATCH": 1, "NOT_IN_DICT": 0,
-         "SHAPE_ENV": 2}
+         "HASATTR": 0, "SHAPE_ENV": 2, "TENSOR_ALIASING": 2}
 
 
 def _single_gpu() -> bool:
@@ -43,6 +43,8 @@ class Guard:
         if kind == "SHAPE_ENV":  # expected: the shape environment's expression (dynamic.py)
             from .dynamic import render
             return render(self.expected, self.meta["inputs"], ns)
+        if kind == "TENSOR_ALIASING":  # expected: the aliasing.AliasingCheck of the traced inputs
+            return f"{ns.bind(self.expected, 'check_aliasing')}({self.source.expr(ns)})"
         e = self.source.expr(ns)
         if kind == "ID_MATCH":
             return f"{e} is {ns.bind(self.expected, 'id')}"
@@ -70,8 +72,11 @@ class Guard:
             literal = all(type(k) in (int, str, bool, bytes) or k is None for k in keys)
             # Keys that do not read back from their repr (dtypes, enums) are bound objects.
             return f"type({e}) is {t} and tuple({e}) == {repr(keys) if literal else ns.bind(keys, 'keys')}"
-        if kind == "NOT_IN_DICT":  # no instance attribute shadows a class-level method
-            return f"{self.meta['attr']!r} not in {e}.__dict__"
+        if kind == "HASATTR":  # an instance attribute `attr`, whatever its value
+            return f"{self.meta['attr']!r} in {e}.__dict__"
+        if kind == "NOT_IN_DICT":  # no instance attribute `attr` (None: none at all)
+            attr = self.meta["attr"]
+            return f"not {e}.__dict__" if attr is None else f"{attr!r} not in {e}.__dict__"
         if kind == "NO_HOOKS":  # every hook dict named is empty
             return "not (" + " or ".join(f"{e}.{a}" for a in self.meta["attrs"]) + ")"
         if kind == "ALIAS_MATCH":  # two sources are (or are not) the same object
@@ -145,6 +150,14 @@ class Guard:
             terms = ", ".join(f"{n} = {v}" for n, v in zip(self.meta["terms"], actual))
             return (f"{terms}: the entry needs {render(self.expected, self.meta['inputs'])}"
                     f"{self.meta.get('why', '')}", render(self.expected, self.meta["inputs"]), terms)
+        if kind == "HASATTR":
+            attr = self.meta["attr"]
+            return (f"{name} no longer has an instance attribute {attr!r}",
+                    f"instance attribute {attr!r}", f"no instance attribute {attr!r}")
+        if kind == "TENSOR_ALIASING":  # actual: the tuple of tensors (source_reader reads `(a, b, c)`)
+            why = self.expected.first_difference(actual) if isinstance(actual, tuple) else None
+            return (f"tensor inputs alias differently than when traced: {why or 'unknown'}",
+                    self.expected.describe(), why or "")
         if kind == "NO_HOOKS":
             added = [f"{a.strip('_').replace('_', ' ')} ({len(getattr(actual, a))})"
                      for a in self.meta["attrs"] if getattr(actual, a, None)]
@@ -152,7 +165,12 @@ class Guard:
                     "no hooks", ", ".join(added))
         if kind == "NOT_IN_DICT":
             attr = self.meta["attr"]
-            return (f"{name} now has an instance attribute {attr!r} (shadowing its class's)",
+            if attr is None:
+                now = sorted(map(str, getattr(actual, "__dict__", {})))
+                return (f"{name} now has instance attributes {_short(now)}", "no instance attributes",
+                        f"instance attributes {_short(now)}")
+            shadows = " (shadowing its class's)" if hasattr(type(actual), attr) else ""
+            return (f"{name} now has an instance attribute {attr!r}{shadows}",
                     f"no instance attribute {attr!r}", f"instance attribute {attr!r}")
         if kind == "ALIAS_MATCH":
             same, other = "the same object", "different objects"
@@ -215,8 +233,13 @@ class Guard:
             return f"{self.meta['type'].__name__} of length {self.expected}"
         if kind == "DICT_KEYS":
             return f"{self.meta['type'].__name__} with keys {list(self.expected)}"
+        if kind == "TENSOR_ALIASING":
+            return self.expected.describe()
+        if kind == "HASATTR":
+            return f"has instance attribute {self.meta['attr']!r}"
         if kind == "NOT_IN_DICT":
-            return f"no instance attribute {self.meta['attr']!r}"
+            attr = self.meta["attr"]
+            return "no instance attributes" if attr is None else f"no instance attribute {attr!r}"
         if kind == "NO_HOOKS":
             return "no hooks"
         if kind == "ALIAS_MATCH":

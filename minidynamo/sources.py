@@ -253,3 +253,21 @@ class TermsSource(Source):
 
     def name(self):
         return ", ".join(self.names)
+
+
+@dataclass(frozen=True)
+class TensorsSource(Source):
+    """Several tensors read together (the aliasing guard's inputs), as one tuple:
+    `(a, b, self.w, )`."""
+
+    sources: tuple
+
+    def expr(self, ns):
+        return "(" + "".join(s.expr(ns) + ", " for s in self.sources) + ")"
+
+    def name(self):
+        return ", ".join(s.name() for s in self.sources)
+
+    @property
+    def depth(self):
+        return max(s.depth for s in self.sources)

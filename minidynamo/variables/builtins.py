@@ -489,6 +489,10 @@ def _hasattr(tx, args, kwargs):
     if len(args) != 2 or not args[1].is_python_constant():
         return None
     from ..exc import Unsupported
+    asked = getattr(args[0], "has_attr", None)  # answered and guarded without reading the value
+    answer = asked(tx, args[1].as_python_constant()) if asked is not None else None
+    if answer is not None:
+        return ConstantVariable(answer)
     try:
         args[0].var_getattr(tx, args[1].as_python_constant())
         return ConstantVariable(True)

@@ -5,12 +5,15 @@ the TENSOR_MATCH guard on every graph input pins it. Reading tensor *data* decli
 """
 from __future__ import annotations
 
+import inspect
 import operator
 
 import torch
 
 from ..dynamic import has_symbolic
 from ..exc import unsupported
+from ..guards import Guard
+from ..sources import AttrSource
 from .base import VariableTracker
 from .constant import ConstantVariable
 
@@ -73,6 +76,9 @@ class TensorVariable(VariableTracker):
             # than Parameter are declined as inputs); a computed tensor is a torch.Tensor.
             from .builder import wrap
             return wrap(tx, self.cls, None)
+        own = self._own_attr(tx, name)
+        if own is not None:
+            return own
         if name == "shape":
             return size_variable(fake.shape, tx.output, self.node)
         if name in _METADATA_ATTRS:
@@ -86,12 +92,55 @@ class TensorVariable(VariableTracker):
                                   what=f"Tensor.{name}")
         if name == "grad":
             unsupported("construct", "reading Tensor.grad while tracing")
-        if not hasattr(torch.Tensor, name):
-            unsupported("exceptions", f"AttributeError: 'Tensor' object has no attribute {name!r}")
+        if not hasattr(self.cls, name):
+            unsupported("exceptions", f"AttributeError: {self.cls.__name__!r} object has no attribute {name!r}")
         if not callable(getattr(torch.Tensor, name)):  # grad_fn, is_leaf, _version...: data, not methods
             unsupported("construct", f"reading Tensor.{name} while tracing")
         from .functions import BoundMethodVariable
         return BoundMethodVariable(self, name)
+
+    def _own_attr(self, tx, name):
+        """An attribute set on an input tensor from Python (`x.scale = 2`), or None where
+        Python reads the class's: a data descriptor of the class (shape, dtype, grad, T)
+        always wins; for any other name the instance's `__dict__` comes first, so what the
+        trace found there is guarded — the attribute's value (its guards, as any value's;
+        reading it fails while it is absent), or, for a name the class lacks, its absence:
+        `not x.__dict__` (one check whatever the names; empty is the common case), else
+        `'scale' not in x.__dict__`. A tensor the graph computed is a new object without
+        attributes."""
+        if self.source is None:
+            return None
+        static = inspect.getattr_static(self.cls, name, None)
+        if static is not None and hasattr(type(static), "__set__"):
+            return None
+        real = tx.output.example_of(self)
+        if real is None:
+            return None
+        attrs = real.__dict__
+        if name in attrs:
+            from .builder import wrap
+            return wrap(tx, attrs[name], AttrSource(self.source, name))
+        if static is None:
+            tx.output.guards.add(Guard("NOT_IN_DICT", self.source, None, {"attr": name if attrs else None}))
+        # NOTE: a method (`x.view`) is assumed not shadowed by an instance attribute set after
+        # the trace: guarding that would cost a check per method read, for a pattern no
+        # code uses (guards.md).
+        return None
+
+    def has_attr(self, tx, name):
+        """`hasattr(x, name)` for a name an input tensor's class lacks: whether its
+        `__dict__` has it, guarded as such (not its value); None: ask `var_getattr`."""
+        if self.source is None or inspect.getattr_static(self.cls, name, None) is not None:
+            return None
+        real = tx.output.example_of(self)
+        if real is None:
+            return None
+        attrs = real.__dict__
+        if name in attrs:
+            tx.output.guards.add(Guard("HASATTR", self.source, None, {"attr": name}))
+            return True
+        tx.output.guards.add(Guard("NOT_IN_DICT", self.source, None, {"attr": name if attrs else None}))
+        return False
 
     def call_method(self, tx, name, args, kwargs):
         if name in _AUTOGRAD_METHODS:

@@ -1,0 +1,178 @@
+"""Aliasing between tensor inputs: which inputs the graph writes, and the guard that the
+memory those inputs share on a call is what the trace saw.
+
+A graph is traced for one aliasing relation of its inputs. `a.add_(b); return c + 1`
+traced with three separate tensors reads `c` as it came in; called with `c` being `a` (or
+a view of it) eager reads the sum. A compiling backend (AOTAutograd) bakes the relation
+into its graph, a CUDA graph into its recording; only the eager backend, which runs the
+ops as recorded on the real tensors, happens to follow it. So an entry whose graph
+writes an input carries one TENSOR_ALIASING guard over its tensor inputs:
+
+* inputs the trace saw share a storage (`a is c`, `b = a[:]`, `a.t()`, `a[1:]`, two
+  parameters over one flat buffer) must again: the same objects where they were the same
+  object, the same storage offset, sizes and strides (so the same elements overlap);
+* inputs the trace saw over different storages may now share one only where it cannot be
+  observed: neither is written, or both are different objects over disjoint byte ranges
+  (`x[:3]` and `x[3:]`): a graph traced for separate tensors is right for those.
+
+Pairs of inputs the graph only reads never matter (a read sees the same values whoever
+else views them). The check is one set of storage addresses (`torch._C._storage_address`,
+about 0.1 µs per tensor) in the common case — distinct storages traced, distinct now; the
+exact relation is worked out only when two inputs share a storage. Graphs that write no
+input get no guard at all.
+
+Memory shared by two different storages (two `torch.from_numpy` of one array) is not seen,
+as in torch.compile: no backend models it either.
+"""
+from __future__ import annotations
+
+import torch
+
+
+def _python_storage_address(t) -> int:
+    return t.untyped_storage()._cdata
+
+
+_storage_address = getattr(torch._C, "_storage_address", _python_storage_address)
+
+
+def _key(t) -> int:
+    """The storage's address; the tensor's own id where it has none (sparse, nested)."""
+    try:
+        return _storage_address(t)
+    except Exception:
+        return id(t)
+
+
+def _layout(t) -> tuple:
+    return t.storage_offset(), tuple(t.shape), t.stride()
+
+
+def _span(t) -> tuple[int, int]:
+    """[first byte, past the last byte) of the memory `t`'s elements occupy."""
+    if t.numel() == 0:
+        return 0, 0
+    lo = t.data_ptr()
+    last = sum((size - 1) * stride for size, stride in zip(t.shape, t.stride()))
+    return lo, lo + (last + 1) * t.element_size()
+
+
+def _overlap(a, b) -> bool:
+    (lo1, hi1), (lo2, hi2) = _span(a), _span(b)
+    return lo1 < hi2 and lo2 < hi1
+
+
+def written_inputs(graph) -> set:
+    """Placeholders of `graph` that its nodes may write, directly or through a view, from
+    the write and alias facts the trace recorded on each node (graph.py); a node without
+    them may write every value it takes."""
+    roots: dict = {}  # node -> placeholders whose memory it may share
+    written: set = set()
+    for node in graph.nodes:
+        if node.op == "placeholder":
+            roots[node] = {node}
+            continue
+        if node.op in ("output", "get_attr"):
+            continue
+        inputs = node.all_input_nodes
+        shared = node.meta.get("aliases")
+        mine = set()
+        for a in inputs if shared is None else [inputs[i] for i in shared]:
+            mine |= roots.get(a, set())
+        roots[node] = mine
+        writes = node.meta.get("writes")
+        targets = inputs if writes is None else [inputs[i] for i in writes]
+        for m in targets:
+            if writes is not None:  # set_ moves a value onto another's memory
+                roots[m] = roots.get(m, set()) | mine
+            written |= roots.get(m, set())
+    return written
+
+
+class AliasingCheck:
+    """The run-time check of one entry: called with the tuple of its tensor inputs."""
+
+    def __init__(self, names: list, tensors: list, written: list):
+        self.names = names
+        self.written = tuple(written)
+        keys = [_key(t) for t in tensors]
+        first_key: dict = {}
+        first_obj: dict = {}
+        self.group = tuple(first_key.setdefault(k, i) for i, k in enumerate(keys))  # traced storage groups
+        self.same = tuple(first_obj.setdefault(id(t), i) for i, t in enumerate(tensors))  # traced objects
+        self.layouts = {i: _layout(t) for i, t in enumerate(tensors)
+                        if keys.count(keys[i]) > 1}
+        self.distinct = len(first_key) == len(keys)
+        self.n = len(keys)
+        self.__name__ = "check_aliasing"
+
+    def __call__(self, ts: tuple) -> bool:
+        if self.distinct:
+            try:
+                if len(set(map(_storage_address, ts))) == self.n:
+                    return True
+            except Exception:  # a tensor without a storage: the slow path keys it by id
+                pass
+        return self.first_difference(ts) is None
+
+    def first_difference(self, ts) -> str | None:
+        """None when `ts` alias as traced (up to what cannot be observed); else in words."""
+        names, group, same = self.names, self.group, self.same
+        keys = [_key(t) for t in ts]
+        objects: dict = {}
+        for i, t in enumerate(ts):
+            g = group[i]
+            if g != i:
+                if keys[i] != keys[g]:
+                    return f"{names[i]} and {names[g]} shared a storage when traced, now they do not"
+                if _layout(t) != self.layouts[i] or _layout(ts[g]) != self.layouts[g]:
+                    return (f"{names[i]} and {names[g]} share a storage as when traced, but at other "
+                            f"offsets, sizes or strides (offset, sizes, strides now "
+                            f"{_layout(t)} and {_layout(ts[g])}, traced {self.layouts[i]} and {self.layouts[g]})")
+            seen = objects.setdefault(id(t), same[i])
+            j = same.index(seen)
+            if seen != same[i] and group[j] == g:  # traced apart: below
+                return f"{names[j]} and {names[i]} were different tensors when traced, now the same object"
+            if same[i] != i and ts[same[i]] is not t:
+                return f"{names[same[i]]} and {names[i]} were the same tensor when traced, now different objects"
+        by_key: dict = {}
+        for i, k in enumerate(keys):
+            by_key.setdefault(k, []).append(i)
+        for members in by_key.values():
+            groups = {group[i] for i in members}
+            if len(groups) < 2:
+                continue
+            for i in members:  # traced apart, now over one storage: fine unless a write shows
+                if not self.written[i]:
+                    continue
+                for j in members:
+                    if group[j] != group[i] and (ts[i] is ts[j] or _overlap(ts[i], ts[j])):
+                        return (f"{names[i]} (written by the graph) and {names[j]} were separate memory "
+                                f"when traced, now {'the same object' if ts[i] is ts[j] else 'overlapping views of one storage'}")
+        return None
+
+    def describe(self) -> str:
+        if self.distinct:
+            return "separate memory (or views that do not overlap where one is written)"
+        shared = {}
+        for i, g in enumerate(self.group):
+            shared.setdefault(g, []).append(self.names[i])
+        parts = [" / ".join(v) for v in shared.values() if len(v) > 1]
+        return "storages shared as traced: " + "; ".join(parts)
+
+
+def aliasing_guard(inputs, graph):
+    """The TENSOR_ALIASING guard over the graph's tensor inputs (graph.GraphInput), or None
+    where the graph writes none of them or has fewer than two."""
+    from .guards import Guard
+    from .sources import TensorsSource
+    tensor_inputs = [inp for inp in inputs if isinstance(inp.example, torch.Tensor)]
+    if len(tensor_inputs) < 2:
+        return None
+    written = written_inputs(graph)
+    flags = [inp.node in written for inp in tensor_inputs]
+    if not any(flags):
+        return None
+    check = AliasingCheck([inp.source.name() for inp in tensor_inputs],
+                          [inp.example for inp in tensor_inputs], flags)
+    return Guard("TENSOR_ALIASING", TensorsSource(tuple(inp.source for inp in tensor_inputs)), check)
