@@ -313,6 +313,20 @@ class AppendsView(torch.autograd.Function):
         return g * 2, None
 
 
+WEIGHT = torch.randn(4)
+
+
+class AppendsViewOfGlobal(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, lst):
+        lst.append(WEIGHT[1:])  # a view of a tensor the forward reads: sharing its memory
+        return x * WEIGHT
+
+    @staticmethod
+    def backward(ctx, g):
+        return g * WEIGHT, None
+
+
 class SetsAttr(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x, obj):
@@ -336,10 +350,11 @@ class Prints(torch.autograd.Function):
         return g * 2
 
 
-@pytest.mark.parametrize("case", ["view", "attr", "print"])
+@pytest.mark.parametrize("case", ["view", "global view", "attr", "print"])
 def test_what_breaks_runs_as_eager(case):
     fn, make = {
         "view": (lambda x, lst: AppendsView.apply(x, lst) + 1, _x(2, 3)),
+        "global view": (lambda x, lst: AppendsViewOfGlobal.apply(x, lst) + 1, _x(4)),
         "attr": (lambda x, o: SetsAttr.apply(x, o) + 1, lambda: (torch.randn(3, requires_grad=True), Holder(a=1))),
         "print": (lambda x: Prints.apply(x) + 1, lambda: (torch.randn(3, requires_grad=True),)),
     }[case]
@@ -617,3 +632,34 @@ def test_tensor_first_read_inside_autocast():
         with torch.autocast("cpu", dtype=torch.bfloat16):
             return xs[0] @ xs[1]
     differential(f, lambda: ([torch.randn(3, 4), torch.randn(4, 2)],), backward=False, entries=1)
+
+
+class LogsThroughCtx(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, log):
+        ctx.log = log
+        return x * 2
+
+    @staticmethod
+    def backward(ctx, g):
+        ctx.log.append(g.sum())
+        return g * 2, None
+
+
+@pytest.mark.parametrize("made_in_frame", [False, True])
+def test_backward_appends_to_a_list_on_ctx(made_in_frame):
+    # The list is appended to when the backward runs, not when the forward's graph does.
+    def f(x, log):
+        if made_in_frame:
+            log = []
+        y = LogsThroughCtx.apply(x, log)
+        return y, log
+
+    opt = minidynamo.optimize(f)
+    for _ in range(2):
+        x, log = torch.randn(3, requires_grad=True), []
+        y, got = opt(x, log)
+        assert got == [] and (got is log) != made_in_frame
+        y.sum().backward()
+        assert len(got) == 1 and got[0].item() == 3.0
+        torch.testing.assert_close(x.grad, torch.full((3,), 2.0))

@@ -7,9 +7,16 @@ tensors it uses; a Function in the newer style (`forward(*args)` without ctx, pl
 other, as autograd calls them; apply's keyword arguments take forward's positions as
 torch maps them (`_forward_arguments`). The backward is traced right after, against gradients shaped like the
 forward's outputs, into a second body whose lifted values are the forward's saved values.
-Where the backward cannot be traced (it reads gradient values, prints, ...), or the
-forward asked for unmaterialized gradients, the node runs the user's backward eagerly on
-the saved values instead, and `explain()` shows why on the node.
+Where the backward cannot be traced (it reads gradient values, prints, changes an outside
+list), or the forward asked for unmaterialized gradients, the node runs the user's backward
+eagerly on the saved values instead, and `explain()` shows why on the node.
+
+What the forward leaves where the caller can reach it (a tensor appended to a list it was
+given) is found by walking from the apply's arguments and the outside containers the trace
+changed (`_escaping`); the node returns those tensors after the outputs, and their trackers
+are renamed in place to name the node's outputs (`_rename_escaping`), so every container
+holding one sees it. The backward is traced against autocast off, the state the engine
+runs it in when `.backward()` is called outside autocast.
 """
 from __future__ import annotations
 
@@ -268,9 +275,8 @@ def capture_apply(tx, cls, args: list, kwargs: dict, cls_source=None):
         out_nodes = [fwd.lift(o.node) for o in outs]
     # Values the forward made that the caller can reach (appended to a list it was given):
     # the node returns them too, and their trackers then name the node's outputs.
-    escaping = _escaping(output, fwd, ctx, [*args, *(v for v, _ in output.mutated.values()),
-                                            *(v for _, v in output.wrapped.values())])
-    extra_nodes = _escaping_outputs(name, fwd, escaping, outs, tensor_args)
+    escaping, reachable = _escaping(fwd, ctx, [*args, *(v for v, _ in output.mutated.values())])
+    extra_nodes = _escaping_outputs(name, fwd, escaping, outs)
     arg_index = {id(a.node): i for i, a in enumerate(args) if isinstance(a, TensorVariable)}
     dirty_idx = tuple(i for i, o in enumerate(outs) if any(o is d for d in ctx.dirty))
     if len(dirty_idx) != len(ctx.dirty):
@@ -286,15 +292,20 @@ def capture_apply(tx, cls, args: list, kwargs: dict, cls_source=None):
     if not ctx.materialize_grads:
         eager_reason = "the forward set materialize_grads(False): gradients may be None"
     else:
+        before = _made_state(ctx.attrs.values())
         try:
             with _outside_unchanged(output, f"{name}.backward"):
                 bwd_nodes = _trace_backward(tx, ctx, bwd, user_backward, user_outputs, outs, args, fwd, arg_index)
             eager_reason = None
         except Unsupported as e:
             eager_reason = f"{e.category}: {e.detail}"
+        if _made_state(ctx.attrs.values()) != before:  # the trace's objects cannot be put back
+            unsupported("side_effect", f"{name}.backward changes an object its ctx holds, which runs at "
+                                       "backward time")
     if eager_reason is not None:
         bwd = LiftingGraph(fwd)  # an empty body: the user's backward runs eagerly
-        eager, held = _eager_backward(ctx, user_backward, eager_reason, user_outputs, outs, args, fwd)
+        eager, held = _eager_backward(ctx, user_backward, eager_reason, user_outputs, outs, args, fwd,
+                                      {id(v) for v in reachable})
         saved_nodes = [fwd.lift(v.node) if isinstance(v, TensorVariable) else None
                        for v in (ctx.saved or [])] + [fwd.lift(v.node) for v in held]
         bwd.output(())
@@ -312,11 +323,12 @@ def capture_apply(tx, cls, args: list, kwargs: dict, cls_source=None):
 
 
 # --- values that escape the forward ----------------------------------------------------
-def _escaping(output, fwd, ctx, roots) -> list:
-    """Trackers of values computed in the forward body (tensors, symbolic sizes) that the
-    caller can reach once apply returns: from the apply's arguments, the outside objects
-    the trace read and the containers it changed, through containers, objects and closures
-    made in the trace. (Everything else the forward made is gone with its frame.)"""
+def _escaping(fwd, ctx, roots) -> tuple[list, list]:
+    """(trackers of values computed in the forward body (tensors, symbolic sizes) that the
+    caller can reach once apply returns, every tracker it can reach): from the apply's
+    arguments and the outside containers the trace changed (an outside object's attribute
+    cannot be set; one of its lists or dicts changed is among those), through containers,
+    objects and closures made in the trace. Everything else the forward made is gone."""
     found, seen, keep = [], set(), []
     todo = list(roots)
     while todo:
@@ -334,7 +346,7 @@ def _escaping(output, fwd, ctx, roots) -> list:
             for name in _slots(type(v)):
                 todo.extend(_trackers_in(getattr(v, name, None)))
             todo.extend(_trackers_in(getattr(v, "__dict__", None)))
-    return found
+    return found, keep
 
 
 def _slots(cls) -> tuple:
@@ -369,7 +381,7 @@ def _trackers_in(value, depth: int = 2) -> list:
     return out
 
 
-def _escaping_outputs(name, fwd, escaping, outs, tensor_args) -> list:
+def _escaping_outputs(name, fwd, escaping, outs) -> list:
     """The forward body's nodes the apply node returns after the user's outputs: escaping
     tensors that are not outputs, and tensors whose sizes an escaping size reads."""
     out_nodes = {o.node for o in outs}
@@ -381,7 +393,8 @@ def _escaping_outputs(name, fwd, escaping, outs, tensor_args) -> list:
         else:
             extra.extend(n for n in _tensors_sizes_read(v.node) if n not in out_nodes and n not in extra)
     # One object leaving by two ways would be two here; a view of an input would not be one.
-    taken = {_storage(a.fake): f"its input {a.describe()}" for a in tensor_args}
+    taken = {_storage(n.meta["val"]): f"the tensor {n.name} it reads" for n in fwd.lifted
+             if isinstance(n.meta.get("val"), torch.Tensor)}
     taken.update({_storage(o.fake): "one of its outputs" for o in outs if o.node.graph is fwd})
     for v in escaping:
         if isinstance(v, TensorVariable) and v.node in extra:
@@ -437,6 +450,24 @@ def _rename_escaping(output, fwd, escaping, renamed: dict) -> None:
             v.node = outer(v.node)
             if isinstance(v, TensorVariable):
                 v.fake = v.node.meta["val"]
+
+
+def _made_state(roots) -> dict:
+    """id -> what it holds, for each object made in the trace reachable from `roots`
+    (lists, dicts, objects): equal before and after a trace that changed none of them."""
+    state, todo = {}, list(roots)
+    while todo:
+        v = todo.pop()
+        if id(v) in state or not isinstance(v, VariableTracker) or isinstance(
+                v, (TensorVariable, SymNodeVariable, ObjectConstantVariable)):
+            continue
+        held = []
+        for name in _slots(type(v)):
+            held.extend(_trackers_in(getattr(v, name, None)))
+        held.extend(_trackers_in(getattr(v, "__dict__", None)))
+        state[id(v)] = (v, tuple(map(id, held))) if v.source is None else (v, ())  # outside ones: hooks
+        todo.extend(held)
+    return {k: ids for k, (_, ids) in state.items()}
 
 
 def _outside_unchanged(output, what):
@@ -524,19 +555,27 @@ def _expands_to(shape, desired) -> bool:
     return all(s == d or s == 1 for s, d in zip(reversed(tuple(shape)), reversed(tuple(desired))))
 
 
-def _eager_backward(ctx, user_backward, reason, user_outputs, outs, args, fwd) -> tuple:
+def _eager_backward(ctx, user_backward, reason, user_outputs, outs, args, fwd, outside: set) -> tuple:
     """(EagerBackward, the trackers of the values saved for its ctx attributes: tensors,
-    and sizes that stay symbolic, so the user's backward sees each call's own)."""
+    and sizes that stay symbolic, so the user's backward sees each call's own). `outside`:
+    ids of the trackers the caller can reach (a mutable one cannot be handed over as a copy)."""
     held: list = []
 
     def recipe(attr, v):
         if isinstance(v, (TensorVariable, SymNodeVariable)):
             held.append(v)
             return ("saved", len(held) - 1)
-        if isinstance(v, BaseListVariable) and v.python_type() in (tuple, list, torch.Size) and _holds_values(v):
+        shared = v.source is not None or id(v) in outside
+        if isinstance(v, BaseListVariable) and v.python_type() in (tuple, list, torch.Size) and _holds_values(v) \
+                and not (shared and v.python_type() is list):
             return ("sequence", v.python_type(), [recipe(attr, item) for item in v.items])
         if v.is_python_constant():
-            return ("constant", v.as_python_constant())
+            value = v.as_python_constant()
+            if not shared or _immutable(value):
+                return ("constant", value)
+        if shared:
+            unsupported("side_effect", f"ctx.{attr} holds {v.describe()}, which the caller also holds: the "
+                                       f"backward, which is not traced ({reason}), would get a copy")
         unsupported("construct", f"ctx.{attr} holds {v.describe()}: the backward, which is not traced "
                                  f"({reason}), could not be given it")
 
@@ -547,6 +586,15 @@ def _eager_backward(ctx, user_backward, reason, user_outputs, outs, args, fwd) -
                           tuple(index_of.get(id(o)) for o in user_outputs),
                           tuple(arg_index.get(id(n)) for n in fwd.lifted))
     return eager, held
+
+
+_ATOMS = (int, float, complex, bool, str, bytes, type(None), torch.dtype, torch.device, slice, range)
+
+
+def _immutable(value) -> bool:
+    if isinstance(value, (tuple, frozenset)):
+        return all(_immutable(v) for v in value)
+    return isinstance(value, _ATOMS)
 
 
 def _holds_values(v) -> bool:
