@@ -133,6 +133,9 @@ def _compile(compiler, name: str, gm: fx.GraphModule, inputs, symbolic: bool = F
         from torch._guards import TracingContext, tracing
         mode, inputs = backend_fakes(inputs)
         context = tracing(TracingContext(mode))
+    # Our kernel table stays off the graph while torch has it: torch's caches pickle the
+    # graph module for their keys, and the launches are torch's own ops by now.
+    kernels = gm.__dict__.pop("_minidynamo_kernels", None)
     try:
         with context:
             return compiler(gm, inputs)
@@ -145,6 +148,9 @@ def _compile(compiler, name: str, gm: fx.GraphModule, inputs, symbolic: bool = F
                 "backward's write into a forward input that requires grad (torch 2.13 can); use "
                 f"backend='eager' ({e})") from e
         raise
+    finally:
+        if kernels is not None:
+            gm._minidynamo_kernels = kernels
 
 
 def backend_fakes(fakes: list) -> tuple:
