@@ -12,10 +12,9 @@ list), or the forward asked for unmaterialized gradients, the node runs the user
 eagerly on the saved values instead, and `explain()` shows why on the node.
 
 What the forward leaves where the caller can reach it (a tensor appended to a list it was
-given) is found by walking from the apply's arguments and the outside containers the trace
-changed (`_escaping`); the node returns those tensors after the outputs, and their trackers
-are renamed in place to name the node's outputs (`_rename_escaping`), so every container
-holding one sees it. The backward is traced against autocast off, the state the engine
+given) the node returns after its outputs, and the trackers holding it are renamed in
+place to name that output; a backward may not change what the caller can see
+(function_effects.py). The backward is traced with autocast off, the state the engine
 runs it in when `.backward()` is called outside autocast.
 """
 from __future__ import annotations
@@ -30,8 +29,9 @@ from .._compat import CO_VARARGS, CO_VARKEYWORDS
 from ..autograd_function import ApplySpec, AutogradFunctionApply, EagerBackward
 from ..exc import Unsupported, unsupported
 from ..subgraph import LiftingGraph, tracing_into
-from .base import ObjectConstantVariable, VariableTracker
+from .base import VariableTracker
 from .constant import ConstantVariable
+from .function_effects import escaping_outputs, find_escaping, made_state, outside_unchanged, rename_escaping
 from .functions import BoundMethodVariable, UserFunctionVariable, bind_arguments
 from .lists import BaseListVariable, TupleVariable
 from .symbolic import SymNodeVariable
@@ -275,8 +275,8 @@ def capture_apply(tx, cls, args: list, kwargs: dict, cls_source=None):
         out_nodes = [fwd.lift(o.node) for o in outs]
     # Values the forward made that the caller can reach (appended to a list it was given):
     # the node returns them too, and their trackers then name the node's outputs.
-    escaping, reachable = _escaping(fwd, ctx, [*args, *(v for v, _ in output.mutated.values())])
-    extra_nodes = _escaping_outputs(name, fwd, escaping, outs)
+    escaping, reachable = find_escaping(fwd, ctx, [*args, *(v for v, _ in output.mutated.values())])
+    extra_nodes = escaping_outputs(name, fwd, escaping, outs)
     arg_index = {id(a.node): i for i, a in enumerate(args) if isinstance(a, TensorVariable)}
     dirty_idx = tuple(i for i, o in enumerate(outs) if any(o is d for d in ctx.dirty))
     if len(dirty_idx) != len(ctx.dirty):
@@ -292,14 +292,14 @@ def capture_apply(tx, cls, args: list, kwargs: dict, cls_source=None):
     if not ctx.materialize_grads:
         eager_reason = "the forward set materialize_grads(False): gradients may be None"
     else:
-        before = _made_state(ctx.attrs.values())
+        before = made_state(ctx.attrs.values())
         try:
-            with _outside_unchanged(output, f"{name}.backward"):
+            with outside_unchanged(output, f"{name}.backward"):
                 bwd_nodes = _trace_backward(tx, ctx, bwd, user_backward, user_outputs, outs, args, fwd, arg_index)
             eager_reason = None
         except Unsupported as e:
             eager_reason = f"{e.category}: {e.detail}"
-        if _made_state(ctx.attrs.values()) != before:  # the trace's objects cannot be put back
+        if made_state(ctx.attrs.values()) != before:  # the trace's objects cannot be put back
             unsupported("side_effect", f"{name}.backward changes an object its ctx holds, which runs at "
                                        "backward time")
     if eager_reason is not None:
@@ -318,183 +318,8 @@ def capture_apply(tx, cls, args: list, kwargs: dict, cls_source=None):
                      saved_values_idx=tuple(i for i, n in enumerate(saved_nodes)
                                             if n is not None and not isinstance(n.meta.get("val"), torch.Tensor)))
     results, renamed = _emit(tx, cls, spec, fwd, bwd, user_outputs, outs, args, extra_nodes)
-    _rename_escaping(output, fwd, escaping, renamed)
+    rename_escaping(output, fwd, escaping, renamed)
     return TupleVariable(results) if returned_tuple else results[0]
-
-
-# --- values that escape the forward ----------------------------------------------------
-def _escaping(fwd, ctx, roots) -> tuple[list, list]:
-    """(trackers of values computed in the forward body (tensors, symbolic sizes) that the
-    caller can reach once apply returns, every tracker it can reach): from the apply's
-    arguments and the outside containers the trace changed (an outside object's attribute
-    cannot be set; one of its lists or dicts changed is among those), through containers,
-    objects and closures made in the trace. Everything else the forward made is gone."""
-    found, seen, keep = [], set(), []
-    todo = list(roots)
-    while todo:
-        v = todo.pop()
-        if id(v) in seen:
-            continue
-        seen.add(id(v))
-        keep.append(v)  # ids stay unique while the walk runs
-        if isinstance(v, (TensorVariable, SymNodeVariable)):
-            if v.node.graph is fwd:
-                found.append(v)
-        elif v is ctx:
-            unsupported("construct", f"{ctx.fn_name}'s ctx escapes its forward")
-        elif isinstance(v, VariableTracker) and not isinstance(v, ObjectConstantVariable):
-            for name in _slots(type(v)):
-                todo.extend(_trackers_in(getattr(v, name, None)))
-            todo.extend(_trackers_in(getattr(v, "__dict__", None)))
-    return found, keep
-
-
-def _slots(cls) -> tuple:
-    names = _SLOTS.get(cls)
-    if names is None:
-        names = _SLOTS[cls] = tuple(n for c in cls.__mro__ for n in getattr(c, "__slots__", ())
-                                    if n not in ("source", "__weakref__", "__dict__"))
-    return names
-
-
-_SLOTS: dict = {}
-
-
-def _trackers_in(value, depth: int = 2) -> list:
-    """The trackers a tracker's attribute holds: itself, or the items (keys and values) of
-    the Python containers trackers keep theirs in, and of the key wrappers in them."""
-    if isinstance(value, VariableTracker):
-        return [value]
-    if depth == 0 or value is None or isinstance(value, (str, bytes, int, float)):
-        return []
-    if isinstance(value, dict):
-        items = [*value.keys(), *value.values()]
-    elif isinstance(value, (list, tuple, set, frozenset)):
-        items = list(value)
-    elif type(value).__module__.startswith("minidynamo.variables"):  # a key wrapper, live items
-        items = [getattr(value, n, None) for n in _slots(type(value))]
-    else:
-        return []
-    out = []
-    for item in items:
-        out.extend(_trackers_in(item, depth - 1))
-    return out
-
-
-def _escaping_outputs(name, fwd, escaping, outs) -> list:
-    """The forward body's nodes the apply node returns after the user's outputs: escaping
-    tensors that are not outputs, and tensors whose sizes an escaping size reads."""
-    out_nodes = {o.node for o in outs}
-    extra: list = []
-    for v in escaping:
-        if isinstance(v, TensorVariable):
-            if v.node not in out_nodes and v.node.op != "placeholder" and v.node not in extra:
-                extra.append(v.node)
-        else:
-            extra.extend(n for n in _tensors_sizes_read(v.node) if n not in out_nodes and n not in extra)
-    # One object leaving by two ways would be two here; a view of an input would not be one.
-    taken = {_storage(n.meta["val"]): f"the tensor {n.name} it reads" for n in fwd.lifted
-             if isinstance(n.meta.get("val"), torch.Tensor)}
-    taken.update({_storage(o.fake): "one of its outputs" for o in outs if o.node.graph is fwd})
-    for v in escaping:
-        if isinstance(v, TensorVariable) and v.node in extra:
-            key = _storage(v.fake)
-            if key in taken and taken[key] != v.node:
-                what = taken[key] if isinstance(taken[key], str) else "another tensor it leaves outside"
-                unsupported("side_effect", f"{name}.forward leaves outside a tensor sharing memory with {what}")
-            taken[key] = v.node
-    return extra
-
-
-def _tensors_sizes_read(node) -> list:
-    """Tensors made in the forward body whose sizes a symbolic size node computes from."""
-    out, todo, seen = [], [node], set()
-    while todo:
-        n = todo.pop()
-        if n in seen or n.op == "placeholder":
-            continue
-        seen.add(n)
-        if not n.meta.get("sym"):
-            out.append(n)
-            continue
-        todo.extend(n.all_input_nodes)
-    return out
-
-
-def _storage(fake):
-    try:
-        return fake.untyped_storage()._cdata
-    except (RuntimeError, NotImplementedError):
-        return id(fake)
-
-
-def _rename_escaping(output, fwd, escaping, renamed: dict) -> None:
-    """After the node is emitted (`renamed`: forward body node -> the node's output in
-    the graph the apply is in): every escaping tracker names its value there (the output,
-    the outer value a placeholder stands for, size arithmetic made again), in place, so
-    each container or object holding it holds the new value."""
-    outer_of = {fwd.placeholder_for(n): n for n in fwd.lifted}
-
-    def outer(n):
-        if n.graph is not fwd:
-            return n
-        if n not in renamed:
-            if n.op == "placeholder":
-                renamed[n] = outer_of[n]
-            else:  # size arithmetic: computed again from the values it reads
-                renamed[n] = output.sym_node(n.op, n.target, fx.node.map_arg(n.args, outer), n.meta["val"])
-        return renamed[n]
-
-    for v in escaping:
-        if v.node.graph is fwd:
-            v.node = outer(v.node)
-            if isinstance(v, TensorVariable):
-                v.fake = v.node.meta["val"]
-
-
-def _made_state(roots) -> dict:
-    """id -> what it holds, for each object made in the trace reachable from `roots`
-    (lists, dicts, objects): equal before and after a trace that changed none of them."""
-    state, todo = {}, list(roots)
-    while todo:
-        v = todo.pop()
-        if id(v) in state or not isinstance(v, VariableTracker) or isinstance(
-                v, (TensorVariable, SymNodeVariable, ObjectConstantVariable)):
-            continue
-        held = []
-        for name in _slots(type(v)):
-            held.extend(_trackers_in(getattr(v, name, None)))
-        held.extend(_trackers_in(getattr(v, "__dict__", None)))
-        state[id(v)] = (v, tuple(map(id, held))) if v.source is None else (v, ())  # outside ones: hooks
-        todo.extend(held)
-    return {k: ids for k, (_, ids) in state.items()}
-
-
-def _outside_unchanged(output, what):
-    """Within the block, a change to a list or dict from outside declines (and is taken back):
-    the backward runs at backward time, the entry writes outside containers back after the
-    forward graph."""
-    return _Refusing(output, what)
-
-
-class _Refusing:
-    def __init__(self, output, what):
-        self.output, self.what = output, what
-
-    def __enter__(self):
-        output = self.output
-        self.lists = [(v, None if v.appended is None else list(v.appended), v._size)
-                      for _, v in output.wrapped.values() if isinstance(v, BaseListVariable)]
-
-        def refuse(var, what=None):
-            for v, appended, size in self.lists:  # an append is recorded after it is made
-                v.appended, v._size = appended, size
-            unsupported("side_effect", f"{self.what} changes {what or var.source.name()!r} from outside: it "
-                                       "runs at backward time, after the forward's graph")
-        output.record_append = output.record_mutation = refuse
-
-    def __exit__(self, *exc):
-        del self.output.record_append, self.output.record_mutation
 
 
 def _grad_fake(output, o):

@@ -1,0 +1,198 @@
+"""What an autograd.Function's bodies do to objects outside them (variables/autograd.py).
+
+A forward may leave a value it made where its caller can reach it: appended to a list it
+was given, stored in a dict, on an object made in the frame. `find_escaping` finds those by
+walking from the apply's arguments and the outside containers the trace changed;
+`escaping_outputs` picks the body nodes the Function node returns for them (after its
+outputs); once the node is emitted, `rename_escaping` makes each such tracker name the
+node's output, in place, so every container holding it holds the new value.
+
+A backward runs at backward time: it must not change what the forward's caller can see
+(the entry writes outside containers back right after the forward's graph).
+`outside_unchanged` refuses changes to outside lists and dicts while it is traced;
+`made_state` tells whether it changed objects made in the trace.
+"""
+from __future__ import annotations
+
+import torch
+import torch.fx as fx
+
+from ..exc import unsupported
+from .base import ObjectConstantVariable, VariableTracker
+from .lists import BaseListVariable
+from .symbolic import SymNodeVariable
+from .tensor import TensorVariable
+
+
+def find_escaping(fwd, ctx, roots) -> tuple[list, list]:
+    """(trackers of values computed in the forward body (tensors, symbolic sizes) that the
+    caller can reach once apply returns, every tracker it can reach): from the apply's
+    arguments and the outside containers the trace changed (an outside object's attribute
+    cannot be set; one of its lists or dicts changed is among those), through containers,
+    objects and closures made in the trace. Everything else the forward made is gone."""
+    found, seen, keep = [], set(), []
+    todo = list(roots)
+    while todo:
+        v = todo.pop()
+        if id(v) in seen:
+            continue
+        seen.add(id(v))
+        keep.append(v)  # ids stay unique while the walk runs
+        if isinstance(v, (TensorVariable, SymNodeVariable)):
+            if v.node.graph is fwd:
+                found.append(v)
+        elif v is ctx:
+            unsupported("construct", f"{ctx.fn_name}'s ctx escapes its forward")
+        elif isinstance(v, VariableTracker) and not isinstance(v, ObjectConstantVariable):
+            for name in _slots(type(v)):
+                todo.extend(_trackers_in(getattr(v, name, None)))
+            todo.extend(_trackers_in(getattr(v, "__dict__", None)))
+    return found, keep
+
+
+def _slots(cls) -> tuple:
+    names = _SLOTS.get(cls)
+    if names is None:
+        names = _SLOTS[cls] = tuple(n for c in cls.__mro__ for n in getattr(c, "__slots__", ())
+                                    if n not in ("source", "__weakref__", "__dict__"))
+    return names
+
+
+_SLOTS: dict = {}
+
+
+def _trackers_in(value, depth: int = 2) -> list:
+    """The trackers a tracker's attribute holds: itself, or the items (keys and values) of
+    the Python containers trackers keep theirs in, and of the key wrappers in them."""
+    if isinstance(value, VariableTracker):
+        return [value]
+    if depth == 0 or value is None or isinstance(value, (str, bytes, int, float)):
+        return []
+    if isinstance(value, dict):
+        items = [*value.keys(), *value.values()]
+    elif isinstance(value, (list, tuple, set, frozenset)):
+        items = list(value)
+    elif type(value).__module__.startswith("minidynamo.variables"):  # a key wrapper, live items
+        items = [getattr(value, n, None) for n in _slots(type(value))]
+    else:
+        return []
+    out = []
+    for item in items:
+        out.extend(_trackers_in(item, depth - 1))
+    return out
+
+
+def escaping_outputs(name, fwd, escaping, outs) -> list:
+    """The forward body's nodes the apply node returns after the user's outputs: escaping
+    tensors that are not outputs, and tensors whose sizes an escaping size reads."""
+    out_nodes = {o.node for o in outs}
+    extra: list = []
+    for v in escaping:
+        if isinstance(v, TensorVariable):
+            if v.node not in out_nodes and v.node.op != "placeholder" and v.node not in extra:
+                extra.append(v.node)
+        else:
+            extra.extend(n for n in _tensors_sizes_read(v.node) if n not in out_nodes and n not in extra)
+    # One object leaving by two ways would be two here; a view of an input would not be one.
+    taken = {_storage(n.meta["val"]): f"the tensor {n.name} it reads" for n in fwd.lifted
+             if isinstance(n.meta.get("val"), torch.Tensor)}
+    taken.update({_storage(o.fake): "one of its outputs" for o in outs if o.node.graph is fwd})
+    for v in escaping:
+        if isinstance(v, TensorVariable) and v.node in extra:
+            key = _storage(v.fake)
+            if key in taken and taken[key] != v.node:
+                what = taken[key] if isinstance(taken[key], str) else "another tensor it leaves outside"
+                unsupported("side_effect", f"{name}.forward leaves outside a tensor sharing memory with {what}")
+            taken[key] = v.node
+    return extra
+
+
+def _tensors_sizes_read(node) -> list:
+    """Tensors made in the forward body whose sizes a symbolic size node computes from."""
+    out, todo, seen = [], [node], set()
+    while todo:
+        n = todo.pop()
+        if n in seen or n.op == "placeholder":
+            continue
+        seen.add(n)
+        if not n.meta.get("sym"):
+            out.append(n)
+            continue
+        todo.extend(n.all_input_nodes)
+    return out
+
+
+def _storage(fake):
+    try:
+        return fake.untyped_storage()._cdata
+    except (RuntimeError, NotImplementedError):
+        return id(fake)
+
+
+def rename_escaping(output, fwd, escaping, renamed: dict) -> None:
+    """After the node is emitted (`renamed`: forward body node -> the node's output in
+    the graph the apply is in): every escaping tracker names its value there (the output,
+    the outer value a placeholder stands for, size arithmetic made again), in place, so
+    each container or object holding it holds the new value."""
+    outer_of = {fwd.placeholder_for(n): n for n in fwd.lifted}
+
+    def outer(n):
+        if n.graph is not fwd:
+            return n
+        if n not in renamed:
+            if n.op == "placeholder":
+                renamed[n] = outer_of[n]
+            else:  # size arithmetic: computed again from the values it reads
+                renamed[n] = output.sym_node(n.op, n.target, fx.node.map_arg(n.args, outer), n.meta["val"])
+        return renamed[n]
+
+    for v in escaping:
+        if v.node.graph is fwd:
+            v.node = outer(v.node)
+            if isinstance(v, TensorVariable):
+                v.fake = v.node.meta["val"]
+
+
+def made_state(roots) -> dict:
+    """id -> what it holds, for each object made in the trace reachable from `roots`
+    (lists, dicts, objects): equal before and after a trace that changed none of them."""
+    state, todo = {}, list(roots)
+    while todo:
+        v = todo.pop()
+        if id(v) in state or not isinstance(v, VariableTracker) or isinstance(
+                v, (TensorVariable, SymNodeVariable, ObjectConstantVariable)):
+            continue
+        held = []
+        for name in _slots(type(v)):
+            held.extend(_trackers_in(getattr(v, name, None)))
+        held.extend(_trackers_in(getattr(v, "__dict__", None)))
+        state[id(v)] = (v, tuple(map(id, held))) if v.source is None else (v, ())  # outside ones: hooks
+        todo.extend(held)
+    return {k: ids for k, (_, ids) in state.items()}
+
+
+def outside_unchanged(output, what):
+    """Within the block, a change to a list or dict from outside declines (and is taken back):
+    the backward runs at backward time, the entry writes outside containers back after the
+    forward graph."""
+    return _Refusing(output, what)
+
+
+class _Refusing:
+    def __init__(self, output, what):
+        self.output, self.what = output, what
+
+    def __enter__(self):
+        output = self.output
+        self.lists = [(v, None if v.appended is None else list(v.appended), v._size)
+                      for _, v in output.wrapped.values() if isinstance(v, BaseListVariable)]
+
+        def refuse(var, what=None):
+            for v, appended, size in self.lists:  # an append is recorded after it is made
+                v.appended, v._size = appended, size
+            unsupported("side_effect", f"{self.what} changes {what or var.source.name()!r} from outside: it "
+                                       "runs at backward time, after the forward's graph")
+        output.record_append = output.record_mutation = refuse
+
+    def __exit__(self, *exc):
+        del self.output.record_append, self.output.record_mutation
