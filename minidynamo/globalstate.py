@@ -51,8 +51,11 @@ def snapshot() -> dict:
     state["TF32 matmul"] = matmul.allow_tf32
     state["fp16 reduced-precision reduction"] = matmul.allow_fp16_reduced_precision_reduction
     state["bf16 reduced-precision reduction"] = matmul.allow_bf16_reduced_precision_reduction
+    state["float32 matmul precision"] = torch.get_float32_matmul_precision()
     state["threads"] = torch.get_num_threads()
     state["torch function"] = torch._C._is_torch_function_enabled()
+    if hasattr(torch._C, "_is_torch_function_all_disabled"):
+        state["torch function all disabled"] = torch._C._is_torch_function_all_disabled()
     state["torch function modes"] = _function_modes()
     state["dispatch modes"] = torch._C._len_torch_dispatch_stack()
     return state
@@ -121,6 +124,7 @@ class GlobalState:
                   f"{matmul}.allow_tf32 is {e['TF32 matmul']!r}",
                   f"{matmul}.allow_fp16_reduced_precision_reduction is {e['fp16 reduced-precision reduction']!r}",
                   f"{matmul}.allow_bf16_reduced_precision_reduction is {e['bf16 reduced-precision reduction']!r}",
+                  f"{t}.get_float32_matmul_precision() == {e['float32 matmul precision']!r}",
                   f"{t}.get_num_threads() == {e['threads']!r}",
                   f"{t}._C._is_torch_function_enabled() is {e['torch function']!r}",
                   f"{t}._C._len_torch_function_stack() == {self.modes[0]}",
@@ -130,15 +134,24 @@ class GlobalState:
     def check_code(self, ns) -> str:
         """What the entry runs: torch's C check of the global state plus what it leaves out
         (inference mode, and the mode stacks: a default device, a TorchFunctionMode, a
-        TorchDispatchMode); the readable condition where the C check is missing."""
+        TorchDispatchMode); the readable condition where the C check is missing.
+
+        Where the C check fails, the entry still holds if every setting reads as it did
+        (`same_state`, the snapshot compared): the C check compares raw precision settings,
+        and torch 2.15 sets `fp32_precision` to 'ieee' (not back to 'none') when
+        `allow_tf32` is set back to False, a state that computes as the one traced."""
         if self.c_check is None:
             return self.code(ns)
         inference = ns.bind(torch.is_inference_mode_enabled, "is_inference_mode_enabled")
         tf_len = ns.bind(torch._C._len_torch_function_stack, "len_torch_function_stack")
         d_len = ns.bind(torch._C._len_torch_dispatch_stack, "len_torch_dispatch_stack")
-        return (f"{ns.bind(self.c_check, 'global_state_check')}() and "
+        same = ns.bind(self.same_state, "same_global_state")
+        return (f"(({ns.bind(self.c_check, 'global_state_check')}() and "
                 f"{inference}() is {self.expected['inference mode']!r} and "
-                f"{tf_len}() == {self.modes[0]} and {d_len}() == {self.modes[1]}")
+                f"{tf_len}() == {self.modes[0]} and {d_len}() == {self.modes[1]}) or {same}())")
+
+    def same_state(self) -> bool:
+        return snapshot() == self.expected
 
     def mismatch(self, now: dict) -> tuple[str, str, str]:
         changed = [(k, v, now.get(k)) for k, v in self.expected.items() if now.get(k) != v]

@@ -211,7 +211,10 @@ class _Compare:
         elif isinstance(e, torch.nn.Module):
             self(dict(e.state_dict()), dict(o.state_dict()), f"{where}.state_dict()", False)
         elif isinstance(e, types.FunctionType):
-            if e.__code__ is not o.__code__:
+            # Equal code, not the same object: torch 2.15's context decorators give each
+            # decorated function a code object of its own (`code.replace(co_name=...)`).
+            if e.__code__ != o.__code__ or getattr(e, "__wrapped__", e) is not e and (
+                    getattr(e, "__wrapped__").__code__ != getattr(o, "__wrapped__", o).__code__):
                 self.fail(where, f"function {e.__qualname__} != {o.__qualname__}")
         elif isinstance(e, types.MethodType):
             if e.__func__ is not o.__func__:

@@ -303,3 +303,55 @@ def test_a_failure_shows_the_state_traced_under_not_the_state_now():
     (failure,) = opt.guard_failures()
     assert "is_autocast_enabled('cpu') is False" in failure.guard, failure.guard
     assert "autocast off" in opt.cache_entries()[0].describe()
+
+
+def _fp32_precision_settable() -> bool:
+    matmul = torch.backends.cuda.matmul
+    return hasattr(matmul, "fp32_precision")
+
+
+@pytest.mark.skipif(not _fp32_precision_settable(), reason="this torch has no fp32_precision setting")
+def test_a_raw_precision_setting_that_computes_the_same_is_a_hit():
+    """torch 2.15 leaves `fp32_precision` at 'ieee' (not 'none') once `allow_tf32` is set
+    back to False; torch's C state check sees a change, but every setting reads as traced:
+    the entry is served (no third compile), and the TF32 change itself still recompiles."""
+    matmul = torch.backends.cuda.matmul
+    before = matmul.fp32_precision
+
+    def f(x):
+        return x + 1 if matmul.allow_tf32 else x - 1
+
+    backend = CountingBackend()
+    opt = minidynamo.optimize(f, backend=backend)
+    x = torch.ones(2)
+    try:
+        same(opt(x), f(x))
+        matmul.fp32_precision = "ieee"
+        same(opt(x), f(x))
+        assert backend.calls == 1, [e.reason for e in opt.cache_entries()]
+        matmul.allow_tf32 = True
+        same(opt(x), f(x))
+        assert backend.calls == 2
+        matmul.allow_tf32 = False
+        same(opt(x), f(x))
+        assert backend.calls == 2
+        failure = opt.guard_failures()[-1]
+        assert "TF32 matmul: traced with False, now True" in str(failure), failure
+    finally:
+        matmul.fp32_precision = before
+        matmul.allow_tf32 = False
+
+
+def test_float32_matmul_precision_is_named_in_a_failure():
+    def f(x):
+        return x * 2
+
+    opt = minidynamo.optimize(f, backend=CountingBackend())
+    before = torch.get_float32_matmul_precision()
+    try:
+        opt(torch.ones(2))
+        torch.set_float32_matmul_precision("medium" if before != "medium" else "high")
+        opt(torch.ones(2))
+        assert "float32 matmul precision: traced with" in str(opt.guard_failures()[-1])
+    finally:
+        torch.set_float32_matmul_precision(before)
