@@ -72,8 +72,11 @@ class Guard:
             literal = all(type(k) in (int, str, bool, bytes) or k is None for k in keys)
             # Keys that do not read back from their repr (dtypes, enums) are bound objects.
             return f"type({e}) is {t} and tuple({e}) == {repr(keys) if literal else ns.bind(keys, 'keys')}"
-        if kind == "HASATTR":  # an instance attribute `attr`, whatever its value
-            return f"{self.meta['attr']!r} in {e}.__dict__"
+        if kind == "HASATTR":  # expected None: an instance attribute `attr`, whatever its value;
+            attr = self.meta["attr"]  # True/False: whether hasattr() (a class's, through its MRO)
+            if self.expected is None:
+                return f"{attr!r} in {e}.__dict__"
+            return f"{'' if self.expected else 'not '}{ns.bind(hasattr, 'hasattr')}({e}, {attr!r})"
         if kind == "NOT_IN_DICT":  # no instance attribute `attr` (None: none at all)
             attr = self.meta["attr"]
             return f"not {e}.__dict__" if attr is None else f"{attr!r} not in {e}.__dict__"
@@ -152,8 +155,9 @@ class Guard:
                     f"{self.meta.get('why', '')}", render(self.expected, self.meta["inputs"]), terms)
         if kind == "HASATTR":
             attr = self.meta["attr"]
-            return (f"{name} no longer has an instance attribute {attr!r}",
-                    f"instance attribute {attr!r}", f"no instance attribute {attr!r}")
+            if self.expected is False:
+                return (f"{name} now has an attribute {attr!r}", f"no attribute {attr!r}", f"attribute {attr!r}")
+            return (f"{name} no longer has an attribute {attr!r}", f"attribute {attr!r}", f"no attribute {attr!r}")
         if kind == "TENSOR_ALIASING":  # actual: the tuple of tensors (source_reader reads `(a, b, c)`)
             why = self.expected.first_difference(actual) if isinstance(actual, tuple) else None
             return (f"tensor inputs alias differently than when traced: {why or 'unknown'}",
@@ -236,7 +240,7 @@ class Guard:
         if kind == "TENSOR_ALIASING":
             return self.expected.describe()
         if kind == "HASATTR":
-            return f"has instance attribute {self.meta['attr']!r}"
+            return f"{'no' if self.expected is False else 'has'} attribute {self.meta['attr']!r}"
         if kind == "NOT_IN_DICT":
             attr = self.meta["attr"]
             return "no instance attributes" if attr is None else f"no instance attribute {attr!r}"

@@ -491,3 +491,83 @@ def test_aliasing_failure_is_explained():
     reasons = [f.reason for f in (opt.guard_failures()[-1], *opt.guard_failures()[-1].others)]
     assert any("overlapping views of one storage" in r for r in reasons), reasons
 
+
+
+# --- found by the guard audit (docs/guards.md) ------------------------------------------------
+
+class Plain:
+    pass
+
+
+def test_hasattr_and_getattr_default_on_a_user_object():
+    """HASATTR / NOT_PRESENT_IN_GENERIC_DICT: an attribute the object lacks, on the instance
+    or on its class, pinned absent."""
+    def f(o, x):
+        return x * getattr(o, "scale", 5) + (1 if hasattr(o, "flag") else 0)
+
+    def make(scale=None, flag=False):
+        def build():
+            o = Plain()
+            if scale is not None:
+                o.scale = scale
+            if flag:
+                o.flag = True
+            return o, torch.ones(2)
+        return build
+    run_calls(f, make(), make(scale=2), make(flag=True), make(), make(scale=3, flag=True))
+
+
+def test_hasattr_on_an_attribute_added_to_the_class():
+    class Late:
+        pass
+
+    def f(o, x):
+        return x + 1 if hasattr(o, "flag") else x
+    opt = minidynamo.optimize(f)
+    x = torch.ones(2)
+    same(opt(Late(), x), f(Late(), x))
+    Late.flag = True
+    same(opt(Late(), x), f(Late(), x))
+    del Late.flag
+    same(opt(Late(), x), f(Late(), x))
+
+
+class Color:
+    RED = None
+    BLUE = None
+
+
+Color.RED, Color.BLUE = Color(), Color()
+
+
+def test_identity_of_user_objects_is_guarded():
+    """`c is Color.RED` on objects passed in (ID_MATCH between two sources): the answer is
+    pinned, not folded once."""
+    import enum
+
+    class Mode(enum.Enum):
+        A = 1
+        B = 2
+
+    def f(m, c, x):
+        y = x * 2 if m is Mode.A else x
+        return y + 1 if c is Color.RED else y
+    run_calls(f, lambda: (Mode.A, Color.RED, torch.ones(2)), lambda: (Mode.B, Color.RED, torch.ones(2)),
+              lambda: (Mode.A, Color.BLUE, torch.ones(2)), lambda: (Mode.B, Color.BLUE, torch.ones(2)))
+
+
+def test_calls_inside_torch_func_transforms_run_eagerly():
+    """FUNCTORCH_STACK_MATCH: under vmap/grad the tensors are functorch's wrappers, whose
+    dispatch keys fail the entries traced outside; the call then runs eagerly (was: an
+    InternalError from faking a batched tensor)."""
+    from torch.func import grad, vmap
+
+    def f(x):
+        return (x.sin() * 2).sum()
+    opt = minidynamo.optimize(f)
+    x = torch.arange(3.0)
+    same(opt(x), f(x))
+    same(vmap(opt)(torch.ones(2, 3)), vmap(f)(torch.ones(2, 3)))
+    same(grad(opt)(x), grad(f)(x))
+    same(opt(x), f(x))
+    assert opt.cache_entries()[0].hit_count >= 1

@@ -442,3 +442,33 @@ def test_nan_numpy_scalar_is_guarded():
     opt(torch.ones(1), np.float64("nan"))
     opt(torch.ones(1), np.float64("nan"))
     assert len(opt.cache_entries()) == 1
+
+
+def test_attribute_and_aliasing_guards_read_as_python():
+    def f(a, c):
+        a.add_(getattr(a, "step", 1))
+        return c * 2 if hasattr(c, "doubled") else c
+    opt = minidynamo.optimize(f)
+    opt(torch.zeros(3), torch.zeros(3))
+    entry = opt.cache_entries()[0]
+    text = entry.guard_text().splitlines()
+    assert "not a.__dict__" in text and "not c.__dict__" in text
+    check = next(line for line in text if "check_aliasing" in line)
+    assert check.endswith("check_aliasing((a, c, ))")
+    kinds = {g.kind: g for g in entry.guards}
+    assert kinds["TENSOR_ALIASING"].describe().startswith("separate memory")
+    # the common case costs one set of storage addresses; aliasing goes to the exact check
+    checker = kinds["TENSOR_ALIASING"].expected
+    x = torch.zeros(3)
+    assert checker((x, torch.zeros(3))) and checker((x[:1], x[1:])) and not checker((x, x))
+    assert checker.first_difference((x, x[1:])) == ("a (written by the graph) and c were separate memory "
+                                                    "when traced, now overlapping views of one storage")
+
+
+def test_aliasing_guard_only_where_an_input_is_written():
+    opt = minidynamo.optimize(lambda a, b: a + b)
+    opt(torch.zeros(3), torch.zeros(3))
+    assert all(g.kind != "TENSOR_ALIASING" for g in opt.cache_entries()[0].guards)
+    opt = minidynamo.optimize(lambda a, b: (a.add_(1), b)[1] + 0)
+    opt(torch.zeros(3), torch.zeros(3))
+    assert any(g.kind == "TENSOR_ALIASING" for g in opt.cache_entries()[0].guards)

@@ -163,7 +163,13 @@ def is_same(a: VariableTracker, b: VariableTracker, tx=None):
             return False
     from ..variables.objects import UserObjectVariable
     if isinstance(a, UserObjectVariable) and isinstance(b, UserObjectVariable):
-        return a.value is b.value
+        same = a.value is b.value
+        if tx is not None and (a.source is not None or b.source is not None):  # `e is Color.RED`
+            from ..guards import Guard
+            from ..sources import ObjectSource
+            tx.output.guards.add(Guard("ALIAS_MATCH", a.source or ObjectSource(a.value, a.describe()), same,
+                                       {"other": b.source or ObjectSource(b.value, b.describe())}))
+        return same
     if isinstance(a, NewObjectVariable) or isinstance(b, NewObjectVariable):
         return False  # an object made in the trace is itself only (a is b was caught above)
     # One object has one type: trackers of different Python types are different objects.

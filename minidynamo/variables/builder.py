@@ -77,6 +77,10 @@ def _wrap(tx, value, source):
         if source is None:
             unsupported("construct", "a tensor that is not reachable from the function's inputs, "
                                      "globals or closures")
+        if torch._C._functorch.peek_interpreter_stack() is not None:
+            # Its tensors are functorch's wrappers (batched, grad-tracking): not traced. The
+            # entries traced outside the transform miss on them (their dispatch keys differ).
+            unsupported("construct", "a tensor inside a torch.func transform (vmap, grad, jvp) is not traced")
         return tx.output.add_input(source, value)
     if type(value) is torch.Size:
         _guard(tx, "EQUALS_MATCH", source, value)
