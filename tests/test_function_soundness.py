@@ -663,3 +663,29 @@ def test_backward_appends_to_a_list_on_ctx(made_in_frame):
         y.sum().backward()
         assert len(got) == 1 and got[0].item() == 3.0
         torch.testing.assert_close(x.grad, torch.full((3,), 2.0))
+
+
+class ReturnsTwice(torch.autograd.Function):
+    """The same tensor returned twice (and appended): autograd gives its gradient to the
+    last slot, the first gets zeros; each slot is the backward's own argument."""
+
+    @staticmethod
+    def forward(ctx, x, lst, loud):
+        s = x.sin()
+        lst.append(s)
+        ctx.loud = loud
+        return s, s
+
+    @staticmethod
+    def backward(ctx, g1, g2):
+        if ctx.loud:
+            print("backward", g1.sum().item(), g2.sum().item())
+        return g1 + 10 * g2, None, None
+
+
+@pytest.mark.parametrize("loud", [False, True])
+def test_same_tensor_returned_twice(loud):
+    def f(x, lst):
+        a, b = ReturnsTwice.apply(x, lst, loud)
+        return a.sum() + 2 * b.sum(), a is b, lst[0] is a
+    differential(f, _x(3), entries=1)

@@ -322,6 +322,12 @@ def capture_apply(tx, cls, args: list, kwargs: dict, cls_source=None):
     return TupleVariable(results) if returned_tuple else results[0]
 
 
+def _output_positions(user_outputs) -> tuple:
+    """Per output of the user's forward: its index among the tensor outputs, or None."""
+    tensors = iter(range(len(user_outputs)))
+    return tuple(next(tensors) if isinstance(o, TensorVariable) else None for o in user_outputs)
+
+
 def _grad_fake(output, o):
     with output.fake_mode:
         return torch.empty_like(o.fake, memory_format=torch.contiguous_format)
@@ -330,12 +336,13 @@ def _grad_fake(output, o):
 def _trace_backward(tx, ctx, bwd, user_backward, user_outputs, outs, args, fwd, arg_index):
     """The backward body's outputs: one gradient node (or None) per forward input."""
     output = tx.output
-    grads = {}
+    grads = []
     for i, o in enumerate(outs):
         node = bwd.placeholder(f"grad_{i}")
         node.meta["val"] = fake = _grad_fake(output, o)
-        grads[id(o)] = TensorVariable(node, fake)
-    grad_args = [grads[id(o)] if isinstance(o, TensorVariable) else ConstantVariable(None) for o in user_outputs]
+        grads.append(TensorVariable(node, fake))
+    # By position: a tensor returned twice has two gradient slots (autograd fills the last).
+    grad_args = [grads[i] if i is not None else ConstantVariable(None) for i in _output_positions(user_outputs)]
     # The engine runs a backward under no_grad (create_graph=False) and in the autocast state
     # of the `.backward()` call, not of the forward's: autocast off, as torch recommends
     # (custom_bwd enters the forward's state itself, a region of the body).
@@ -405,10 +412,9 @@ def _eager_backward(ctx, user_backward, reason, user_outputs, outs, args, fwd, o
                                  f"({reason}), could not be given it")
 
     attrs = {attr: recipe(attr, v) for attr, v in ctx.attrs.items()}
-    index_of = {id(o): i for i, o in enumerate(outs)}
     arg_index = {id(a.node): i for i, a in enumerate(args) if isinstance(a, TensorVariable)}
     eager = EagerBackward(user_backward, reason, len(ctx.saved or []), attrs, ctx.needs_input_grad,
-                          tuple(index_of.get(id(o)) for o in user_outputs),
+                          _output_positions(user_outputs),
                           tuple(arg_index.get(id(n)) for n in fwd.lifted))
     return eager, held
 
