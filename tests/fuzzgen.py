@@ -32,9 +32,10 @@ import random
 import sys
 from dataclasses import dataclass, field
 
-from fuzz_tables import (BINARY, BREAK_KINDS, CONDS, DATA_CONDS, DICT_KEYS, EMPTY_SHAPES, FAMILIES, HELPERS,
-                         INT_UNSAFE, ITEM_SOURCES, KNOWN_BUGS, LAYOUTS, PRELUDE, PRINTS, SCALARS, SCALE_VALUES, SHAPES,
-                         SIGNATURES, SIZE_CTORS, STATE_READS, STATES, SUPPORTED_KINDS, UNARY, UNSUPPORTED_KINDS)
+from fuzz_tables import (ALIASINGS, BINARY, BREAK_KINDS, CONDS, DATA_CONDS, DICT_KEYS, EMPTY_SHAPES, FAMILIES,
+                         HELPERS, INT_UNSAFE, ITEM_SOURCES, KNOWN_BUGS, LAYOUTS, LAZY_CONSUMERS, PARAM_USES, PENDING,
+                         PRELUDE, PRINTS, SCALARS, SCALE_VALUES, SHAPES, SIGNATURES, SIZE_CTORS, STATE_READS, STATES,
+                         SUPPORTED_KINDS, TAG_READS, TAGS, UNARY, UNSUPPORTED_KINDS)
 
 # --- choosers ------------------------------------------------------------------------------
 
@@ -95,12 +96,15 @@ class CallSpec:
     hooks: tuple = ()  # tests/fuzz_modules.HOOKS present during the call
     module: int = 0  # which module instance is passed as `m`
     dkeys: str = "pq"  # the keys of `dd`
+    alias: str = "none"  # how y relates to x (ALIASINGS)
+    tag: object = None  # x's Python attribute `tag` (None: absent)
 
     def __repr__(self):
         return (f"Call(shape={self.shape}, {self.dtype}, {self.layout}, rg={self.requires_grad}, "
                 f"n={self.n}, scale={self.scale}, seed={self.seed}, SCALE={self.SCALE}, "
                 f"CFG=({self.CFG_s}, {self.CFG_mode!r}), OBJ.s={self.OBJ_s}, CL={self.CL}, "
-                f"state={self.state}, hooks={self.hooks}, module={self.module}, dkeys={self.dkeys!r})")
+                f"state={self.state}, hooks={self.hooks}, module={self.module}, dkeys={self.dkeys!r}, "
+                f"alias={self.alias}, tag={self.tag!r})")
 
 
 @dataclass
@@ -112,12 +116,14 @@ class Program:
     family: str = "float"  # the dtype family of its calls (FAMILIES)
     module_kind: str | None = None  # the kind of `m` (fuzz_modules.MODULE_KINDS) if it takes one
     uses_dd: bool = False  # whether it takes the dict argument `dd`
+    backward: bool = False  # whether each call's results are also back-propagated (and compared)
 
     def __repr__(self):
         numbered = "\n".join(f"{i + 1:3}| {line}" for i, line in enumerate(self.source.splitlines()))
         calls = "\n".join(f"  {c!r}" for c in self.calls)
         return (f"Program(signature={self.signature}, family={self.family}, module={self.module_kind}, "
-                f"dd={self.uses_dd}, features={sorted(self.features)})\n{numbered}\ncalls:\n{calls}")
+                f"dd={self.uses_dd}, backward={self.backward}, features={sorted(self.features)})\n"
+                f"{numbered}\ncalls:\n{calls}")
 
 
 # --- the generator -------------------------------------------------------------------------
@@ -149,6 +155,7 @@ class _Gen:
         self.module_kind = None  # set by the first statement that calls `m`
         self.uses_dd = False
         self.top_imports: list = []  # imports that bind a name used all over (torch, math): first line
+        self.backward = False  # the program makes Parameters or calls autograd.Functions
         self.unary = [t for t in UNARY if self.ok(t)]
         self.binary = [t for t in BINARY if self.ok(t)]
 
@@ -697,6 +704,61 @@ class _Gen:
         return self._assign(scope, in_block, [], t.format(a=self.texpr(scope)))
 
     # --- unsupported constructs ---------------------------------------------------------
+    def s_tag_read(self, scope, in_block):
+        # x's Python attribute, present or not, changed between calls (CallSpec.tag)
+        form = self.ch.int(0, len(TAG_READS) - 1)
+        self.features.add(f"tag_read{form}")
+        return self._assign(scope, in_block, [], TAG_READS[form].format(a=self.texpr(scope)))
+
+    def s_inplace_alias(self, scope, in_block):
+        # a write through one input read through the other (the same tensor, or views of
+        # one base in some calls: CallSpec.alias)
+        who, other = self.ch.pick([("x", "y"), ("y", "x")])
+        op = self.pick_ok(["add_(1)", "mul_(2)", "sub_(0.5)", "clamp_(-1.5, 1.5)", "neg_()"])
+        lines = [f"if not ({who}.requires_grad or {other}.requires_grad):", f"    {who}.{op}"]
+        return self._assign(scope, in_block, lines, f"{other} * 2 + {who}")
+
+    def s_lazy_consumer(self, scope, in_block):
+        # a C function pulling a generator / map / chain that reads the container it fills
+        form = self.ch.int(0, len(LAZY_CONSUMERS) - 1)
+        self.features.add(f"lazy{form}")
+        d = self.fresh("cn")
+        fill, expr = LAZY_CONSUMERS[form]
+        a, b = self.texpr(scope), self.texpr(scope)
+        lines = fill.format(d=d, a=a, b=b).split("\n")
+        return self._assign(scope, in_block, lines, expr.format(d=d, a=a, b=b))
+
+    def s_param(self, scope, in_block):
+        # nn.Parameter made in the function: its type, flags, ops, returned
+        self.backward = True
+        p = self.fresh("prm")
+        a, b = self.texpr(scope), self.texpr(scope)
+        grad = "False" if self.family == "int" else self.ch.pick(["True", "False", None])
+        self.features.add(f"param_rg{grad}")
+        made = f"torch.nn.Parameter({a})" if grad is None else f"torch.nn.Parameter({a}, requires_grad={grad})"
+        form = self.ch.int(0, len(PARAM_USES) - 1)
+        self.features.add(f"param{form}")
+        lines = self._assign(scope, in_block, [f"{p} = {made}"], PARAM_USES[form].format(p=p, a=a, b=b))
+        if not in_block:
+            scope["tensors"].append(p)  # returned (a Parameter) or used later
+        return lines
+
+    def s_autograd_fn(self, scope, in_block):
+        # an autograd.Function with side effects: on a list passed in (forward), on SIDE
+        # (backward: the calls' results are back-propagated), ctx attributes
+        self.backward = True
+        form = self.ch.int(0, 2)
+        self.features.add(f"autograd_fn{form}")
+        a, b = self.texpr(scope), self.texpr(scope)
+        if form == 2:
+            self.helpers_used.add("_F_pair")
+            return self._assign(scope, in_block, [], f"sum(_F_pair.apply({a}, {b}))")
+        self.helpers_used.add("_F_log")
+        if form == 0:
+            return self._assign(scope, in_block, [], f"_F_log.apply({a}, SIDE, scale)")
+        lg = self.fresh("lg")
+        return self._assign(scope, in_block, [f"{lg} = []"], f"_F_log.apply({a}, {lg}, 2.0) * len({lg})")
+
     def _some_local(self, scope):
         locals_ = [t for t in scope["tensors"] if t.startswith("v")]
         return self.ch.pick(locals_) if locals_ else None
@@ -942,7 +1004,8 @@ def generate(ch, *, unsupported_percent: int | None = None, allow_triton: bool =
     body.append(g.returns(scope))
     source = assemble(body, signature, g.helpers_used, g.module_kind is not None, g.uses_dd, g.top_imports)
     g.features |= {"sig:" + signature, "family:" + family}
-    calls = gen_calls(ch, family, g.module_kind is not None, g.uses_dd)
+    calls = gen_calls(ch, family, g.module_kind is not None, g.uses_dd,
+                      tags="tag_read" in g.features or ch.coin(10))
     if not KNOWN_BUGS:
         _avoid_known_bugs(calls, family, "\n".join(body), g.features)
     for c in calls:
@@ -950,7 +1013,11 @@ def generate(ch, *, unsupported_percent: int | None = None, allow_triton: bool =
         g.features |= {"hook:" + h for h in c.hooks}
         if 0 in c.shape:
             g.features.add("empty")
-    return Program(source, signature, calls, g.features, family, g.module_kind, g.uses_dd)
+        if c.alias != "none":
+            g.features.add("alias:" + c.alias)
+        if c.tag is not None:
+            g.features.add("tag")
+    return Program(source, signature, calls, g.features, family, g.module_kind, g.uses_dd, g.backward)
 
 
 def _avoid_known_bugs(calls, family, text, features):
@@ -959,7 +1026,7 @@ def _avoid_known_bugs(calls, family, text, features):
     for spec in calls:
         if family != "int" and spec.dtype.startswith("int"):  # ops of other families on ints
             spec.dtype = FAMILIES[family][0]
-        if "mutate_input" in features and spec.layout == "expanded":
+        if ("mutate_input" in features or "inplace_alias" in features) and spec.layout == "expanded":
             spec.layout = "strided"
         if ".view(" in text and spec.layout not in ("contiguous", "offset") and 1 in spec.shape:
             spec.layout = "contiguous"
@@ -968,6 +1035,9 @@ def _avoid_known_bugs(calls, family, text, features):
         # test_fuzz.py: test_requires_grad_of_a_reshape_under_inference_mode
         if "requires_grad" in text and "reshape(" in text and spec.state == "inference_mode":
             spec.state = "no_grad"
+        # fuzz_tables.PENDING: bugs other changes are fixing
+        if "function_global_hooks" in PENDING and "_F_" in text:
+            spec.hooks = tuple(h for h in spec.hooks if not h.startswith("g"))
 
 
 def _toggle_hook(ch, hooks: tuple) -> tuple:
@@ -977,7 +1047,8 @@ def _toggle_hook(ch, hooks: tuple) -> tuple:
     return tuple(x for x in hooks if x != h) if h in hooks else hooks + (h,)
 
 
-def gen_calls(ch, family: str = "float", uses_module: bool = False, uses_dd: bool = False) -> list:
+def gen_calls(ch, family: str = "float", uses_module: bool = False, uses_dd: bool = False,
+              tags: bool = False) -> list:
     dtypes = FAMILIES[family]
 
     def dtype():  # now and then one of another family: eager may raise, and so must the optimized call
@@ -997,6 +1068,10 @@ def gen_calls(ch, family: str = "float", uses_module: bool = False, uses_dd: boo
             spec.hooks = _toggle_hook(ch, prev.hooks if prev is not None else ())
         if uses_dd:
             spec.dkeys = ch.pick(DICT_KEYS)
+        if ch.coin(15):
+            spec.alias = ch.pick(ALIASINGS[1:])
+        if tags and ch.coin(60):
+            spec.tag = ch.pick(TAGS[1:])
         return spec
 
     if ch.coin(8):  # one call under one state after another: a stale entry shows at once
@@ -1034,6 +1109,10 @@ def gen_calls(ch, family: str = "float", uses_module: bool = False, uses_dd: boo
                 spec.module = 1 - spec.module  # another instance: same class, its own parameters
             elif what == 15 and uses_dd:
                 spec.dkeys = ch.pick(DICT_KEYS)
+            if ch.coin(15):  # y another alias of x, x another (or no) tag: guards must see it
+                spec.alias = ch.pick(ALIASINGS)
+            if tags and ch.coin(30):
+                spec.tag = ch.pick(TAGS)
             # the same inputs under another state or with a hook added or removed: only
             # the global-state check and the hook guards tell the cached entry is stale
             if ch.coin(35):
@@ -1075,6 +1154,19 @@ def make_inputs(spec: CallSpec):
             t = t.detach().requires_grad_(True)
         return t
     x, y = one(), one()
+    if spec.alias == "same":
+        y = x
+    elif spec.alias == "view":
+        y = x.view_as(x)
+    elif spec.alias in ("overlap", "disjoint") and shape[0] > 0:
+        rows = shape[0]
+        base = draw((2 * rows,) + shape[1:])
+        if spec.requires_grad and dtype.is_floating_point:
+            base.requires_grad_(True)
+        x = base[:rows]
+        y = base[1:rows + 1] if spec.alias == "overlap" else base[rows:]
+    if spec.tag is not None:
+        x.tag = spec.tag
     return x, y, {k: one() for k in spec.dkeys}
 
 

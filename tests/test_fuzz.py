@@ -206,6 +206,39 @@ def compare(e, o, eager_inputs, opt_inputs, where="result"):
         assert e == o and type(e) is type(o), f"{where}: {e!r} (eager) != {o!r} (optimized)"
 
 
+def backward_once(ns, result, inputs):
+    """Back-propagate every result tensor that requires grad (programs that make Parameters or
+    call autograd.Functions): (the exception backward raised, the gradients it left on the
+    inputs and on result leaves such as Parameters made inside, what it appended to SIDE),
+    or None when nothing requires grad."""
+    roots = []
+    for t in _tensors(result, []):
+        if t.requires_grad and not any(t is r for r in roots):
+            roots.append(t)
+    if not roots:
+        return None
+    side_before = len(ns["SIDE"])
+    exc = None
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            torch.autograd.backward([r.sum() for r in roots])
+        except Exception as e:  # noqa: BLE001 - compared with eager's
+            exc = e
+        grads = [t.grad if t.is_leaf else "not a leaf" for t in (*inputs, *roots)]
+    return exc, grads, ns["SIDE"][side_before:]
+
+
+def compare_backward(e, o, where):
+    if e is None or o is None:
+        assert e is o, f"{where}: {'no ' if e is None else ''}result requires grad in eager"
+        return
+    (eexc, egrads, eside), (oexc, ograds, oside) = e, o
+    assert type(eexc) is type(oexc) and str(eexc) == str(oexc), f"{where}: backward raised {oexc!r}, eager {eexc!r}"
+    compare(egrads, ograds, (), (), f"{where}: gradients (inputs, then result tensors)")
+    assert eside == oside, f"{where}: side effects of backward {oside!r}, eager {eside!r}"
+
+
 def _frames_in(exc, filename):
     return [f for f in traceback.extract_tb(exc.__traceback__) if f.filename == filename]
 
@@ -278,6 +311,9 @@ def check_program(program, backend="eager"):
             else:
                 compare(expected.result, got.result, eager_inputs, opt_inputs, f"{what}: result")
                 compare_aliasing(expected.result, got.result, eager_inputs, opt_inputs, f"{what}: result")
+                if program.backward:
+                    compare_backward(backward_once(ns_e, expected.result, (ex, ey)),
+                                     backward_once(ns_o, got.result, (ox, oy)), f"{what}: backward")
             assert got.stdout == expected.stdout, f"{what}: printed {got.stdout!r}, eager {expected.stdout!r}"
             assert got.side == expected.side, f"{what}: side effects {got.side!r}, eager {expected.side!r}"
             assert got.gbox == expected.gbox, f"{what}: GBOX writes {got.gbox}, eager {expected.gbox}"
@@ -357,10 +393,10 @@ def test_fuzz_long(program, backend):
 def test_generator_covers_every_construct():
     """Over a few hundred seeds, every statement kind, break point (in a loop too), Triton
     form, dtype, state, hook and module form is generated, and every program compiles."""
-    from fuzz_tables import (BREAK_KINDS, FAMILIES, LAYOUTS, SIZE_CTORS, STATE_READS, STATES, SUPPORTED_KINDS,
-                             UNSUPPORTED_KINDS)
+    from fuzz_tables import (ALIASINGS, BREAK_KINDS, FAMILIES, LAYOUTS, LAZY_CONSUMERS, PARAM_USES, SIZE_CTORS,
+                             STATE_READS, STATES, SUPPORTED_KINDS, TAG_READS, UNSUPPORTED_KINDS)
     seen = set()
-    for seed in range(800):
+    for seed in range(1200):
         p = generate(RandomChooser(seed))
         compile(p.source, f"<seed {seed}>", "exec")
         seen |= p.features
@@ -373,7 +409,10 @@ def test_generator_covers_every_construct():
         {"layout:" + lay for lay in LAYOUTS + ["expanded"]} | {f"dim:{d}" for d in (1, 2, 3, 4)} | {"empty"} | \
         {"view:keys", "view:values", "view:items"} | {f"view_mutation{i}" for i in range(8)} | \
         {f"arg_dict{i}" for i in range(7)} | {f"import{i}" for i in range(7)} | \
-        {f"size{i}" for i in range(len(SIZE_CTORS))} | {f"state_read{i}" for i in range(len(STATE_READS))}
+        {f"size{i}" for i in range(len(SIZE_CTORS))} | {f"state_read{i}" for i in range(len(STATE_READS))} | \
+        {f"lazy{i}" for i in range(len(LAZY_CONSUMERS))} | {f"param{i}" for i in range(len(PARAM_USES))} | \
+        {f"tag_read{i}" for i in range(len(TAG_READS))} | {f"autograd_fn{i}" for i in range(3)} | \
+        {"param_rgTrue", "param_rgFalse", "param_rgNone", "tag"} | {"alias:" + a for a in ALIASINGS[1:]}
     assert wanted <= seen, sorted(wanted - seen)
 
 
