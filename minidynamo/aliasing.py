@@ -28,6 +28,8 @@ from __future__ import annotations
 
 import torch
 
+from .dynamic import has_symbolic
+
 
 def _python_storage_address(t) -> int:
     return t.untyped_storage()._cdata
@@ -92,27 +94,46 @@ def written_inputs(graph) -> set:
 class AliasingCheck:
     """The run-time check of one entry: called with the tuple of its tensor inputs."""
 
-    def __init__(self, names: list, tensors: list, written: list):
+    def __init__(self, names: list, tensors: list, written: list, symbolic: bool = False):
         self.names = names
         self.written = tuple(written)
+        self.n = len(tensors)
+        self.indices = range(self.n)
         keys = [_key(t) for t in tensors]
         first_key: dict = {}
         first_obj: dict = {}
-        self.group = tuple(first_key.setdefault(k, i) for i, k in enumerate(keys))  # traced storage groups
-        self.same = tuple(first_obj.setdefault(id(t), i) for i, t in enumerate(tensors))  # traced objects
-        self.layouts = {i: _layout(t) for i, t in enumerate(tensors)
-                        if keys.count(keys[i]) > 1}
-        self.distinct = len(first_key) == len(keys)
-        self.n = len(keys)
+        self.group = tuple(map(first_key.setdefault, keys, self.indices))  # traced storage groups
+        self.same = tuple(map(first_obj.setdefault, map(id, tensors), self.indices))  # traced objects
+        self.distinct = len(first_key) == self.n
+        self.layouts = {i: _layout(t) for i, t in enumerate(tensors) if keys.count(keys[i]) > 1}
+        # Groups of inputs over one storage, and where their members sit: given TENSOR_MATCH's
+        # sizes and strides the storage offset says which elements overlap (with symbolic
+        # sizes, all of the layout).
+        self.n_groups = len(first_key)
+        by_group: dict = {}
+        for i in self.layouts:
+            by_group.setdefault(self.group[i], []).append(i)
+        self.shared = tuple(tuple(g) for g in by_group.values())
+        self.members = tuple(self.layouts)
+        self._where = _layout if symbolic else torch.Tensor.storage_offset
+        self.wheres = tuple(self._where(tensors[i]) for i in self.members)
         self.__name__ = "check_aliasing"
 
     def __call__(self, ts: tuple) -> bool:
-        if self.distinct:
-            try:
+        try:
+            if self.distinct:  # the common case: one set of storage addresses
                 if len(set(map(_storage_address, ts))) == self.n:
                     return True
-            except Exception:  # a tensor without a storage: the slow path keys it by id
-                pass
+            else:  # shared as traced: the same groups of storages, offsets, no object twice
+                addrs = list(map(_storage_address, ts))
+                members = list(map(ts.__getitem__, self.members))
+                if (len(set(addrs)) == self.n_groups
+                        and all(len(set(map(addrs.__getitem__, g))) == 1 for g in self.shared)
+                        and tuple(map(self._where, members)) == self.wheres
+                        and len(set(map(id, members))) == len(members)):
+                    return True
+        except Exception:  # a tensor without a storage: the slow path keys it by id
+            pass
         return self.first_difference(ts) is None
 
     def first_difference(self, ts) -> str | None:
@@ -173,6 +194,8 @@ def aliasing_guard(inputs, graph):
     flags = [inp.node in written for inp in tensor_inputs]
     if not any(flags):
         return None
+    symbolic = any(has_symbolic(tuple(inp.node.meta["val"].shape)) for inp in tensor_inputs
+                   if isinstance(inp.node.meta.get("val"), torch.Tensor))
     check = AliasingCheck([inp.source.name() for inp in tensor_inputs],
-                          [inp.example for inp in tensor_inputs], flags)
+                          [inp.example for inp in tensor_inputs], flags, symbolic)
     return Guard("TENSOR_ALIASING", TensorsSource(tuple(inp.source for inp in tensor_inputs)), check)

@@ -571,3 +571,51 @@ def test_calls_inside_torch_func_transforms_run_eagerly():
     same(grad(opt)(x), grad(f)(x))
     same(opt(x), f(x))
     assert opt.cache_entries()[0].hit_count >= 1
+
+
+def test_optimizer_step_over_a_flat_buffer():
+    """Parameters as views of one flat buffer (traced shared: the exact relation is checked
+    on every call), against separate parameters and a gradient that is another parameter."""
+    def step(ps, gs):
+        for p, g in zip(ps, gs):
+            p.add_(g, alpha=-0.5)
+        return ps[0] * 1
+
+    def flat():
+        base = torch.arange(8.0)
+        return list(base.split(2)), [torch.ones(2) for _ in range(4)]
+
+    def separate():
+        return [torch.arange(2.0) + 2 * i for i in range(4)], [torch.ones(2) for _ in range(4)]
+
+    def grad_is_a_param():
+        base = torch.arange(8.0)
+        ps = list(base.split(2))
+        return ps, [ps[1], torch.ones(2), torch.ones(2), torch.ones(2)]
+
+    def shifted():  # the same buffer, views at other offsets: other overlaps
+        base = torch.arange(10.0)
+        return [base[1:3], base[2:4], base[5:7], base[7:9]], [torch.ones(2) for _ in range(4)]
+    opts = run_calls(step, flat, flat, separate, grad_is_a_param, shifted, flat)
+    assert entries(opts) == [4, 4]
+
+
+def test_tied_parameters():
+    class Tied(torch.nn.Module):
+        def __init__(self, tie):
+            super().__init__()
+            self.a = torch.nn.Linear(2, 2, bias=False)
+            self.b = torch.nn.Linear(2, 2, bias=False)
+            with torch.no_grad():
+                self.a.weight.copy_(torch.eye(2))
+                self.b.weight.copy_(torch.eye(2) * 2)
+            if tie:
+                self.b.weight = self.a.weight
+
+    def step(m):
+        with torch.no_grad():
+            m.a.weight.mul_(2)
+            m.b.weight.mul_(3)
+        return m.a.weight.sum() + m.b.weight.sum()
+    opts = run_calls(step, lambda: (Tied(False),), lambda: (Tied(True),), lambda: (Tied(False),))
+    assert entries(opts) == [2, 2]
