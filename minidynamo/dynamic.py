@@ -162,7 +162,11 @@ def symbolic_fake(mode, t: torch.Tensor, dims: tuple, index: int):
     from torch.fx.experimental.symbolic_shapes import DimDynamic, StatelessSymbolicContext
     ctx = StatelessSymbolicContext(
         dynamic_sizes=[DimDynamic.DYNAMIC if d else DimDynamic.STATIC for d in dims])
-    return mode.from_tensor(t, symbolic_context=ctx, source=SymSource(index))
+    fake = mode.from_tensor(t, symbolic_context=ctx, source=SymSource(index))
+    # NOTE: the trace changes the fake's metadata where the input's own is changed in place
+    # (`x.t_()`); the guards are about the input as it comes in: an alias keeps that.
+    fake._minidynamo_as_made = fake.detach()
+    return fake
 
 
 def symbolic_int(shape_env, value: int, index: int):
@@ -205,6 +209,7 @@ def shape_guard_texts(shape_env, fakes: list) -> list[str]:
     # Not ignore_static: a size that was symbolic and got specialised (`range(n)`) is
     # static by now, and its `== value` guard must stay (the caller drops the ones that
     # TENSOR_MATCH checks already).
+    fakes = [getattr(f, "_minidynamo_as_made", f) for f in fakes]
     found = shape_env.produce_guards_verbose(fakes, sources, ignore_static=False, langs=("python",))
     return list(found[0].exprs)
 

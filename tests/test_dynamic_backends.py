@@ -231,6 +231,25 @@ def test_backend_that_cannot_take_symbolic_inputs_compiles_per_size(monkeypatch)
     assert _compiles("aot_eager") - before == 3  # one artifact per size, each for that size only
 
 
+@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+def test_input_transposed_in_place_under_symbolic_sizes(backend):
+    """The shape guards are about the input as it comes in, not as the trace left its fake;
+    torch's backend gets static artifacts (its fakes would describe the input after `t_`)."""
+    def f(x):
+        x.t_()
+        return x * x.shape[1]
+
+    opt = minidynamo.optimize(f, backend=backend, dynamic=True)
+    for n in (4, 7, 9):
+        a = torch.randn(n, 3)
+        b = a.clone()
+        _close(opt(a), f(b))
+        assert a.shape == b.shape and a.stride() == b.stride()
+    [entry] = opt.cache_entries()
+    if backend == "aot_eager":
+        assert "in place" in _unwrapped(entry.compiled).why
+
+
 def test_backend_failing_on_symbolic_inputs_falls_back_to_static_artifacts(monkeypatch):
     real = torch_backends._compile
 
