@@ -151,6 +151,19 @@ PARAM_USES = [
     "({b}) * (1 if {p}.is_leaf and {p}.grad is None else 2)", "torch.add({p}, {b})",
 ]
 
+# Bugs the generators of aliased inputs, tensor attributes, Parameters and autograd.Functions
+# with side effects found in areas other changes were fixing when they were added: a call
+# that would meet one is changed to avoid it (fuzzgen._avoid_known_bugs) while its name is
+# here; remove the name once the fix is in. MINIDYNAMO_FUZZ_KNOWN_BUGS=1 turns them all on.
+# - "function_global_hooks": a global module forward hook runs on the autograd.Function's
+#   forward body (`F_fwd_body`), which eager never calls as a module.
+# - "function_backward_side_effect": a Function whose backward appends to a global list,
+#   applied in a trace that also appends to that list: the backward's item is written at
+#   the forward. While pending, the backwards log to BWD, which no forward writes.
+PENDING = set() if os.environ.get("MINIDYNAMO_FUZZ_KNOWN_BUGS", "") not in ("", "0") else {
+    "function_global_hooks", "function_backward_side_effect"}
+BACKWARD_LOG = "BWD" if "function_backward_side_effect" in PENDING else "SIDE"
+
 HELPERS = [
     ("_h_axpy", "def _h_axpy(u, w, k=2.0):\n    return u * k + w\n"),
     ("_h_norm", "def _h_norm(u, w=None, *, eps=1.0):\n    s = u.abs().sum(0, keepdim=True) + eps\n"
@@ -171,12 +184,14 @@ HELPERS = [
                "        log.append(\"fwd\")\n        ctx.k = k\n        ctx.note = \"k\" if k > 1 else \"small\"\n"
                "        ctx.save_for_backward(u)\n        return u * k\n\n"
                "    @staticmethod\n    def backward(ctx, g):\n        (u,) = ctx.saved_tensors\n"
-               "        SIDE.append((\"bwd\", ctx.note))\n        return g * ctx.k + u * 0, None, None\n"),
+               f"        {BACKWARD_LOG}.append((\"bwd\", ctx.note))\n"
+               "        return g * ctx.k + u * 0, None, None\n"),
     ("_F_pair", "class _F_pair(torch.autograd.Function):\n    @staticmethod\n    def forward(ctx, u, w):\n"
                 "        ctx.shape = u.shape\n        ctx.scale = float(len(u.shape))\n"
                 "        ctx.save_for_backward(w)\n        return u * w, u + w\n\n"
                 "    @staticmethod\n    def backward(ctx, ga, gb):\n        (w,) = ctx.saved_tensors\n"
-                "        SIDE.append(len(ctx.shape))\n        return ga * w + gb * ctx.scale, gb\n"),
+                f"        {BACKWARD_LOG}.append(len(ctx.shape))\n"
+                "        return ga * w + gb * ctx.scale, gb\n"),
 ]
 
 # Constructs that hit bugs already reproduced (xfail) in tests/test_regressions.py. Off by
@@ -195,14 +210,6 @@ SCALE_VALUES = [0.5, 1.5, 1.0] + ([-0.0, 0.0] if KNOWN_BUGS else [])  # test_neg
 # expanded input, `.view` of a non-contiguous tensor with a size-1 dimension. Also off:
 # `requires_grad` of a `reshape` read under inference mode (test_fuzz.py:
 # test_requires_grad_of_a_reshape_under_inference_mode).
-
-# Bugs the generators of aliased inputs, tensor attributes, Parameters and autograd.Functions
-# with side effects found in areas other changes were fixing when they were added: a call
-# that would meet one is changed to avoid it (fuzzgen._avoid_known_bugs) while its name is
-# here; remove the name once the fix is in. MINIDYNAMO_FUZZ_KNOWN_BUGS=1 turns them all on.
-# - "function_global_hooks": a global module forward hook runs on the autograd.Function's
-#   forward body (`F_fwd_body`), which eager never calls as a module.
-PENDING = set() if KNOWN_BUGS else {"function_global_hooks"}
 
 SUPPORTED_KINDS = [
     ("assign", 14), ("aug", 5), ("inplace", 3), ("tuple", 4), ("list", 4), ("dict", 4),
@@ -259,6 +266,7 @@ import triton
 from kernels import capture_kernels as K
 
 SIDE = []
+BWD = []
 GBOX = {"count": 0}
 SCALE = 2.0
 CFG = {"s": 1.0, "mode": "a"}

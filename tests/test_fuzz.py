@@ -138,7 +138,7 @@ def run_once(ns, fn, args, kwargs, seed, state="default") -> Outcome:
 
 def outside_state(ns):
     """What the function may have written outside itself."""
-    return {"SIDE": list(ns["SIDE"]), "GBOX": dict(ns["GBOX"]), "GW": ns["GW"], "OBJ.w": ns["OBJ"].w,
+    return {"SIDE": list(ns["SIDE"]), "BWD": list(ns["BWD"]), "GBOX": dict(ns["GBOX"]), "GW": ns["GW"], "OBJ.w": ns["OBJ"].w,
             "OBJ.s": ns["OBJ"].s, "CFG": dict(ns["CFG"]), "SCALE": ns["SCALE"]}
 
 
@@ -217,7 +217,7 @@ def backward_once(ns, result, inputs):
             roots.append(t)
     if not roots:
         return None
-    side_before = len(ns["SIDE"])
+    side_before, bwd_before = len(ns["SIDE"]), len(ns["BWD"])
     exc = None
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -226,7 +226,7 @@ def backward_once(ns, result, inputs):
         except Exception as e:  # noqa: BLE001 - compared with eager's
             exc = e
         grads = [t.grad if t.is_leaf else "not a leaf" for t in (*inputs, *roots)]
-    return exc, grads, ns["SIDE"][side_before:]
+    return exc, grads, ns["SIDE"][side_before:] + ns["BWD"][bwd_before:]
 
 
 def compare_backward(e, o, where):

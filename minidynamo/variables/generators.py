@@ -14,11 +14,12 @@ What the trace cannot make exact declines, with the reason:
 - a generator that started and is still live after the trace (returned, or live at a graph
   break): its suspended body cannot be made again. One that never started is made again
   by calling its function with the same arguments.
-- consumers that take all items at once (`tuple()`, `sum()`, `dict()`, ...) read them
+- consumers that CPython lets read the whole iterable first (`tuple()`, `sorted()`,
+  `str.join`, `f(*gen)`, unpacking, slice assignment, `itertools.product`) read it
   through `iter_items`, which pulls the generator to its end first and the consumer then
-  works through the items. That equals CPython's item-by-item order unless the body, after
-  an item was taken, changes something the consumer's work reads (a tensor in place, the
-  grad mode, a yielded list); such a drain declines. `x in gen` pulls up to the match, as
+  works through the items. Where the body, after an item was taken, changes something
+  the consumer's work reads (a tensor in place, the grad mode, a yielded list), the drain
+  declines. `x in gen` pulls up to the match, as
   CPython does (operators.contains). Consumers that act as they pull (`list.extend`, `+=`
   on a list, `deque.extend`, `dict.update`, `Counter.update`, `set.update`, `sum`) take an
   iterator's items one by one (`pulled_one_by_one`), as CPython's C loops do: a body may
