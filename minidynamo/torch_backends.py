@@ -21,6 +21,15 @@ A Function node keeps minidynamo's own target (autograd_function.py): like torch
 `autograd_function_apply`, it is a generated torch.autograd.Function over the two bodies,
 which AOTAutograd traces through, the backward body included, when it builds the joint
 graph. minidynamo's own launch program stays the default path (backend="eager").
+
+Dynamic sizes. A graph traced with symbolic sizes is handed over as torch.compile hands it
+(`OutputGraph.call_user_compiler`): the placeholders' fakes, with their SymInts, made again
+in a fresh FakeTensorMode on the trace's ShapeEnv, under a TracingContext with that mode;
+AOTAutograd and inductor take the mode and the environment from there, and compile one
+artifact for every size. What they decide about sizes lands in the environment, which the
+entry's guards are produced from after the backend ran (convert.py). A backend that
+cannot take symbolic inputs (not in `_SYMBOLIC_BACKENDS`, or raising on them) gets
+`StaticPerSize`: one artifact per set of input sizes, never one size's for another.
 """
 from __future__ import annotations
 
