@@ -66,6 +66,8 @@ def _tensors(value, out, seen):
             _tensors(v, out, seen)
     elif isinstance(value, Holder):
         _tensors(vars(value), out, seen)
+    elif isinstance(value, torch.nn.Module):
+        _tensors([*value.parameters(), *(v for k, v in vars(value).items() if not k.startswith("_"))], out, seen)
     return out
 
 
@@ -99,6 +101,10 @@ def same(e, o, where="value"):
             same(e[k], o[k], f"{where}[{k!r}]")
     elif isinstance(e, Holder):
         same(vars(e), vars(o), f"{where}.__dict__")
+    elif isinstance(e, torch.nn.Module):  # its state and its own plain attributes
+        same(dict(e.state_dict()), dict(o.state_dict()), f"{where}.state_dict()")
+        same({k: v for k, v in vars(e).items() if not k.startswith("_")},
+             {k: v for k, v in vars(o).items() if not k.startswith("_")}, f"{where}.__dict__")
     else:
         assert e == o, f"{where}: {e!r} != {o!r}"
 
@@ -282,6 +288,65 @@ class OuterAppends(torch.autograd.Function):
 
 def test_nested_function_appends():
     differential(lambda x, lst: OuterAppends.apply(x, lst), _x(4), entries=1)
+
+
+class SetUpAppends(torch.autograd.Function):
+    """setup_context style, with a default: the forward (no ctx) appends."""
+
+    @staticmethod
+    def forward(x, lst, scale=2.0):
+        s = x.sin()
+        lst.append(s)
+        return s * scale
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        x, lst, scale = inputs
+        ctx.save_for_backward(x)
+        ctx.scale = scale
+
+    @staticmethod
+    def backward(ctx, g):
+        x, = ctx.saved_tensors
+        return g * ctx.scale * x.cos(), None, None
+
+
+class WithCache(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.cache = []
+        self.w = torch.nn.Parameter(torch.randn(3))
+
+
+class AppendsToModuleCache(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, m):
+        t = x * m.w
+        m.cache.append(t)
+        return t + 1
+
+    @staticmethod
+    def backward(ctx, g):
+        return g, None
+
+
+def _applied_in_a_loop(x, lst):
+    for _ in range(3):
+        x = SetUpAppends.apply(x, lst)
+    return x
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+@pytest.mark.parametrize("case", ["setup_context", "keywords", "loop", "module attribute"])
+def test_more_forms_leaving_values(case, backend):
+    fn, make = {
+        "setup_context": (lambda x, lst: SetUpAppends.apply(x, lst) + 1, _x(3)),
+        "keywords": (lambda x, lst: SetUpAppends.apply(x, lst=lst, scale=3.0) + 1, _x(3)),
+        "loop": (_applied_in_a_loop, _x(3)),
+        "module attribute": (lambda x, m: AppendsToModuleCache.apply(x, m),
+                             lambda: (torch.randn(3, requires_grad=True), WithCache())),
+    }[case]
+    differential(fn, make, backend=backend, entries=1)
 
 
 class AppendsSize(torch.autograd.Function):
