@@ -619,3 +619,19 @@ def test_tied_parameters():
         return m.a.weight.sum() + m.b.weight.sum()
     opts = run_calls(step, lambda: (Tied(False),), lambda: (Tied(True),), lambda: (Tied(False),))
     assert entries(opts) == [2, 2]
+
+
+def test_hasattr_on_a_module_that_later_registers_it():
+    """A module's attributes also live in its parameters, buffers and submodules: the
+    absence is `not hasattr(m, 'extra')`, which asks Module.__getattr__ too."""
+    def f(m, x):
+        return m(x) + (m.extra if hasattr(m, "extra") else 0)
+    m = torch.nn.Linear(2, 2)
+    opt = minidynamo.optimize(f)
+    x = torch.ones(2)
+    same(opt(m, x), f(m, x))
+    m.register_buffer("extra", torch.full((2,), 100.0))
+    same(opt(m, x), f(m, x))
+    del m.extra
+    m.extra = torch.nn.Parameter(torch.ones(2))
+    same(opt(m, x), f(m, x))

@@ -147,11 +147,8 @@ class UserObjectVariable(VariableTracker):
             if hasattr(cls, "__getattr__") and not isinstance(obj, torch.nn.Module):
                 unsupported("construct", f"{cls.__qualname__}.__getattr__ is not traced")
             if self.source is not None:  # hasattr/getattr with a default go on: pin the absence
-                from ..guards import Guard
-                guards = tx.output.guards
-                if inst_dict is not None:
-                    guards.add(Guard("NOT_IN_DICT", self.source, None, {"attr": name if inst_dict else None}))
-                guards.add(Guard("HASATTR", AttrSource(self.source, "__class__"), False, {"attr": name}))
+                from ..guards import Guard  # (instance, class, a module's parameters/buffers/submodules)
+                tx.output.guards.add(Guard("HASATTR", self.source, False, {"attr": name}))
             unsupported("exceptions", f"AttributeError: {cls.__qualname__!r} object has no attribute {name!r}")
         if isinstance(static, staticmethod):
             return UserFunctionVariable(static.__func__)
