@@ -667,9 +667,10 @@ def _under_autocast(fn_cls):
     return f
 
 
+@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
 @pytest.mark.parametrize("fn_cls", [AmpMatmul, AmpMatmulFp32, PlainMatmul, AutocastInside, DtypeInBackward])
-def test_function_under_autocast(fn_cls):
-    differential(_under_autocast(fn_cls), _ab(), _ab(), entries=1)
+def test_function_under_autocast(fn_cls, backend):
+    differential(_under_autocast(fn_cls), _ab(), _ab(), backend=backend, entries=1)
 
 
 @pytest.mark.parametrize("fn_cls", [AmpMatmul, AmpMatmulFp32, AutocastInside])
@@ -683,11 +684,6 @@ def test_cast_inputs_on_bfloat16_inputs():
 
 def test_amp_function_whose_backward_runs_eagerly():
     differential(_under_autocast(AmpPrintsInBackward), _ab(), _ab(), entries=1)
-
-
-@pytest.mark.parametrize("backend", ["aot_eager"])
-def test_amp_function_torch_backend(backend):
-    differential(_under_autocast(AmpMatmul), _ab(), backend=backend, entries=1)
 
 
 def test_tensor_first_read_inside_autocast():
