@@ -193,3 +193,22 @@ def test_counting_backend_sees_one_graph():
     opt = minidynamo.optimize(f, backend=backend)
     out = opt(t(grad=True))
     assert backend.calls == 1 and type(out[1]) is torch.nn.Parameter and out[2] is True
+
+
+def test_requires_grad_flipped_and_one_object_returned_twice():
+    def f(x):
+        p = torch.nn.Parameter(x * 2)
+        q = p.requires_grad_(False)
+        r = torch.nn.Parameter(x + 1, requires_grad=False).requires_grad_()
+        return p, p, [p], q is p, p.requires_grad, p * 3, r, r.requires_grad, type(r).__name__
+
+    check(f, t(grad=True), kind="graph")
+
+
+def test_requires_grad_on_an_integer_parameter_raises_as_in_eager():
+    def f(x):
+        p = torch.nn.Parameter(x.long(), requires_grad=False)
+        p.requires_grad_()
+        return p
+
+    check(f, t(), kind="break", reason="exceptions")

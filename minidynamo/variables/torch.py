@@ -275,6 +275,18 @@ class MadeParameterVariable(TensorVariable):
     def call_method(self, tx, name, args, kwargs):
         if name in _METADATA_METHODS:  # sizes, strides, dim(): the data's
             return self.plain.call_method(tx, name, args, kwargs)
+        if name == "requires_grad_" and len(args) + len(kwargs) <= 1:
+            flag = (args or list(kwargs.values()) or [ConstantVariable(True)])[0]
+            if not flag.is_python_constant() or self.made_in_graph:
+                unsupported("construct", f"requires_grad_() on the {self.describe()} after an op used it")
+            grad = bool(flag.as_python_constant())
+            if grad and not (self.plain.fake.is_floating_point() or self.plain.fake.is_complex()):
+                unsupported("exceptions", "RuntimeError: only Tensors of floating point dtype can require gradients")
+            self.grad_needed = grad  # a leaf's flag: eager flips it in place
+            fake = self.plain.fake
+            with fake.fake_mode:
+                self.fake = fake.detach().requires_grad_(grad)
+            return self
         return super().call_method(tx, name, args, kwargs)
 
     def rebuild_new(self, rb) -> str:
