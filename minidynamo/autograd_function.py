@@ -87,8 +87,7 @@ def _made(how, held):
         return held[how[1]]
     if how[0] == "constant":
         return how[1]
-    parts = [_made(p, held) for p in how[2]]
-    return how[1](parts) if how[1] in (tuple, list, torch.Size) else how[1](*parts)
+    return how[1]([_made(p, held) for p in how[2]])  # tuple, list or torch.Size
 
 
 def _save(ctx, spec: ApplySpec, saved) -> None:
@@ -116,7 +115,6 @@ def _saved(ctx, spec: ApplySpec) -> tuple:
 def _generate(spec: ApplySpec, fwd_body, bwd_body):
     """The autograd.Function that runs one captured apply."""
     eager = spec.eager_backward
-
     n_out = spec.n_outputs
     # Escaping values (after the outputs) are what eager's no-grad forward made: no gradient.
     non_differentiable = (*spec.non_differentiable_idx, *range(n_out, n_out + spec.n_escaping))
