@@ -141,6 +141,32 @@ def test_deque_iterator_live_at_a_break_is_the_deques():
     check(f, t(), kind="break")
 
 
+def test_dict_iterators_live_at_a_break_are_the_dicts():
+    # Made again over the same dict after the graph: a key added after the break makes
+    # CPython's iterator raise (a snapshot of the keys would go on).
+    def f(x, d):
+        it = iter(d)
+        first = next(it)
+        y = x + len(first)
+        print("break")
+        d["c"] = 3
+        return y, list(it)
+
+    check(f, (t(), {"a": 1, "b": 2}), kind="break")
+
+
+def test_dict_view_iterators_live_at_a_break():
+    def f(x):
+        d = {"a": 1, "b": 2, "c": 3}
+        vals, items = iter(d.values()), reversed(d.items())
+        first, last = next(vals), next(items)
+        y = x + first
+        print("break")
+        return y, list(vals), list(items), last, type(vals).__name__
+
+    check(f, t(), kind="break")
+
+
 def test_deque_generator_with_a_side_effect_on_another_list():
     def f(x, log):
         d = deque([0])

@@ -5,7 +5,8 @@ from __future__ import annotations
 from ..exc import unsupported
 from .base import VariableTracker
 from .constant import ConstantVariable, fold
-from .lists import LiveItems, TupleVariable, items_equal
+from .lazy_iterators import advanced
+from .lists import IteratorVariable, LiveItems, TupleVariable, items_equal
 
 
 def _key(tx, k: VariableTracker):
@@ -122,6 +123,9 @@ class DictVariable(VariableTracker):
 
     def reversed_items(self, tx):
         return DictIteration(self, "keys", reverse=True)
+
+    def make_iterator(self, tx, reverse: bool = False) -> "DictIterator":
+        return DictIterator(DictIteration(self, "keys", reverse))
 
     def view_item(self, kind: str, key):
         """What iterating view `kind` yields for `key`, now."""
@@ -305,6 +309,9 @@ class DictViewVariable(VariableTracker):
     def reversed_items(self, tx):
         return DictIteration(self.dict_var, self.kind, reverse=True)
 
+    def make_iterator(self, tx, reverse: bool = False) -> "DictIterator":
+        return DictIterator(DictIteration(self.dict_var, self.kind, reverse))
+
     def getitem(self, tx, key):
         unsupported("exceptions", f"TypeError: {self.python_type().__name__!r} object is not subscriptable")
 
@@ -325,6 +332,34 @@ class DictViewVariable(VariableTracker):
 
     def __repr__(self):
         return f"DictViewVariable({self.kind}, {self.dict_var!r})"
+
+
+class DictIterator(IteratorVariable):
+    """iter() / reversed() of a dict or one of its views: each item read when taken
+    (DictIteration). What outlives the trace (returned, live at a graph break) is made again
+    over the same dict, advanced to where the trace left it; one over a dict whose keys
+    changed since cannot be (CPython's raises on its next item, a new one would not) and
+    declines."""
+
+    __slots__ = ()
+
+    def python_type(self):
+        it = self.items
+        view = getattr({}, it.kind)()
+        return type(reversed(view) if it.reverse else iter(view))
+
+    def describe(self):
+        return f"dict {self.items.kind} iterator"
+
+    def rebuild_new(self, rb) -> str:
+        it = self.items
+        make = rb.ns.bind(reversed if it.reverse else iter, "reversed" if it.reverse else "iter")
+        if it.done:  # exhausted: it has let go of its dict
+            return f"{make}({{}}.{it.kind}())"
+        if it.dict_var.items.key_changes != it.changes:
+            unsupported("construct", "an iterator over a dict whose keys changed since it was made would "
+                                     "outlive the trace (CPython's raises on its next item)")
+        return f"{rb.ns.bind(advanced, 'advanced')}({make}({rb.expr(it.dict_var)}.{it.kind}()), {self.index})"
 
 
 class DictIteration(LiveItems):
