@@ -540,6 +540,29 @@ def test_sizes_on_ctx_mark_dynamic():
                  mark=lambda args: minidynamo.mark_dynamic(args[0], 0))
 
 
+class ReturnsSizes(torch.autograd.Function):
+    """Non-tensor outputs that are sizes: symbolic ones come back out of the node's graph."""
+
+    @staticmethod
+    def forward(ctx, x):
+        s = x.sum(0)
+        ctx.n = x.shape[0]
+        return x * 2, x.shape[0], s.shape[0] + 1
+
+    @staticmethod
+    def backward(ctx, g, n, m):
+        assert n is None and m is None
+        return g * ctx.n
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+def test_forward_returning_sizes(backend):
+    def f(x):
+        y, n, m = ReturnsSizes.apply(x)
+        return y.sum(0) * n, y.new_ones(m) * n, (n, m)
+    differential(f, *_sized((3, 4), (5, 6), (7, 2)), backend=backend, dynamic=True, entries=1)
+
+
 class PrintsInBackward(torch.autograd.Function):
     """Its backward is not traced (it prints): the user's runs, with each call's sizes."""
 

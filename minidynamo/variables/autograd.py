@@ -273,9 +273,10 @@ def capture_apply(tx, cls, args: list, kwargs: dict, cls_source=None):
             if not isinstance(o, TensorVariable) and not o.is_python_constant():
                 unsupported("construct", f"{name}.forward returned {o.describe()}")
         out_nodes = [fwd.lift(o.node) for o in outs]
-    # Values the forward made that the caller can reach (appended to a list it was given):
-    # the node returns them too, and their trackers then name the node's outputs.
-    escaping, reachable = find_escaping(fwd, ctx, [*args, *(v for v, _ in output.mutated.values())])
+    # Values the forward made that the caller can reach (appended to a list it was given, a
+    # size it returned): the node returns them too, and their trackers then name its outputs.
+    escaping, reachable = find_escaping(fwd, ctx, [*args, *(v for v, _ in output.mutated.values()),
+                                                   *(o for o in user_outputs if not isinstance(o, TensorVariable))])
     extra_nodes = escaping_outputs(name, fwd, escaping, outs)
     arg_index = {id(a.node): i for i, a in enumerate(args) if isinstance(a, TensorVariable)}
     dirty_idx = tuple(i for i, o in enumerate(outs) if any(o is d for d in ctx.dirty))
