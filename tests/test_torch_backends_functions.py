@@ -231,6 +231,12 @@ def test_cudagraphs_backend_on_cpu_runs_the_graph():
     # torch's cudagraphs backend skips CUDA graphs for CPU tensors and runs AOTAutograd's graph
     gm = check_backend(kernel_add, t(37), t(37), backend="cudagraphs")
     assert torch_launches(gm) == [(1, 0)]
+    if torch.__version__ < "2.11":
+        # torch 2.10's min-cut partitioner asserts on a Function body's launch ("Node ... was
+        # invalid, but is output"): minidynamo reports it as a BackendError naming the backend
+        with pytest.raises(minidynamo.BackendError, match="cudagraphs"):
+            check_backend(swiglu, t(4, 10), t(4, 10), backend="cudagraphs", scratch=True)
+        return
     gm = check_backend(swiglu, t(4, 10), t(4, 10), backend="cudagraphs", scratch=True)
     assert torch_launches(gm) == [(1, 1)]
 
