@@ -91,6 +91,13 @@ def written_inputs(graph) -> set:
     return written
 
 
+# Up to this many tensor inputs, an entry traced over separate storages also serves calls
+# whose written inputs are views of one storage that do not overlap (worked out pair by pair
+# on each such call); with more, such a call gets an entry of its own, whose fast path
+# checks the shared storages.
+RELAX_MAX = 32
+
+
 class AliasingCheck:
     """The run-time check of one entry: called with the tuple of its tensor inputs."""
 
@@ -150,9 +157,8 @@ class AliasingCheck:
                     return (f"{names[i]} and {names[g]} share a storage as when traced, but at other "
                             f"offsets, sizes or strides (offset, sizes, strides now "
                             f"{_layout(t)} and {_layout(ts[g])}, traced {self.layouts[i]} and {self.layouts[g]})")
-            seen = objects.setdefault(id(t), same[i])
-            j = same.index(seen)
-            if seen != same[i] and group[j] == g:  # traced apart: below
+            j = objects.setdefault(id(t), same[i])  # the first input that is this object
+            if j != same[i] and group[j] == g:  # traced apart: below
                 return f"{names[j]} and {names[i]} were different tensors when traced, now the same object"
             if same[i] != i and ts[same[i]] is not t:
                 return f"{names[same[i]]} and {names[i]} were the same tensor when traced, now different objects"
@@ -167,7 +173,12 @@ class AliasingCheck:
                 if not self.written[i]:
                     continue
                 for j in members:
-                    if group[j] != group[i] and (ts[i] is ts[j] or _overlap(ts[i], ts[j])):
+                    if group[j] == group[i]:
+                        continue
+                    if self.n > RELAX_MAX:  # a fresh entry checks such calls on its fast path
+                        return (f"{names[i]} (written by the graph) and {names[j]} were separate storages "
+                                f"when traced, now one (not relaxed for more than {RELAX_MAX} tensors)")
+                    if ts[i] is ts[j] or _overlap(ts[i], ts[j]):
                         return (f"{names[i]} (written by the graph) and {names[j]} were separate memory "
                                 f"when traced, now {'the same object' if ts[i] is ts[j] else 'overlapping views of one storage'}")
         return None

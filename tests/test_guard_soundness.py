@@ -635,3 +635,25 @@ def test_hasattr_on_a_module_that_later_registers_it():
     del m.extra
     m.extra = torch.nn.Parameter(torch.ones(2))
     same(opt(m, x), f(m, x))
+
+
+def test_many_inputs_over_one_storage_get_their_own_entry(monkeypatch):
+    """Past aliasing.RELAX_MAX inputs, separate-storage entries do not serve disjoint views of
+    one storage (that check runs pair by pair): such calls get an entry traced over the
+    shared storage, checked on its fast path."""
+    from minidynamo import aliasing
+    monkeypatch.setattr(aliasing, "RELAX_MAX", 2)
+
+    def step(ps):
+        for p in ps:
+            p.mul_(2)
+        return ps[0] + 0
+
+    def separate():
+        return ([torch.ones(2), torch.ones(2), torch.ones(2)],)
+
+    def flat():
+        return (list(torch.ones(6).split(2)),)
+    opts = run_calls(step, separate, flat, flat, separate)
+    assert entries(opts) == [2, 2]
+    assert all(e.hit_count >= 1 for o in opts for e in o.cache_entries())
