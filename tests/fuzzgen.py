@@ -586,8 +586,12 @@ class _Gen:
         else:
             lk = self.fresh("lk")
             lines.append(f"{lk} = functools.partial(K.options_kernel[(triton.cdiv({numel}, 16),)], BLOCK=16)")
+            flag = self.ch.pick(['True', 'False', 'n > 1'])
+            from kernels.capture_kernels import BOOL_ARGS  # here: the generator itself needs no triton
+            if not BOOL_ARGS:  # an interpreter that takes no bool arguments
+                flag = f"int({flag})"
             lines.append(f"{lk}({a3}, {o3}, {numel}, {self.scalar(scope)}, "
-                         f"{self.ch.pick(['True', 'False', 'n > 1'])}, None, NEG={self.ch.pick(['True', 'False'])})")
+                         f"{flag}, None, NEG={self.ch.pick(['True', 'False'])})")
         return self._assign(scope, in_block, lines, f"({o3}).reshape(({a3}).shape) + 0")
 
     # --- modules, dict views, imports, sizes, global state --------------------------------
