@@ -103,6 +103,8 @@ class Guard:
                 *_layout_checks(e, m["shape"], m["stride"]),
                 f"{e}.requires_grad is {m['requires_grad']!r}",
             ]
+            if m.get("c_check") is None:  # the C check's dispatch keys tell inference tensors apart
+                parts.append(f"{e}.is_inference() is {m.get('inference', False)!r}")
             return " and ".join(parts)
         raise AssertionError(kind)
 
@@ -146,6 +148,8 @@ class Guard:
                     return _says(f"tensor {tname} stride mismatch at dim {d}", exp, act)
             if actual.requires_grad != m["requires_grad"]:
                 return _says(f"tensor {tname} requires_grad mismatch", m["requires_grad"], actual.requires_grad)
+            if actual.is_inference() != m.get("inference", False):
+                return _says(f"tensor {tname} is_inference mismatch", m.get("inference", False), actual.is_inference())
             return _says(f"tensor {tname} dispatch keys differ from the traced call's (inference_mode, "
                          "a conj/neg view or a functorch transform)", *_dispatch_keys(m["c_check"], actual))
         if kind == "SHAPE_ENV":
@@ -341,7 +345,8 @@ def tensor_guard(source: Source, t: torch.Tensor, fake=None) -> Guard:
         shape, stride = static_or_none(fake.shape), static_or_none(fake.stride())
         symbols = {d: str(s) for d, s in enumerate(fake.shape) if is_symbolic(s)}
     meta = dict(type=type(t), dtype=t.dtype, device=t.device, shape=shape, stride=stride,
-                requires_grad=t.requires_grad, c_check=c_tensor_check(t, shape, stride), symbols=symbols)
+                requires_grad=t.requires_grad, c_check=c_tensor_check(t, shape, stride), symbols=symbols,
+                inference=t.is_inference())
     return Guard("TENSOR_MATCH", source, None, meta)
 
 

@@ -472,3 +472,18 @@ def test_aliasing_guard_only_where_an_input_is_written():
     opt = minidynamo.optimize(lambda a, b: (a.add_(1), b)[1] + 0)
     opt(torch.zeros(3), torch.zeros(3))
     assert any(g.kind == "TENSOR_ALIASING" for g in opt.cache_entries()[0].guards)
+
+
+def test_python_tensor_guard_tells_inference_tensors_apart(monkeypatch):
+    """Without torch's C tensor check (its dispatch keys tell them apart), the Python
+    expression checks is_inference(): a folded `x.is_inference()` is not served to the other kind."""
+    monkeypatch.setattr(minidynamo.config, "c_tensor_guards", False)
+
+    def f(x):
+        return x * 2 if x.is_inference() else x
+    opt = minidynamo.optimize(f)
+    torch.testing.assert_close(opt(torch.ones(2)), torch.ones(2))
+    with torch.inference_mode():
+        y = torch.ones(2)
+    torch.testing.assert_close(opt(y), f(y))
+    assert opt.guard_failures()[-1].reason == "tensor 'x' is_inference mismatch: expected False, actual True"
