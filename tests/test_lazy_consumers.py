@@ -167,6 +167,23 @@ def test_dict_view_iterators_live_at_a_break():
     check(f, t(), kind="break")
 
 
+def test_zip_and_enumerate_live_at_a_break_read_their_lists_after_it():
+    # Made again as zip/enumerate over the lists' own iterators: what the lists hold after
+    # the break is what they yield, as CPython's lazy zip and enumerate read it.
+    def f(x):
+        a, b = [1, 2, 3], [4, 5, 6]
+        z, e = zip(a, b), enumerate(a, 5)
+        first, e0 = next(z), next(e)
+        y = x + 1
+        print("break")
+        a.append(7)
+        b.append(8)
+        a[1] = 20
+        return y, list(z), list(e), first, e0, type(z).__name__, type(e).__name__
+
+    check(f, t(), kind="break")
+
+
 def test_deque_generator_with_a_side_effect_on_another_list():
     def f(x, log):
         d = deque([0])

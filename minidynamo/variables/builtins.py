@@ -16,8 +16,8 @@ from .base import ObjectConstantVariable
 from .constant import ConstantVariable, fold
 from .dicts import DictVariable, SetVariable
 from .generators import pulled_one_by_one
-from .lists import (BaseListVariable, IteratorVariable, ListVariable, PulledItems, ReversedItems, TupleVariable,
-                    iterator_of)
+from .lists import (BaseListVariable, IteratorVariable, ListVariable, ReversedItems, TupleVariable, iterator_of,
+                    make_enumerate, make_zip)
 from .symbolic import SymNodeVariable, symbolic_result
 from .tensor import TensorVariable, size_variable
 
@@ -195,8 +195,7 @@ def _enumerate(tx, args, kwargs):
     if not args or len(args) > 2:
         return None
     start = args[1].as_python_constant() if len(args) == 2 else kwargs.get("start", ConstantVariable(0)).as_python_constant()
-    return IteratorVariable(PulledItems([iterator_of(tx, args[0])],
-                                        lambda i, parts: TupleVariable([ConstantVariable(start + i), parts[0]])))
+    return make_enumerate(iterator_of(tx, args[0]), start)
 
 
 def _zip(tx, args, kwargs):
@@ -207,7 +206,7 @@ def _zip(tx, args, kwargs):
     if not iterators:
         return IteratorVariable([])
     strict = strict is not None and strict.as_python_constant()  # lengths checked as they run out
-    return IteratorVariable(PulledItems(iterators, lambda i, parts: TupleVariable(list(parts)), strict))
+    return make_zip(iterators, strict)
 
 
 def _reversed(tx, args, kwargs):

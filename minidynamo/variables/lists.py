@@ -405,3 +405,42 @@ class IteratorVariable(VariableTracker):
 
     def describe(self):
         return "iterator"
+
+
+class PulledIterator(IteratorVariable):
+    """zip(...) / enumerate(...): items made from the iterators as they are asked for
+    (PulledItems). What outlives the trace (returned, live at a graph break) is made again
+    as the same call over those iterators made again (a list's iterator over the same list,
+    where it stood), so what they read after the break is read then, as CPython's."""
+
+    __slots__ = ("maker", "start")
+
+    def __init__(self, items: PulledItems, maker, start: int = 0):
+        super().__init__(items)
+        self.maker = maker  # zip or enumerate
+        self.start = start  # enumerate's first count
+
+    def python_type(self):
+        return self.maker
+
+    def describe(self):
+        return f"{self.maker.__name__} iterator"
+
+    def rebuild_new(self, rb) -> str:
+        items = self.items
+        if len(items.made) != self.index:  # items made ahead of the next() that takes them
+            unsupported("construct", f"a {self.maker.__name__} iterator read ahead would outlive the trace")
+        make = rb.ns.bind(self.maker, self.maker.__name__)
+        inner = "".join(rb.expr(it) + ", " for it in items.iterators)
+        if self.maker is enumerate:
+            return f"{make}({inner}{self.start + self.index})"
+        return f"{make}({inner}{'strict=True' if items.strict else ''})"
+
+
+def make_zip(iterators: list, strict: bool = False) -> PulledIterator:
+    return PulledIterator(PulledItems(iterators, lambda i, parts: TupleVariable(list(parts)), strict), zip)
+
+
+def make_enumerate(iterator: IteratorVariable, start: int) -> PulledIterator:
+    return PulledIterator(PulledItems([iterator], lambda i, parts: TupleVariable([ConstantVariable(start + i), parts[0]])),
+                          enumerate, start)
