@@ -62,6 +62,7 @@ def tracing_into(output, graph: LiftingGraph, grad_enabled: bool, autocast_off: 
     device type (the fake ops' dtypes; regions the block enters itself still apply)."""
     saved, output.graph = output.graph, graph
     was = torch.is_grad_enabled()
+    depth, inference_regions = len(output.entered), output.inference_regions
     torch._C._set_grad_enabled(grad_enabled)
     enabled = [d for d in _AUTOCAST_DEVICES if autocast_off and _autocast_enabled(d)]
     for device in enabled:
@@ -69,6 +70,11 @@ def tracing_into(output, graph: LiftingGraph, grad_enabled: bool, autocast_off: 
     try:
         yield graph
     finally:
+        # A body whose trace declined inside a region (a backward then runs eagerly, and the
+        # frame's trace goes on): leave the real managers it entered, innermost first.
+        while len(output.entered) > depth:
+            output.entered.pop().__exit__(None, None, None)
+        output.inference_regions = inference_regions
         for device in enabled:
             torch.set_autocast_enabled(device, True)
         torch._C._set_grad_enabled(was)

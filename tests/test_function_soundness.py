@@ -678,6 +678,24 @@ class AmpPrintsInBackward(torch.autograd.Function):
         return g @ b.t(), a.t() @ g
 
 
+class LoudInsideAutocast(torch.autograd.Function):
+    """Its backward declines inside an autocast region (print): it runs eagerly, and the
+    rest of the frame is traced in the frame's own state, not the region's."""
+
+    @staticmethod
+    def forward(ctx, a, b):
+        ctx.save_for_backward(a, b)
+        return a @ b
+
+    @staticmethod
+    def backward(ctx, g):
+        a, b = ctx.saved_tensors
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            print("backward")
+            ga = g @ b.t()
+        return ga.float(), a.t() @ g
+
+
 def _ab(dtype=torch.float32):
     return lambda: (torch.randn(3, 4, dtype=dtype, requires_grad=True),
                     torch.randn(4, 5, dtype=dtype, requires_grad=True))
@@ -773,3 +791,11 @@ def test_same_tensor_returned_twice(loud):
         a, b = ReturnsTwice.apply(x, lst, loud)
         return a.sum() + 2 * b.sum(), a is b, lst[0] is a
     differential(f, _x(3), entries=1)
+
+
+def test_backward_declining_inside_autocast():
+    def f(a, b):
+        y = LoudInsideAutocast.apply(a, b)
+        z = a @ b
+        return y, z, z.dtype
+    differential(f, _ab(), entries=1)
