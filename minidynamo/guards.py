@@ -76,6 +76,11 @@ class Guard:
             attr = self.meta["attr"]  # True/False: whether hasattr() (a class's, through its MRO)
             if self.expected is None:
                 return f"{attr!r} in {e}.__dict__"
+            if self.expected is False and self.meta.get("module"):
+                # Module.__getattr__ raising costs microseconds: ask its tables and class instead
+                tables = " and ".join(f"{attr!r} not in {e}.{t}" for t in ("__dict__", "_parameters", "_buffers",
+                                                                             "_modules"))
+                return f"{tables} and not {ns.bind(hasattr, 'hasattr')}({e}.__class__, {attr!r})"
             return f"{'' if self.expected else 'not '}{ns.bind(hasattr, 'hasattr')}({e}, {attr!r})"
         if kind == "NOT_IN_DICT":  # no instance attribute `attr` (None: none at all)
             attr = self.meta["attr"]

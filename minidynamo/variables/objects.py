@@ -148,7 +148,8 @@ class UserObjectVariable(VariableTracker):
                 unsupported("construct", f"{cls.__qualname__}.__getattr__ is not traced")
             if self.source is not None:  # hasattr/getattr with a default go on: pin the absence
                 from ..guards import Guard  # (instance, class, a module's parameters/buffers/submodules)
-                tx.output.guards.add(Guard("HASATTR", self.source, False, {"attr": name}))
+                plain_module = getattr(cls, "__getattr__", None) is torch.nn.Module.__getattr__
+                tx.output.guards.add(Guard("HASATTR", self.source, False, {"attr": name, "module": plain_module}))
             unsupported("exceptions", f"AttributeError: {cls.__qualname__!r} object has no attribute {name!r}")
         if isinstance(static, staticmethod):
             return UserFunctionVariable(static.__func__)
