@@ -101,17 +101,16 @@ class TensorVariable(VariableTracker):
 
     def _own_attr(self, tx, name):
         """An attribute set on an input tensor from Python (`x.scale = 2`), or None where
-        Python reads the class's: a data descriptor of the class (shape, dtype, grad, T)
-        always wins; for any other name the instance's `__dict__` comes first, so what the
-        trace found there is guarded — the attribute's value (its guards, as any value's;
-        reading it fails while it is absent), or, for a name the class lacks, its absence:
+        Python reads the class's (shape, dtype, T, methods). For a name the class lacks
+        what the trace found in the instance's `__dict__` is guarded: the attribute's value
+        (its guards, as any value's; reading it fails while it is absent), or its absence:
         `not x.__dict__` (one check whatever the names; empty is the common case), else
         `'scale' not in x.__dict__`. A tensor the graph computed is a new object without
         attributes."""
-        if self.source is None:
-            return None
-        static = inspect.getattr_static(self.cls, name, None)
-        if static is not None and hasattr(type(static), "__set__"):
+        if self.source is None or inspect.getattr_static(self.cls, name, None) is not None:
+            # NOTE: a method (`x.view`) is assumed not shadowed by an instance attribute:
+            # guarding that would cost a check per method read, for a pattern no code uses
+            # (guards.md).
             return None
         real = tx.output.example_of(self)
         if real is None:
@@ -120,11 +119,7 @@ class TensorVariable(VariableTracker):
         if name in attrs:
             from .builder import wrap
             return wrap(tx, attrs[name], AttrSource(self.source, name))
-        if static is None:
-            tx.output.guards.add(Guard("NOT_IN_DICT", self.source, None, {"attr": name if attrs else None}))
-        # NOTE: a method (`x.view`) is assumed not shadowed by an instance attribute set after
-        # the trace: guarding that would cost a check per method read, for a pattern no
-        # code uses (guards.md).
+        tx.output.guards.add(Guard("NOT_IN_DICT", self.source, None, {"attr": name if attrs else None}))
         return None
 
     def has_attr(self, tx, name):
