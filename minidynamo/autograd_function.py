@@ -103,13 +103,12 @@ def _save(ctx, spec: ApplySpec, saved) -> None:
 
 def _saved(ctx, spec: ApplySpec) -> tuple:
     """The saved values in the order the forward body returned them (see `_save`)."""
-    tensors = ctx.saved_tensors
     if not spec.saved_values_idx:
-        return tensors
-    values, tensors = iter(ctx.saved_values), iter(tensors)
-    n = len(ctx.saved_values) + len(ctx.saved_tensors)
-    idx = set(spec.saved_values_idx)
-    return tuple(next(values) if i in idx else next(tensors) for i in range(n))
+        return ctx.saved_tensors
+    saved = list(ctx.saved_tensors)
+    for i, value in zip(spec.saved_values_idx, ctx.saved_values):  # positions in increasing order
+        saved.insert(i, value)
+    return tuple(saved)
 
 
 def _generate(spec: ApplySpec, fwd_body, bwd_body):

@@ -14,6 +14,8 @@ A backward runs at backward time: it must not change what the forward's caller c
 """
 from __future__ import annotations
 
+import contextlib
+
 import torch
 import torch.fx as fx
 
@@ -93,7 +95,8 @@ def escaping_outputs(name, fwd, escaping, outs) -> list:
                 extra.append(v.node)
         else:
             extra.extend(n for n in _tensors_sizes_read(v.node) if n not in out_nodes and n not in extra)
-    # One object leaving by two ways would be two here; a view of an input would not be one.
+    # Values sharing memory (a view of an input, one object left as two values) would be
+    # separate objects here: those break instead.
     taken = {_storage(n.meta["val"]): f"the tensor {n.name} it reads" for n in fwd.lifted
              if isinstance(n.meta.get("val"), torch.Tensor)}
     taken.update({_storage(o.fake): "one of its outputs" for o in outs if o.node.graph is fwd})
@@ -171,28 +174,22 @@ def made_state(roots) -> dict:
     return {k: ids for k, (_, ids) in state.items()}
 
 
-def outside_unchanged(output, what):
+@contextlib.contextmanager
+def outside_unchanged(output, what: str):
     """Within the block, a change to a list or dict from outside declines (and is taken back):
     the backward runs at backward time, the entry writes outside containers back after the
-    forward graph."""
-    return _Refusing(output, what)
+    forward's graph."""
+    lists = [(v, None if v.appended is None else list(v.appended), v._size)
+             for _, v in output.wrapped.values() if isinstance(v, BaseListVariable)]
 
+    def refuse(var, change=None):
+        for v, appended, size in lists:  # an append is recorded after it is made
+            v.appended, v._size = appended, size
+        unsupported("side_effect", f"{what} changes {change or var.source.name()!r} from outside: it runs "
+                                   "at backward time, after the forward's graph")
 
-class _Refusing:
-    def __init__(self, output, what):
-        self.output, self.what = output, what
-
-    def __enter__(self):
-        output = self.output
-        self.lists = [(v, None if v.appended is None else list(v.appended), v._size)
-                      for _, v in output.wrapped.values() if isinstance(v, BaseListVariable)]
-
-        def refuse(var, what=None):
-            for v, appended, size in self.lists:  # an append is recorded after it is made
-                v.appended, v._size = appended, size
-            unsupported("side_effect", f"{self.what} changes {what or var.source.name()!r} from outside: it "
-                                       "runs at backward time, after the forward's graph")
-        output.record_append = output.record_mutation = refuse
-
-    def __exit__(self, *exc):
-        del self.output.record_append, self.output.record_mutation
+    output.record_append = output.record_mutation = refuse  # OutputGraph's own, shadowed
+    try:
+        yield
+    finally:
+        del output.record_append, output.record_mutation
