@@ -29,7 +29,8 @@ from collections import Counter, OrderedDict, defaultdict, deque
 import pytest
 import torch
 
-from helpers import check
+import minidynamo
+from helpers import CountingBackend, check, same
 
 
 def t(*shape, seed=0):
@@ -182,6 +183,39 @@ def test_zip_and_enumerate_live_at_a_break_read_their_lists_after_it():
         return y, list(z), list(e), first, e0, type(z).__name__, type(e).__name__
 
     check(f, t(), kind="break")
+
+
+def test_loops_over_zip_and_enumerate_that_break_trace_their_resume_functions():
+    # The resume function gets the real zip/enumerate object: wrapped (its iterators, the
+    # count), not run eagerly.
+    def f(x, xs):
+        for i, v in enumerate(xs):
+            x = x + v * i
+            print("i", i)
+        for u, w in zip(xs, xs[1:]):
+            x = x + u * w
+            print("z")
+        return x
+
+    info = check(f, (t(), [t(seed=k) for k in range(3)]), kind="break")
+    assert "eager" not in [e.kind for e in info.tree], [(e.kind, e.reason) for e in info.tree]
+
+
+def test_zip_and_enumerate_passed_in():
+    def f(x, z, e):
+        a, b = next(z)
+        i, c = next(e)
+        return x * a + b * i + c, list(z), list(e)
+
+    def args():
+        return t(), zip([1, 2, 3], (4, 5, 6)), enumerate([7, 8], 2)
+
+    backend = CountingBackend()
+    opt = minidynamo.optimize(backend=backend)(f)
+    expected = f(*args())
+    for _ in range(2):  # the second call hits the cache
+        same(opt(*args()), expected)
+    assert [e.kind for e in opt.cache_entries()] == ["graph"] and backend.calls == 1
 
 
 def test_deque_generator_with_a_side_effect_on_another_list():

@@ -8,8 +8,11 @@ import functools
 import itertools
 import numbers
 import sys
+from dataclasses import dataclass
 
 from .._compat import PY314
+from ..exc import unsupported
+from ..sources import Source
 from .base import VariableTracker
 from .constant import ConstantVariable
 from .itertools_items import (AccumulateItems, BatchedItems, ChainItems, CombinatoricItems, CompressItems,
@@ -18,7 +21,7 @@ from .itertools_items import (AccumulateItems, BatchedItems, ChainItems, Combina
                               ZipLongestItems)
 from .lazy_iterators import (ModelIterator, bind_args, decline_type, decline_value, int_arg, is_none,
                              make_call_until, make_filter, make_map)
-from .lists import IteratorVariable, TupleVariable, iterator_of
+from .lists import IteratorVariable, TupleVariable, iterator_of, make_enumerate, make_zip
 from .objects import ClassVariable, register_constructor
 
 __all__ = ["make_map", "make_filter", "make_call_until", "make_tee", "chain_from_iterable", "make_cmp_to_key"]
@@ -265,10 +268,76 @@ class ChainClassVariable(ClassVariable):
         return super().var_getattr(tx, name)
 
 
-def _register_chain():
+def reduced_args(obj) -> tuple:
+    """The arguments `obj.__reduce__()` says a zip or enumerate object would be made again
+    with, now: its iterators (and enumerate's next count), read without advancing them."""
+    return obj.__reduce__()[1]
+
+
+def reduced_shape(obj) -> tuple:
+    """What a zip's or enumerate's state is made of besides its parts: how many iterators,
+    and zip's strict flag."""
+    reduced = obj.__reduce__()
+    return len(reduced[1]), len(reduced) > 2 and bool(reduced[2])
+
+
+@dataclass(frozen=True)
+class ReducedSource(Source):
+    """Argument `part` of `reduced_args(base)` (an iterator a zip or enumerate pulls from,
+    or enumerate's next count), or with part "shape", `reduced_shape(base)`."""
+
+    base: Source
+    part: object
+
+    def expr(self, ns):
+        if self.part == "shape":
+            return f"{ns.bind(reduced_shape, 'reduced_shape')}({self.base.expr(ns)})"
+        return f"{ns.bind(reduced_args, 'reduced_args')}({self.base.expr(ns)})[{self.part}]"
+
+    def name(self):
+        if self.part == "shape":
+            return f"the number of iterators of {self.base.name()}"
+        return f"argument {self.part} of {self.base.name()}"
+
+    @property
+    def depth(self):
+        return self.base.depth + 1
+
+
+def _wrap_pulled(tx, value, source):
+    """A zip or enumerate object passed in (a resume function gets a loop's, made again at a
+    break): the iterators it pulls from, wrapped through their sources (a list iterator is
+    the list and its position, guarded), enumerate's count guarded by value, zip's strict
+    flag and the number of its iterators by the type and the arguments' count. One object
+    reached twice is one tracker."""
+    from .builder import _guard, wrap
+    seen = tx.output.iterators
+    for other_source, (obj, var) in seen.items():
+        _guard(tx, "ALIAS_MATCH", source, obj is value, other=other_source)
+        if obj is value:
+            return var
+    _guard(tx, "TYPE_MATCH", source, type(value))
+    reduced = value.__reduce__()
+    args = reduced[1]
+    _guard(tx, "EQUALS_MATCH", ReducedSource(source, "shape"), reduced_shape(value))
+    if type(value) is enumerate:
+        inner = wrap(tx, args[0], ReducedSource(source, 0))
+        count = wrap(tx, args[1], ReducedSource(source, 1))
+        if not count.is_python_constant():
+            unsupported("construct", f"an enumerate object counting from {count.describe()}")
+        var = make_enumerate(iterator_of(tx, inner), count.as_python_constant())
+    else:
+        iterators = [iterator_of(tx, wrap(tx, it, ReducedSource(source, i))) for i, it in enumerate(args)]
+        var = make_zip(iterators, len(reduced) > 2 and bool(reduced[2]))
+    seen[source] = (value, var)
+    return var
+
+
+def _register_wrappers():
     from .builder import register_wrapper
     register_wrapper(lambda value: value is itertools.chain,
                      lambda tx, value, source: ChainClassVariable(value, source))
+    register_wrapper(lambda value: type(value) in (zip, enumerate), _wrap_pulled, guard_identity=False)
 
 
-_register_chain()
+_register_wrappers()
