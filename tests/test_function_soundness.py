@@ -799,3 +799,43 @@ def test_backward_declining_inside_autocast():
         z = a @ b
         return y, z, z.dtype
     differential(f, _ab(), entries=1)
+
+
+SHARED_LOG: list = []
+
+
+class LogsBothWays(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, k):
+        ctx.k, ctx.note, ctx.shape = k, "n", x.shape
+        SHARED_LOG.append(("fwd", k))
+        return x * k
+
+    @staticmethod
+    def backward(ctx, g):
+        SHARED_LOG.append(("bwd", ctx.note))
+        SHARED_LOG.append(len(ctx.shape))
+        return g * ctx.k, None
+
+
+@pytest.mark.parametrize("dynamic", [None, True])
+def test_frame_and_backward_append_to_one_global_list(dynamic):
+    # The frame's and the forward's appends are written back after the graph; the
+    # backward's happen when it runs (the fuzzer's function_backward_side_effect).
+    def f(x):
+        SHARED_LOG.append("frame")
+        y = LogsBothWays.apply(x, 3.0)
+        SHARED_LOG.append("after")
+        return y.sum()
+
+    logs = []
+    for fn in (f, minidynamo.optimize(f, dynamic=dynamic)):
+        for n in (2, 4):
+            SHARED_LOG.clear()
+            x = torch.ones(n, 3, requires_grad=True)
+            loss = fn(x)
+            at_forward = list(SHARED_LOG)
+            loss.backward()
+            logs.append((at_forward, SHARED_LOG[len(at_forward):], x.grad.sum().item()))
+    assert logs[:2] == logs[2:]
+    SHARED_LOG.clear()
