@@ -19,6 +19,7 @@ runs it in when `.backward()` is called outside autocast.
 """
 from __future__ import annotations
 
+import functools
 import inspect
 import types
 
@@ -179,8 +180,13 @@ def _forward_arguments(tx, forward_var, takes_ctx: bool, args: list, kwargs: dic
     positions of forward's parameters of the same name, defaults left out: positions after
     the last one given are left to forward's own defaults, and one skipped is an error."""
     forward = forward_var.fn
-    if not takes_ctx:
+    given_keywords = bool(kwargs)
+    if not takes_ctx:  # bound first: a binding error is raised before anything else
         args, kwargs = _bound_with_defaults(tx, forward_var, args, kwargs)
+        if not apply_takes_keywords():  # such a torch passes forward the bound positionals only
+            kwargs = {}
+    if given_keywords and not apply_takes_keywords():
+        unsupported("exceptions", "TypeError: apply() takes no keyword arguments")
     if not kwargs:
         return list(args)
     code = forward.__code__
@@ -200,6 +206,28 @@ def _forward_arguments(tx, forward_var, takes_ctx: bool, args: list, kwargs: dic
             unsupported("exceptions", f"TypeError: forward() missing required argument: {params[i]!r} "
                                       f"(position {i})")
     return slots
+
+
+@functools.cache
+def apply_takes_keywords() -> bool:
+    """Whether this torch's C `Function.apply` takes keyword arguments. Before 2.13 it raises
+    TypeError for any keyword given to `apply`, and a setup_context Function's forward gets
+    only the bound positional arguments (keyword-only parameters keep forward's defaults).
+    Asked once, of a Function that does nothing."""
+    class _Probe(_BASE):
+        @staticmethod
+        def forward(ctx, x, k=None):
+            return x
+
+        @staticmethod
+        def backward(ctx, g):
+            return g, None
+
+    try:
+        _Probe.apply(torch.zeros(()), k=1)
+    except TypeError:
+        return False
+    return True
 
 
 def _bound_with_defaults(tx, forward_var, args: list, kwargs: dict) -> tuple[list, dict]:
