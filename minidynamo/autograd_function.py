@@ -115,6 +115,10 @@ def _generate(spec: ApplySpec, fwd_body, bwd_body):
     """The autograd.Function that runs one captured apply."""
     eager = spec.eager_backward
     n_out = spec.n_outputs
+    # The bodies' own code, not Module.__call__: a process-wide module hook of the user's
+    # must not see them (eager calls no module here).
+    fwd_body = getattr(fwd_body, "forward", fwd_body)
+    bwd_body = getattr(bwd_body, "forward", bwd_body)
     # Escaping values (after the outputs) are what eager's no-grad forward made: no gradient.
     non_differentiable = (*spec.non_differentiable_idx, *range(n_out, n_out + spec.n_escaping))
 

@@ -839,3 +839,37 @@ def test_frame_and_backward_append_to_one_global_list(dynamic):
             logs.append((at_forward, SHARED_LOG[len(at_forward):], x.grad.sum().item()))
     assert logs[:2] == logs[2:]
     SHARED_LOG.clear()
+
+
+class Doubles(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        return x * 2
+
+    @staticmethod
+    def backward(ctx, g):
+        return g * 2
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+def test_global_module_hooks_never_see_the_bodies(backend):
+    # Eager calls no module: a process-wide forward hook must not run on the node's bodies
+    # (the fuzzer's function_global_hooks).
+    calls = []
+
+    def hook(module, args, out):
+        calls.append(type(module).__name__)
+        return out * 10 if isinstance(out, torch.Tensor) else out
+
+    opt = minidynamo.optimize(lambda x: Doubles.apply(x) + 1, backend=backend)
+    handle = torch.nn.modules.module.register_module_forward_hook(hook)
+    try:
+        for _ in range(2):
+            x = torch.ones(2, requires_grad=True)
+            out = opt(x)
+            out.sum().backward()
+            torch.testing.assert_close(out, torch.full((2,), 3.0))
+            torch.testing.assert_close(x.grad, torch.full((2,), 2.0))
+    finally:
+        handle.remove()
+    assert calls == []
