@@ -578,6 +578,36 @@ def test_aliasing_with_symbolic_sizes():
            backends=("eager", "aot_eager", "inductor"), dynamic=True)
 
 
+def test_requires_grad_changed_on_one_name_of_a_tensor():
+    """`a.requires_grad_()` is autograd metadata, not an op: it was a graph node that
+    torch's backends dropped (the input stayed requires_grad=False on aot_eager), and
+    `b.requires_grad` was folded from the trace's separate fake when `b is a` (False where
+    eager has True, on every backend). It breaks now; an unchanged flag is a no-op."""
+    def flip(a, b):
+        a.requires_grad_()
+        return b * 2, b.requires_grad
+
+    def same_object():
+        t = torch.ones(3)
+        return t, t
+    differ(flip, lambda: (torch.ones(3), torch.ones(3)), same_object, lambda: (torch.ones(3), torch.ones(3)))
+
+    def made(x):
+        y = (x * 2).detach().requires_grad_()
+        return y, y * 3, y.requires_grad
+
+    def off(x):
+        x.requires_grad_(False)
+        return x * 2, x.requires_grad  # aot_eager: was a BackendError
+
+    def unchanged(x):
+        return x.requires_grad_() * 2
+    differ(made, lambda: (torch.ones(2),), grad=True)
+    differ(off, lambda: (torch.ones(2, requires_grad=True),))
+    opts = differ(unchanged, lambda: (torch.ones(2, requires_grad=True),), grad=True)
+    assert all(e.kind == "graph" for o in opts for e in o.cache_entries())
+
+
 # --- generators pulled by C consumers ---------------------------------------------------------
 
 def test_fromkeys_pulling_a_generator_with_side_effects():

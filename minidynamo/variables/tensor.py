@@ -160,10 +160,30 @@ class TensorVariable(VariableTracker):
                                   what="tensor indexing")
         if name in ("__contains__",):
             unsupported("data_dependent", "`in` on a tensor reads its data")
+        if name == "requires_grad_":
+            return self._requires_grad_(args, kwargs)
         if name == "new":
             name, args = _legacy_new(args)
         return tx.output.call("call_method", name, [self, *args], kwargs, what=f"Tensor.{name}",
                               fold_metadata=name in _METADATA_METHODS)
+
+    def _requires_grad_(self, args, kwargs):
+        """`t.requires_grad_(flag)`: a no-op where the flag is already `flag` (as
+        torch.compile's); a change declines. The change is autograd metadata of the real
+        tensor, not an op: torch's compiling backends drop it (an input stayed
+        requires_grad=False, `(x * 2).detach().requires_grad_()` came back without grad),
+        and an input the trace folds the flag of may be another name of the changed one
+        (`a.requires_grad_(); b.requires_grad` with `b is a`), which no write-based
+        aliasing guard covers."""
+        if len(args) + len(kwargs) > 1 or (kwargs and "requires_grad" not in kwargs):
+            unsupported("construct", "requires_grad_() with other arguments than one requires_grad")
+        flag = (args or list(kwargs.values()) or [ConstantVariable(True)])[0]
+        if not flag.is_python_constant() or type(flag.as_python_constant()) is not bool:
+            unsupported("construct", "requires_grad_() with a flag that is not a constant bool")
+        if flag.as_python_constant() == self.fake.requires_grad:
+            return self
+        unsupported("construct", f"requires_grad_({flag.as_python_constant()}) changes the autograd flag of "
+                                 f"{self.describe()} (metadata, not an op: torch's backends do not replay it)")
 
     def iter_items(self, tx):
         if self.fake.dim() == 0:
