@@ -608,6 +608,44 @@ def test_requires_grad_changed_on_one_name_of_a_tensor():
     assert all(e.kind == "graph" for o in opts for e in o.cache_entries())
 
 
+def test_detach_in_place_on_one_name_of_a_tensor():
+    """`a.detach_()` clears autograd metadata: `b.requires_grad` was folded True when `b is a`
+    (eager: False), and aot_eager left the input attached. It breaks now where it changes
+    something; on a tensor without grad it is a no-op."""
+    def f(a, b):
+        a.detach_()
+        return b.requires_grad, b * 2
+
+    def separate():
+        return torch.ones(3, requires_grad=True) * 1, torch.ones(3, requires_grad=True) * 1
+
+    def same_object():
+        t = torch.ones(3, requires_grad=True) * 1
+        return t, t
+    differ(f, separate, same_object, separate)
+    opts = differ(lambda x: x.detach_() + 1, lambda: (torch.ones(2),))
+    assert all(e.kind == "graph" for o in opts for e in o.cache_entries())
+
+
+def test_resize_of_an_input():
+    """resize_/resize_as_ on an input: aot_eager failed (an out-of-bounds storage, an expand
+    error) where eager runs; they break now, as under torch.compile."""
+    def grow(a, b):
+        a.resize_(6)
+        a[3:] = 2.0  # what resize_ added is uninitialized
+        return b * 1, b.shape, a.shape
+
+    def like(a):
+        a.resize_as_(torch.ones(3, 2))
+        return a.shape, a * 2
+
+    def same_object():
+        t = torch.ones(3)
+        return t, t
+    differ(grow, lambda: (torch.ones(3), torch.ones(3)), same_object, lambda: (torch.ones(3), torch.ones(3)))
+    differ(like, lambda: (torch.ones(2, 3),))
+
+
 # --- generators pulled by C consumers ---------------------------------------------------------
 
 def test_fromkeys_pulling_a_generator_with_side_effects():

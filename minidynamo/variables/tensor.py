@@ -35,6 +35,11 @@ _DATA_METHODS = {
 _VALUE_METHODS = {"item", "tolist", "numpy", "__int__", "__float__", "__index__"}
 _VALUE_HINT = ("keep the value a tensor inside the optimized function (a 0-d tensor works in "
                "arithmetic), or return the tensor and read it outside")
+# Methods that change a tensor's storage or its autograd metadata, which torch's compiling
+# backends cannot replay on a graph input (AOTAutograd: an out-of-bounds storage, an expand
+# error, a flag dropped): breaks, as torch.compile's. requires_grad_/detach_ that change
+# nothing are no-ops (call_method).
+_RESIZE_METHODS = {"resize_": "reallocates the storage", "resize_as_": "reallocates the storage"}
 # Methods that run or change autograd outside the graph.
 _AUTOGRAD_METHODS = {"backward": "runs autograd", "register_hook": "registers a hook"}
 # Attributes pinned by the TENSOR_MATCH guard (type, dtype, device, shape, strides,
@@ -160,8 +165,16 @@ class TensorVariable(VariableTracker):
                                   what="tensor indexing")
         if name in ("__contains__",):
             unsupported("data_dependent", "`in` on a tensor reads its data")
+        if name in _RESIZE_METHODS:
+            unsupported("construct", f"Tensor.{name}() {_RESIZE_METHODS[name]} of {self.describe()} "
+                                     "(torch's backends do not replay it on inputs)")
         if name == "requires_grad_":
             return self._requires_grad_(args, kwargs)
+        if name == "detach_" and not args and not kwargs:
+            if not self.fake.requires_grad and self.fake.grad_fn is None:
+                return self  # nothing to detach from
+            unsupported("construct", f"detach_() changes the autograd metadata of {self.describe()} "
+                                     "(not an op: torch's backends do not replay it)")
         if name == "new":
             name, args = _legacy_new(args)
         return tx.output.call("call_method", name, [self, *args], kwargs, what=f"Tensor.{name}",
