@@ -152,16 +152,16 @@ PARAM_USES = [
 ]
 
 # Bugs the generators of aliased inputs, tensor attributes, Parameters and autograd.Functions
-# with side effects found in areas other changes were fixing when they were added: a call
-# that would meet one is changed to avoid it (fuzzgen._avoid_known_bugs) while its name is
-# here; remove the name once the fix is in. MINIDYNAMO_FUZZ_KNOWN_BUGS=1 turns them all on.
-# - "function_global_hooks": a global module forward hook runs on the autograd.Function's
-#   forward body (`F_fwd_body`), which eager never calls as a module.
+# with side effects found in areas other changes were fixing when they were added: programs
+# are written to avoid one while its name is here; remove the name once the fix is in.
+# MINIDYNAMO_FUZZ_KNOWN_BUGS=1 turns them all on.
+# (fixed: "function_global_hooks", a global module forward hook ran on the autograd.Function's
+# forward body `F_fwd_body`, which eager never calls as a module.)
 # - "function_backward_side_effect": a Function whose backward appends to a global list,
 #   applied in a trace that also appends to that list: the backward's item is written at
 #   the forward. While pending, the backwards log to BWD, which no forward writes.
 PENDING = set() if os.environ.get("MINIDYNAMO_FUZZ_KNOWN_BUGS", "") not in ("", "0") else {
-    "function_global_hooks", "function_backward_side_effect"}
+    "function_backward_side_effect"}
 BACKWARD_LOG = "BWD" if "function_backward_side_effect" in PENDING else "SIDE"
 
 HELPERS = [

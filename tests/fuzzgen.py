@@ -33,7 +33,7 @@ import sys
 from dataclasses import dataclass, field
 
 from fuzz_tables import (ALIASINGS, BINARY, BREAK_KINDS, CONDS, DATA_CONDS, DICT_KEYS, EMPTY_SHAPES, FAMILIES,
-                         HELPERS, INT_UNSAFE, ITEM_SOURCES, KNOWN_BUGS, LAYOUTS, LAZY_CONSUMERS, PARAM_USES, PENDING,
+                         HELPERS, INT_UNSAFE, ITEM_SOURCES, KNOWN_BUGS, LAYOUTS, LAZY_CONSUMERS, PARAM_USES,
                          PRELUDE, PRINTS, SCALARS, SCALE_VALUES, SHAPES, SIGNATURES, SIZE_CTORS, STATE_READS, STATES,
                          SUPPORTED_KINDS, TAG_READS, TAGS, UNARY, UNSUPPORTED_KINDS)
 
@@ -1039,9 +1039,6 @@ def _avoid_known_bugs(calls, family, text, features):
         # test_fuzz.py: test_requires_grad_of_a_reshape_under_inference_mode
         if "requires_grad" in text and "reshape(" in text and spec.state == "inference_mode":
             spec.state = "no_grad"
-        # fuzz_tables.PENDING: bugs other changes are fixing
-        if "function_global_hooks" in PENDING and "_F_" in text:
-            spec.hooks = tuple(h for h in spec.hooks if not h.startswith("g"))
 
 
 def _toggle_hook(ch, hooks: tuple) -> tuple:
