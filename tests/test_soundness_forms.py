@@ -18,6 +18,7 @@ from torch import nn
 
 import minidynamo
 from helpers import same
+from kernels import capture_kernels as K
 
 BACKENDS = ("eager", "aot_eager")
 
@@ -644,6 +645,37 @@ def test_resize_of_an_input():
         return t, t
     differ(grow, lambda: (torch.ones(3), torch.ones(3)), same_object, lambda: (torch.ones(3), torch.ones(3)))
     differ(like, lambda: (torch.ones(2, 3),))
+
+
+def test_triton_kernel_writes_what_another_input_reads():
+    """A launch's output is another argument's memory (the same object, overlapping rows of
+    one base), and an in-place kernel on a row of a base read whole through a view."""
+    def add_then_read(x, y, out, z):
+        K.add_kernel[(1,)](x, y, out, out.numel(), BLOCK=16)
+        return z * 2
+
+    def separate():
+        return (torch.arange(4.0, device=K.DEVICE), torch.ones(4, device=K.DEVICE),
+                torch.zeros(4, device=K.DEVICE), torch.zeros(4, device=K.DEVICE))
+
+    def same_object():
+        o = torch.zeros(4, device=K.DEVICE)
+        return torch.arange(4.0, device=K.DEVICE), torch.ones(4, device=K.DEVICE), o, o
+
+    def overlapping():
+        b = torch.zeros(8, device=K.DEVICE)
+        return torch.arange(4.0, device=K.DEVICE), torch.ones(4, device=K.DEVICE), b[:4], b[2:6]
+    differ(add_then_read, separate, same_object, overlapping, separate)
+
+    def scale_then_sum(x, y):
+        K.scale_inplace[(1,)](x, 3.0, x.numel())
+        return y.sum(0)
+
+    def row_and_base():
+        b = torch.ones(8, device=K.DEVICE)
+        return b[:4], b.view(2, 4)
+    differ(scale_then_sum, lambda: (torch.ones(4, device=K.DEVICE), torch.ones(2, 4, device=K.DEVICE)),
+           row_and_base, lambda: (torch.ones(4, device=K.DEVICE), torch.ones(2, 4, device=K.DEVICE)))
 
 
 # --- generators pulled by C consumers ---------------------------------------------------------
