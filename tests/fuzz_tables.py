@@ -156,12 +156,10 @@ PARAM_USES = [
 # are written to avoid one while its name is here; remove the name once the fix is in.
 # MINIDYNAMO_FUZZ_KNOWN_BUGS=1 turns them all on.
 # (fixed: "function_global_hooks", a global module forward hook ran on the autograd.Function's
-# forward body `F_fwd_body`, which eager never calls as a module.)
-# - "function_backward_side_effect": a Function whose backward appends to a global list,
-#   applied in a trace that also appends to that list: the backward's item is written at
-#   the forward. While pending, the backwards log to BWD, which no forward writes.
-PENDING = set() if os.environ.get("MINIDYNAMO_FUZZ_KNOWN_BUGS", "") not in ("", "0") else {
-    "function_backward_side_effect"}
+# forward body `F_fwd_body`, which eager never calls as a module; "function_backward_side_effect",
+# a backward appending to a global list the frame appends to after the apply: the backward's
+# declined trace left its append on the list's tracker, written at the forward.)
+PENDING: set = set()
 BACKWARD_LOG = "BWD" if "function_backward_side_effect" in PENDING else "SIDE"
 
 HELPERS = [

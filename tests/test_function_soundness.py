@@ -849,6 +849,51 @@ def test_frame_and_backward_append_to_one_global_list(dynamic):
     SHARED_LOG.clear()
 
 
+class BackwardLogs(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        return x * 2
+
+    @staticmethod
+    def backward(ctx, g):
+        SHARED_LOG.append("bwd")
+        return g * 2
+
+
+@pytest.mark.parametrize("form", ["after", "twice after", "in a helper", "extend after"])
+def test_backward_reads_the_global_list_first(form):
+    # The list is first read by the backward's trace (which declines: the backward runs at
+    # backward time); the frame's later append must not carry the backward's along.
+    def helper(y):
+        SHARED_LOG.append("helper")
+        return y
+
+    def f(x):
+        y = BackwardLogs.apply(x)
+        if form == "after":
+            SHARED_LOG.append("frame")
+        elif form == "twice after":
+            SHARED_LOG.append("frame")
+            SHARED_LOG.append("again")
+        elif form == "in a helper":
+            y = helper(y)
+        else:
+            SHARED_LOG.extend(["a", "b"])
+        return y + 1
+
+    logs = []
+    for fn in (f, minidynamo.optimize(f)):
+        for _ in range(2):
+            SHARED_LOG.clear()
+            x = torch.ones(3, requires_grad=True)
+            out = fn(x)
+            at_forward = list(SHARED_LOG)
+            out.sum().backward()
+            logs.append((at_forward, list(SHARED_LOG), x.grad.tolist()))
+    assert logs[:2] == logs[2:], logs
+    SHARED_LOG.clear()
+
+
 class Doubles(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x):

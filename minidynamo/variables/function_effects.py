@@ -185,6 +185,11 @@ def outside_unchanged(output, what: str):
     def refuse(var, change=None):
         for v, appended, size in lists:  # an append is recorded after it is made
             v.appended, v._size = appended, size
+        if isinstance(var, BaseListVariable) and var.appended is not None and all(v is not var for v, _, _ in lists):
+            # A list first read inside the block: the one append just made is its only change
+            # (the frame reuses the tracker after the block: it must not keep the append).
+            var._size -= len(var.appended)
+            var.appended = None
         unsupported("side_effect", f"{what} changes {change or var.source.name()!r} from outside: it runs "
                                    "at backward time, after the forward's graph")
 
