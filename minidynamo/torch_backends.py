@@ -148,6 +148,14 @@ def _compile(compiler, name: str, gm: fx.GraphModule, inputs, symbolic: bool = F
     try:
         with context:
             return compiler(gm, inputs)
+    except AssertionError as e:
+        if "aot_autograd() does not yet handle" not in str(e):
+            raise
+        # AOTAutograd refuses some writes into inputs that share memory with other inputs (a
+        # detached alias, a view of another dtype): the graph runs uncompiled, as eager would.
+        log.info("%s: runs uncompiled: torch's %r backend refused it (%s)", gm.__class__.__name__, name,
+                 str(e).splitlines()[0])
+        return gm.forward
     except RuntimeError as e:
         writers = _functions_launching_in_backward(gm)
         if writers and "leaf Variable that requires grad is being used in an in-place" in str(e):

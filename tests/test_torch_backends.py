@@ -129,3 +129,40 @@ def test_a_graph_that_changes_grad_mode_leaves_it_as_eager(backend):
     finally:
         torch.set_grad_enabled(True)
     assert len(opt.cache_entries()) == 1
+
+
+def _detached_alias():
+    w = torch.ones(3, requires_grad=True)
+    return w, w.detach()
+
+
+def _data_alias():
+    w = torch.ones(3, requires_grad=True)
+    return w, w.data
+
+
+def _real_view():
+    z = torch.ones(3, dtype=torch.complex64)
+    return z, torch.view_as_real(z)
+
+
+@pytest.mark.parametrize("backend", ["aot_eager", "inductor"])
+@pytest.mark.parametrize("make", [_detached_alias, _data_alias, _real_view], ids=lambda m: m.__name__)
+def test_writes_aot_autograd_refuses_run_uncompiled(make, backend):
+    """AOTAutograd refuses a write into an input that shares memory with another input in
+    ways it does not model (a detached alias, a view of another dtype): the graph runs
+    uncompiled, with eager's results and gradients (was a BackendError)."""
+    def f(x, y):
+        y.mul_(2)
+        return (x * x).sum().real if x.is_complex() else (x * x).sum()
+
+    opt = minidynamo.optimize(f, backend=backend)
+    for _ in range(2):
+        eager_args, opt_args = make(), make()
+        expected, got = f(*eager_args), opt(*opt_args)
+        assert torch.equal(got, expected)
+        assert torch.equal(opt_args[0], eager_args[0])
+        if expected.requires_grad:
+            expected.backward()
+            got.backward()
+            assert torch.equal(opt_args[0].grad, eager_args[0].grad)
