@@ -133,6 +133,11 @@ def symbolic_inputs(gm: fx.GraphModule, example_inputs) -> tuple:
     return fakes, None
 
 
+# Errors of torch's backends on which the graph runs uncompiled instead (see _compile).
+_UNCOMPILED_WHEN = ("aot_autograd() does not yet handle",
+                    "more than one element of the written-to tensor refers to a single memory location")
+
+
 def _compile(compiler, name: str, gm: fx.GraphModule, inputs, symbolic: bool = False):
     """torch's backend on `gm`: over symbolic fakes, under a tracing context with their fake
     mode (what AOTAutograd and inductor take the mode and the shape environment from, as
@@ -148,26 +153,32 @@ def _compile(compiler, name: str, gm: fx.GraphModule, inputs, symbolic: bool = F
     try:
         with context:
             return compiler(gm, inputs)
-    except AssertionError as e:
-        if "aot_autograd() does not yet handle" not in str(e):
+    except (AssertionError, RuntimeError) as e:
+        if not any(words in str(e) for words in _UNCOMPILED_WHEN):
+            if isinstance(e, AssertionError):
+                raise
+            _explain_launch_failure(gm, e)
             raise
         # AOTAutograd refuses some writes into inputs that share memory with other inputs (a
-        # detached alias, a view of another dtype): the graph runs uncompiled, as eager would.
+        # detached alias, a view of another dtype), or meets a write eager refuses too (into
+        # an expanded input): the graph runs uncompiled, as eager would, raising eager's error.
         log.info("%s: runs uncompiled: torch's %r backend refused it (%s)", gm.__class__.__name__, name,
                  str(e).splitlines()[0])
         return gm.forward
-    except RuntimeError as e:
-        writers = _functions_launching_in_backward(gm)
-        if writers and "leaf Variable that requires grad is being used in an in-place" in str(e):
-            raise BackendError(
-                f"torch {torch.__version__}'s AOTAutograd failed on the backward of {', '.join(writers)}, "
-                "whose Triton kernels write into the tensors they are given: this torch cannot keep a "
-                "backward's write into a forward input that requires grad (torch 2.13 can); use "
-                f"backend='eager' ({e})") from e
-        raise
     finally:
         if kernels is not None:
             gm._minidynamo_kernels = kernels
+
+
+def _explain_launch_failure(gm: fx.GraphModule, e: RuntimeError) -> None:
+    """A torch that cannot keep a backward's Triton write into a forward input says so."""
+    writers = _functions_launching_in_backward(gm)
+    if writers and "leaf Variable that requires grad is being used in an in-place" in str(e):
+        raise BackendError(
+            f"torch {torch.__version__}'s AOTAutograd failed on the backward of {', '.join(writers)}, "
+            "whose Triton kernels write into the tensors they are given: this torch cannot keep a "
+            "backward's write into a forward input that requires grad (torch 2.13 can); use "
+            f"backend='eager' ({e})") from e
 
 
 def backend_fakes(fakes: list) -> tuple:
