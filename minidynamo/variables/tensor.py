@@ -112,30 +112,32 @@ class TensorVariable(VariableTracker):
         `not x.__dict__` (one check whatever the names; empty is the common case), else
         `'scale' not in x.__dict__`. A tensor the graph computed is a new object without
         attributes."""
-        if self.source is None or inspect.getattr_static(self.cls, name, None) is not None:
-            # NOTE: a method (`x.view`) is assumed not shadowed by an instance attribute:
-            # guarding that would cost a check per method read, for a pattern no code uses
-            # (guards.md).
+        attrs = self._instance_dict(tx, name)
+        if attrs is None:
             return None
-        real = tx.output.example_of(self)
-        if real is None:
-            return None
-        attrs = real.__dict__
         if name in attrs:
             from .builder import wrap
             return wrap(tx, attrs[name], AttrSource(self.source, name))
         tx.output.guards.add(Guard("NOT_IN_DICT", self.source, None, {"attr": name if attrs else None}))
         return None
 
+    def _instance_dict(self, tx, name):
+        """The input tensor's `__dict__` where `name` is not the class's, else None (a computed
+        tensor, or a name Python reads from the class)."""
+        if self.source is None or inspect.getattr_static(self.cls, name, None) is not None:
+            # NOTE: a method (`x.view`) is assumed not shadowed by an instance attribute:
+            # guarding that would cost a check per method read, for a pattern no code uses
+            # (guards.md).
+            return None
+        real = tx.output.example_of(self)
+        return None if real is None else real.__dict__
+
     def has_attr(self, tx, name):
         """`hasattr(x, name)` for a name an input tensor's class lacks: whether its
         `__dict__` has it, guarded as such (not its value); None: ask `var_getattr`."""
-        if self.source is None or inspect.getattr_static(self.cls, name, None) is not None:
+        attrs = self._instance_dict(tx, name)
+        if attrs is None:
             return None
-        real = tx.output.example_of(self)
-        if real is None:
-            return None
-        attrs = real.__dict__
         if name in attrs:
             tx.output.guards.add(Guard("HASATTR", self.source, None, {"attr": name}))
             return True
