@@ -1,0 +1,350 @@
+"""One model/task of bench/models.py, measured in this process: eager and a compiler
+(minidynamo or torch.compile), each on a fresh deepcopy of one model built under one seed.
+bench/models.py runs each compiler in a process of its own (minidynamo's frame hook and
+torch.compile's both use torch's frame-evaluation callback), each with its own eager run.
+
+A *step* is one call: inference (eval(), no_grad) returns the output's tensors; training
+(train(), dropout at 0) clears the grads, calls the model, computes the spec's loss and
+runs backward, and returns the loss and every parameter's gradient. Each tool makes the
+first call (timed: trace + compile + run) and WARM more (their median is the per-call
+time), every call after `torch.manual_seed(SEED)`; results of the first and the last call
+and the buffers at the end (BatchNorm's running statistics) are compared with eager's.
+
+Each compiler gets a counting backend that keeps the graphs it is given and runs them
+as they are. Its graph breaks and eager fallbacks come from its own records: minidynamo's
+`fallbacks` and `graph_breaks` log channels (each record carries the Unsupported, with
+category, detail and the user's file:line), torch.compile's `counters["graph_break"]`.
+"""
+from __future__ import annotations
+
+import copy
+import dataclasses
+import logging
+import re
+import statistics
+import sys
+import time
+import traceback
+import warnings
+
+import torch
+
+SEED = 0
+WARM = 5
+RTOL, ATOL = 1e-4, 1e-5
+TOOLS = ("eager", "minidynamo", "torch.compile")
+
+
+@dataclasses.dataclass
+class Reason:
+    """Why a compiler broke a graph ("break") or ran a frame eagerly ("eager")."""
+    kind: str
+    category: str  # minidynamo's category; "dynamo" for torch.compile
+    detail: str
+    where: str = ""  # file:line (site-packages/ and the checkout stripped)
+    code: str = ""  # the source line there
+    frame: str = ""  # the function whose entry broke or fell back
+    call: str = "first"  # "first" or "warm" (a recompile)
+
+
+@dataclasses.dataclass
+class ToolResult:
+    tool: str
+    graphs: int = 0  # graphs made during the first call
+    ops: int = 0  # call_function/call_method/call_module nodes in those graphs
+    graphs_total: int = 0  # graphs made by all the calls (recompiles included)
+    breaks: int = 0  # graph breaks (first call)
+    fallbacks: int = 0  # frames run eagerly as a whole (first call)
+    reasons: list = dataclasses.field(default_factory=list)  # Reason, as dicts
+    first_s: float | None = None
+    per_call_ms: float | None = None
+    correct: bool | None = None  # None: not compared (crash, or eager failed)
+    mismatch: str | None = None  # what differed from eager
+    crash: str | None = None  # "Type: message" of an exception the tool raised
+    crash_where: str | None = None  # the innermost frames of that exception
+    crash_traceback: str | None = None  # all of it
+
+
+# --- counting backends ------------------------------------------------------------------
+
+class CountingBackend:
+    """A backend(gm, example_inputs) that keeps each graph and runs it as it is."""
+
+    def __init__(self):
+        self.graphs = []
+        self.__name__ = "counting_backend"
+
+    def __call__(self, gm, example_inputs):
+        self.graphs.append(gm)
+        return gm.forward
+
+    @staticmethod
+    def ops(gm) -> int:
+        return sum(1 for n in gm.graph.nodes if n.op in ("call_function", "call_method", "call_module"))
+
+
+# --- steps --------------------------------------------------------------------------------
+
+def tensors_of(value) -> list:
+    """The tensors in a model's output, in a fixed order (ModelOutput, tuples, dicts)."""
+    if isinstance(value, torch.Tensor):
+        return [value]
+    if hasattr(value, "to_tuple"):
+        value = value.to_tuple()
+    if isinstance(value, dict):
+        value = list(value.values())
+    if isinstance(value, (list, tuple)):
+        return [t for v in value for t in tensors_of(v)]
+    return []
+
+
+def step(model, spec, task, inputs):
+    """One call; the result to compare: the output's tensors, or (loss, grads by name)."""
+    torch.manual_seed(SEED)
+    if task == "infer":
+        with torch.no_grad():
+            return [t.detach() for t in tensors_of(model(**inputs))]
+    for p in model.parameters():
+        p.grad = None
+    loss = spec.loss(model(**inputs), inputs)
+    loss.backward()
+    return [loss.detach()] + [p.grad for p in model.parameters()]
+
+
+def _param_names(model, task) -> list:
+    return ["output"] if task == "infer" else ["loss"] + [n for n, _ in model.named_parameters()]
+
+
+def compare(got: list, want: list, names: list) -> str | None:
+    """None when every tensor is allclose, else what differs first (and how many differ)."""
+    if len(got) != len(want):
+        return f"{len(got)} tensors, eager has {len(want)}"
+    bad = []
+    for i, (g, w) in enumerate(zip(got, want)):
+        name = names[i] if i < len(names) else f"{names[0]}[{i}]"
+        if (g is None) != (w is None):
+            bad.append(f"{name}: grad {'missing' if g is None else 'present'} (eager: {'present' if g is None else 'missing'})")
+        elif g is not None and (g.shape != w.shape or g.dtype != w.dtype):
+            bad.append(f"{name}: {tuple(g.shape)} {g.dtype} vs eager {tuple(w.shape)} {w.dtype}")
+        elif g is not None and not torch.allclose(g.float(), w.float(), rtol=RTOL, atol=ATOL, equal_nan=True):
+            err = (g.float() - w.float()).abs().max().item()
+            bad.append(f"{name}: max abs error {err:.3g}")
+    if not bad:
+        return None
+    return bad[0] + (f" (+{len(bad) - 1} more)" if len(bad) > 1 else "")
+
+
+def buffers_of(model) -> list:
+    return [b.detach().clone() for _, b in model.named_buffers()]
+
+
+# --- reasons ------------------------------------------------------------------------------
+
+_SITE = re.compile(r"^.*?/(?:site-packages|dist-packages)/")
+
+
+def short_path(path: str) -> str:
+    """A file path without its install prefix: transformers/models/llama/modeling_llama.py."""
+    path = _SITE.sub("", path)
+    for root in sys.path:
+        if root and path.startswith(root.rstrip("/") + "/") and "site-packages" not in root:
+            return path[len(root.rstrip("/")) + 1:]
+    return path
+
+
+def split_where(where: str | None) -> tuple[str, str]:
+    """minidynamo's `file:line: source` → ("short/file.py:line", "source")."""
+    if not where:
+        return "", ""
+    m = re.match(r"^(.*?:\d+)(?::\s?(.*))?$", where)
+    if not m:
+        return short_path(where), ""
+    return short_path(m.group(1)), (m.group(2) or "").strip()
+
+
+class MinidynamoRecords(logging.Handler):
+    """Collects the Unsupported of each fallbacks / graph_breaks record while installed."""
+
+    CHANNELS = {"minidynamo.fallbacks": "eager", "minidynamo.graph_breaks": "break"}
+
+    def __init__(self):
+        super().__init__(logging.INFO)
+        self.reasons: list[Reason] = []
+        self.call = "first"
+
+    def emit(self, record):
+        from minidynamo import Unsupported
+        kind = self.CHANNELS.get(record.name)
+        r = next((a for a in record.args or () if isinstance(a, Unsupported)), None)
+        if kind is None or r is None:
+            return
+        where, code = split_where(r.where)
+        frame = record.args[0] if isinstance(record.args[0], str) else ""
+        self.reasons.append(Reason(kind, r.category, r.detail, where, code, frame, self.call))
+
+    def __enter__(self):
+        for name in self.CHANNELS:
+            log = logging.getLogger(name)
+            self._saved = getattr(self, "_saved", {})
+            self._saved[name] = (log.level, log.propagate)
+            log.setLevel(logging.INFO)
+            log.propagate = False
+            log.addHandler(self)
+        return self
+
+    def __exit__(self, *exc):
+        for name, (level, propagate) in self._saved.items():
+            log = logging.getLogger(name)
+            log.removeHandler(self)
+            log.setLevel(level)
+            log.propagate = propagate
+
+
+def dynamo_counts():
+    """A copy of torch.compile's graph-break counter: {reason message: count}."""
+    from torch._dynamo.utils import counters
+    return dict(counters["graph_break"])
+
+
+def dynamo_reasons(now: dict, before: dict, call: str) -> list:
+    """torch.compile's graph breaks counted between two dynamo_counts()."""
+    out = []
+    for msg, n in now.items():
+        lines = str(msg).strip().splitlines()
+        out.extend(Reason("break", "dynamo", lines[0] if lines else "", call=call)
+                   for _ in range(n - before.get(msg, 0)))
+    return out
+
+
+# --- one tool -----------------------------------------------------------------------------
+
+def _crash_text(e: BaseException) -> tuple[str, str]:
+    msg = str(e).strip().splitlines()
+    text = f"{type(e).__name__}: {msg[0] if msg else ''}"[:500]
+    frames = traceback.extract_tb(e.__traceback__)[-3:]
+    return text, " <- ".join(f"{short_path(f.filename)}:{f.lineno} {f.name}" for f in reversed(frames))
+
+
+def run_tool(tool: str, base, spec, task: str, inputs: dict, reference):
+    """Run `tool` on a fresh copy of `base`: first call, WARM calls, comparison with
+    `reference` ((first result, buffers at the end) of eager; None: nothing to compare).
+    Returns the ToolResult and this tool's (first result, buffers at the end)."""
+    res = ToolResult(tool)
+    model = copy.deepcopy(base)
+    backend = CountingBackend()
+    runner = make_runner(tool, model, backend)
+    records = MinidynamoRecords()
+    names = _param_names(model, task)
+    first = last = None
+    counts = {}
+    with records, warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            t0 = time.perf_counter()
+            first = step(runner, spec, task, inputs)
+            res.first_s = time.perf_counter() - t0
+            res.graphs = len(backend.graphs)
+            res.ops = sum(CountingBackend.ops(g) for g in backend.graphs)
+            counts = dynamo_counts() if tool == "torch.compile" else {}
+            records.call = "warm"
+            times = []
+            for _ in range(WARM):
+                t0 = time.perf_counter()
+                last = step(runner, spec, task, inputs)
+                times.append(time.perf_counter() - t0)
+            res.per_call_ms = statistics.median(times) * 1e3
+        except Exception as e:  # noqa: BLE001 - a crash is a result: reported, never hidden
+            res.crash, res.crash_where = _crash_text(e)
+            res.crash_traceback = "".join(traceback.format_exception(e))
+    res.graphs_total = len(backend.graphs)
+    if res.first_s is None:  # the first call raised: its graphs so far
+        res.graphs = res.graphs_total
+        res.ops = sum(CountingBackend.ops(g) for g in backend.graphs)
+    if tool == "minidynamo":
+        reasons = records.reasons
+    elif tool == "torch.compile":
+        now = dynamo_counts()
+        reasons = dynamo_reasons(counts or now, {}, "first") + dynamo_reasons(now, counts or now, "warm")
+    else:
+        reasons = []
+    res.breaks = sum(1 for r in reasons if r.kind == "break" and r.call == "first")
+    res.fallbacks = sum(1 for r in reasons if r.kind == "eager" and r.call == "first")
+    res.reasons = [dataclasses.asdict(r) for r in reasons]
+    if res.crash is not None:
+        return res, None
+    mine = (first, buffers_of(model))
+    if reference is not None:
+        want_first, want_buffers = reference
+        res.mismatch = (compare(first, want_first, names) or compare(last, want_first, names)
+                        or compare(mine[1], want_buffers, ["buffers"]))
+        res.correct = res.mismatch is None
+    return res, mine
+
+
+def make_runner(tool: str, model, backend):
+    """The callable a tool runs: the model itself, or the model compiled (caches reset)."""
+    if tool == "minidynamo":
+        import minidynamo
+        minidynamo.reset()
+        return minidynamo.optimize(model, backend=backend)
+    if tool == "torch.compile":
+        import torch._dynamo
+        from torch._dynamo.utils import counters
+        torch._dynamo.reset()
+        counters.clear()
+        return torch.compile(model, backend=backend)
+    return model
+
+
+def warm_up(tool: str):
+    """Trace one small function with `tool`, so it does not pay this process's one-time
+    imports (fake tensors, torch._dynamo) in a model's first call."""
+    def f(x):
+        return torch.nn.functional.relu(x @ x.T).sum(0)
+    make_runner(tool, f, CountingBackend())(torch.randn(4, 4))
+
+
+def model_class_names(model, output) -> dict:
+    """Names in reasons that depend on the model, mapped to placeholders: classes of the
+    model's own library (its modules, and transformers' ModelOutputs) and of its output."""
+    names = {}
+    for m in model.modules():
+        cls = type(m)
+        if not cls.__module__.startswith("torch."):
+            for c in cls.__mro__:
+                if c.__module__.startswith(("transformers.", "timm.", "torchvision.")):
+                    names.setdefault(c.__name__, "<Module>")
+    seen = [output]
+    while seen:
+        v = seen.pop()
+        cls = type(v)
+        if cls.__module__.startswith("transformers."):
+            names.setdefault(cls.__name__, "<ModelOutput>")
+        if isinstance(v, (list, tuple)):
+            seen.extend(v)
+    for keep in ("Module", "PreTrainedModel", "ModelOutput", "GenerationMixin"):
+        names.pop(keep, None)
+    return names
+
+
+def measure(spec, task: str, compilers=TOOLS[1:]) -> dict:
+    """Eager and `compilers` on one model/task: {"model", "task", "tools": {tool:
+    ToolResult dict}, "names": the model-specific class names (for the report)}."""
+    torch.manual_seed(SEED)
+    base = spec.build()
+    base.train(task == "train")
+    torch.manual_seed(SEED + 1)
+    inputs = spec.inputs(task)
+    out = {"model": spec.name, "family": spec.family, "source": spec.source, "task": task,
+           "params": sum(p.numel() for p in base.parameters()), "tools": {}}
+    eager, reference = run_tool("eager", base, spec, task, inputs, None)
+    out["tools"]["eager"] = dataclasses.asdict(eager)
+    if eager.crash is not None:
+        reference = None
+    for tool in compilers:
+        res, _ = run_tool(tool, base, spec, task, inputs, reference)
+        out["tools"][tool] = dataclasses.asdict(res)
+    with torch.no_grad():
+        probe = copy.deepcopy(base).eval()(**spec.inputs("infer"))
+    out["names"] = model_class_names(base, probe)
+    return out
