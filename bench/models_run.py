@@ -11,40 +11,28 @@ time), every call after `torch.manual_seed(SEED)`; results of the first and the 
 and the buffers at the end (BatchNorm's running statistics) are compared with eager's.
 
 Each compiler gets a counting backend that keeps the graphs it is given and runs them
-as they are. Its graph breaks and eager fallbacks come from its own records: minidynamo's
-`fallbacks` and `graph_breaks` log channels (each record carries the Unsupported, with
-category, detail and the user's file:line), torch.compile's `counters["graph_break"]`.
+as they are. Its graph breaks and eager fallbacks come from its own records
+(bench/models_reasons.py).
 """
 from __future__ import annotations
 
 import copy
 import dataclasses
-import logging
-import re
 import statistics
-import sys
 import time
 import traceback
 import warnings
 
 import torch
 
+from models_reasons import DynamoRecords, MinidynamoRecords, Records, dynamo_break_count, short_path
+
+RECORDS = {"minidynamo": MinidynamoRecords, "torch.compile": DynamoRecords}
+
 SEED = 0
 WARM = 5
 RTOL, ATOL = 1e-4, 1e-5
 TOOLS = ("eager", "minidynamo", "torch.compile")
-
-
-@dataclasses.dataclass
-class Reason:
-    """Why a compiler broke a graph ("break") or ran a frame eagerly ("eager")."""
-    kind: str
-    category: str  # minidynamo's category; "dynamo" for torch.compile
-    detail: str
-    where: str = ""  # file:line (site-packages/ and the checkout stripped)
-    code: str = ""  # the source line there
-    frame: str = ""  # the function whose entry broke or fell back
-    call: str = "first"  # "first" or "warm" (a recompile)
 
 
 @dataclasses.dataclass
@@ -138,84 +126,6 @@ def buffers_of(model) -> list:
     return [b.detach().clone() for _, b in model.named_buffers()]
 
 
-# --- reasons ------------------------------------------------------------------------------
-
-_SITE = re.compile(r"^.*?/(?:site-packages|dist-packages)/")
-
-
-def short_path(path: str) -> str:
-    """A file path without its install prefix: transformers/models/llama/modeling_llama.py."""
-    path = _SITE.sub("", path)
-    for root in sys.path:
-        if root and path.startswith(root.rstrip("/") + "/") and "site-packages" not in root:
-            return path[len(root.rstrip("/")) + 1:]
-    return path
-
-
-def split_where(where: str | None) -> tuple[str, str]:
-    """minidynamo's `file:line: source` → ("short/file.py:line", "source")."""
-    if not where:
-        return "", ""
-    m = re.match(r"^(.*?:\d+)(?::\s?(.*))?$", where)
-    if not m:
-        return short_path(where), ""
-    return short_path(m.group(1)), (m.group(2) or "").strip()
-
-
-class MinidynamoRecords(logging.Handler):
-    """Collects the Unsupported of each fallbacks / graph_breaks record while installed."""
-
-    CHANNELS = {"minidynamo.fallbacks": "eager", "minidynamo.graph_breaks": "break"}
-
-    def __init__(self):
-        super().__init__(logging.INFO)
-        self.reasons: list[Reason] = []
-        self.call = "first"
-
-    def emit(self, record):
-        from minidynamo import Unsupported
-        kind = self.CHANNELS.get(record.name)
-        r = next((a for a in record.args or () if isinstance(a, Unsupported)), None)
-        if kind is None or r is None:
-            return
-        where, code = split_where(r.where)
-        frame = record.args[0] if isinstance(record.args[0], str) else ""
-        self.reasons.append(Reason(kind, r.category, r.detail, where, code, frame, self.call))
-
-    def __enter__(self):
-        for name in self.CHANNELS:
-            log = logging.getLogger(name)
-            self._saved = getattr(self, "_saved", {})
-            self._saved[name] = (log.level, log.propagate)
-            log.setLevel(logging.INFO)
-            log.propagate = False
-            log.addHandler(self)
-        return self
-
-    def __exit__(self, *exc):
-        for name, (level, propagate) in self._saved.items():
-            log = logging.getLogger(name)
-            log.removeHandler(self)
-            log.setLevel(level)
-            log.propagate = propagate
-
-
-def dynamo_counts():
-    """A copy of torch.compile's graph-break counter: {reason message: count}."""
-    from torch._dynamo.utils import counters
-    return dict(counters["graph_break"])
-
-
-def dynamo_reasons(now: dict, before: dict, call: str) -> list:
-    """torch.compile's graph breaks counted between two dynamo_counts()."""
-    out = []
-    for msg, n in now.items():
-        lines = str(msg).strip().splitlines()
-        out.extend(Reason("break", "dynamo", lines[0] if lines else "", call=call)
-                   for _ in range(n - before.get(msg, 0)))
-    return out
-
-
 # --- one tool -----------------------------------------------------------------------------
 
 def _crash_text(e: BaseException) -> tuple[str, str]:
@@ -233,10 +143,9 @@ def run_tool(tool: str, base, spec, task: str, inputs: dict, reference):
     model = copy.deepcopy(base)
     backend = CountingBackend()
     runner = make_runner(tool, model, backend)
-    records = MinidynamoRecords()
+    records = RECORDS.get(tool, Records)()
     names = _param_names(model, task)
     first = last = None
-    counts = {}
     with records, warnings.catch_warnings():
         warnings.simplefilter("ignore")
         try:
@@ -245,7 +154,8 @@ def run_tool(tool: str, base, spec, task: str, inputs: dict, reference):
             res.first_s = time.perf_counter() - t0
             res.graphs = len(backend.graphs)
             res.ops = sum(CountingBackend.ops(g) for g in backend.graphs)
-            counts = dynamo_counts() if tool == "torch.compile" else {}
+            if tool == "torch.compile":
+                res.breaks = dynamo_break_count()
             records.call = "warm"
             times = []
             for _ in range(WARM):
@@ -260,14 +170,11 @@ def run_tool(tool: str, base, spec, task: str, inputs: dict, reference):
     if res.first_s is None:  # the first call raised: its graphs so far
         res.graphs = res.graphs_total
         res.ops = sum(CountingBackend.ops(g) for g in backend.graphs)
+    reasons = records.reasons
     if tool == "minidynamo":
-        reasons = records.reasons
-    elif tool == "torch.compile":
-        now = dynamo_counts()
-        reasons = dynamo_reasons(counts or now, {}, "first") + dynamo_reasons(now, counts or now, "warm")
-    else:
-        reasons = []
-    res.breaks = sum(1 for r in reasons if r.kind == "break" and r.call == "first")
+        res.breaks = sum(1 for r in reasons if r.kind == "break" and r.call == "first")
+    elif tool == "torch.compile" and res.first_s is None:
+        res.breaks = dynamo_break_count()
     res.fallbacks = sum(1 for r in reasons if r.kind == "eager" and r.call == "first")
     res.reasons = [dataclasses.asdict(r) for r in reasons]
     if res.crash is not None:

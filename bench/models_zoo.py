@@ -191,7 +191,7 @@ MODELS: list[ModelSpec] = [
               tokens("ids"), model_loss),
     ModelSpec("gpt2", "decoder", "transformers",
               hf("GPT2LMHeadModel", "GPT2Config", vocab_size=VOCAB, n_embd=32, n_layer=2, n_head=4,
-                 n_positions=64, use_cache=False),
+                 n_positions=64, use_cache=False, bos_token_id=1, eos_token_id=2),
               tokens("ids"), model_loss),
     ModelSpec("gpt_neox", "decoder", "transformers",
               hf("GPTNeoXForCausalLM", "GPTNeoXConfig", **LM), tokens("ids"), model_loss),
@@ -289,7 +289,7 @@ MODELS: list[ModelSpec] = [
               hf("WhisperForConditionalGeneration", "WhisperConfig", vocab_size=128, num_mel_bins=MELS, d_model=32,
                  encoder_layers=2, decoder_layers=2, encoder_attention_heads=4, decoder_attention_heads=4,
                  encoder_ffn_dim=64, decoder_ffn_dim=64, max_source_positions=16, max_target_positions=32,
-                 decoder_start_token_id=1, pad_token_id=0, use_cache=False),
+                 decoder_start_token_id=1, pad_token_id=0, bos_token_id=1, eos_token_id=2, use_cache=False),
               whisper_inputs, model_loss),
 ]
 
