@@ -26,6 +26,7 @@ from dataclasses import dataclass
 
 from ._compat import PY311, PY313
 from .exc import unsupported
+from .frame_hook import region, run_plainly
 from .liveness import live_names, local_value
 from .callees import optimizable_callee, optimized_apply, optimized_function, optimized_module_call
 from .regions import Regions, carry, stack_layout, why_not_carried
@@ -131,6 +132,9 @@ class BreakTail:
             call = (f"{rb.ns.bind(Continue, 'Continue')}({fn}, ({args}))" if self.continuation
                     else f"{rb.ns.bind(drive, 'drive')}({fn}, ({args}))")
             out += [f"return {call}"] if ex.cond is None else [f"if {cond}:", f"    return {call}"]
+        hooked = region(self.backend)
+        if hooked is not None and native:  # what the instruction calls is optimized frame by frame
+            native = [f"with {rb.ns.bind(hooked, 'hooked')}:", *("    " + line for line in native)]
         if self.regions.raising:
             native = self._raising_into_regions(rb, native)
         # The prelude (containers rebuilt for the operands, stack and locals: their state
@@ -180,6 +184,7 @@ class BreakTail:
         scope = dict(rb.ns.values)
         scope["__builtins__"] = builtins
         exec(compile(src, self.tx.code.co_filename, "exec"), scope)
+        run_plainly(scope[name].__code__)
         return f"{rb.ns.bind(scope[name], 'at_user_line')}({', '.join(names)})"
 
     def _resume_call(self, rb, ex: Exit):

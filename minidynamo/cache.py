@@ -3,6 +3,7 @@ limit, and the record of every guard failure (which guard, expected, actual)."""
 from __future__ import annotations
 
 import collections
+import functools
 import logging
 import threading
 import time
@@ -134,7 +135,8 @@ class FunctionCache:
             if key is not None and len(memo) < cap:
                 memo[key] = -1
             return self.miss(args, kwargs)
-        fn, memo = limit_dispatcher(self.name, self.fn, runs, slow, lambda ns: _key_exprs(guard, ns))
+        fn, memo = limit_dispatcher(self.name, self.fn, runs, slow, lambda ns: _key_exprs(guard, ns),
+                                    (self.fn, self.backend))
         return fn
 
     def _most_failed(self, prefer=None):
@@ -157,6 +159,19 @@ class FunctionCache:
                 if g.kind == kind and g.source.name() == source and kind in _KEYS:
                     return g
         return None
+
+    @functools.cached_property
+    def _eager(self):
+        from .frame_hook import eager_call
+        return eager_call(self.fn, self.backend)
+
+    def run_eagerly(self, args, kwargs):
+        """The function run plainly (past the limit), its callees still optimized (frame_hook)."""
+        plain, hooked = self._eager
+        if hooked is None:
+            return plain(*args, **kwargs)
+        with hooked:
+            return plain(*args, **kwargs)
 
     def call_slow(self, *args, **kwargs):
         """The miss path with the call's own arguments (what generated code calls)."""
@@ -203,7 +218,7 @@ class FunctionCache:
                 raise RecompileError(failure.message())
             if len(self.entries) >= config.cache_size_limit:
                 self._warn_limit(failure)
-                return self.fn(*args, **kwargs)
+                return self.run_eagerly(args, kwargs)
             entry = compile_call(self.fn, args, kwargs, self.backend, name=self.name,
                                  slow=self.call_slow, fullgraph=self.fullgraph,
                                  resumes=None if self.fullgraph else self.resume_for,

@@ -42,12 +42,14 @@ def optimizable_callee(fn):
 
 def optimizable_callee_function(func):
     """`func` when a break may run it optimized on its own: a plain Python function, not
-    torch's own, not disabled, not a generator or coroutine."""
+    torch's own (but for torch.nn's containers), not disabled, not a generator or coroutine."""
     from .variables.purity import is_compiler_disabled
     if not isinstance(func, types.FunctionType):
         return None
+    from .frame_hook import torch_code_optimized
     module = getattr(func, "__module__", None) or ""
-    if module == "torch" or module.startswith(("torch.", "minidynamo")) or is_compiler_disabled(func):
+    if (module == "torch" or module.startswith("torch.")) and not torch_code_optimized(func.__code__) \
+            or module.startswith("minidynamo") or is_compiler_disabled(func):
         return None
     if getattr(func, "_minidynamo_resume", None) is not None or func.__code__.co_flags & 0x2A0:
         return None  # generators, coroutines

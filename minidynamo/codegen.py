@@ -139,10 +139,22 @@ def dispatcher(name: str, fn, runs: list, slow) -> object:
                           qualname=fn.__qualname__)[0]
 
 
-def limit_dispatcher(name: str, fn, runs: list, slow, key_exprs_of):
+def eager_call_lines(ns: Namespace, fn, backend, call: str, indent: str = "    ") -> list[str]:
+    """`return fn(call)`, run plainly with the frames it calls optimized under `backend`
+    (frame_hook), in the generated function itself: no frame between it and `fn`."""
+    from .frame_hook import eager_call
+    plain, hooked = eager_call(fn, backend)
+    ret = f"return {ns.bind(plain, 'fn')}({call})"
+    if hooked is None:
+        return [indent + ret]
+    return [f"{indent}with {ns.bind(hooked, 'hooked')}:", f"{indent}    {ret}"]
+
+
+def limit_dispatcher(name: str, fn, runs: list, slow, key_exprs_of, eager):
     """Past the cache limit: a function with fn's parameters that reads a key (the values of
     `key_exprs_of(ns)`: what made the entries differ) and looks up which entry took that key last
-    time, or that none did; then one entry's guards or the original function, not every
+    time, or that none did; then one entry's guards or the original function (run plainly
+    under `eager`, the backend its callees are optimized with), not every
     entry's guards. An unknown key, a key that raises, or an entry whose guards now fail
     goes to `slow(key, *args, **kwargs)`, which tries them all and records the outcome."""
     ns = Namespace(pick_prefix(fn))
@@ -155,7 +167,7 @@ def limit_dispatcher(name: str, fn, runs: list, slow, key_exprs_of):
             "    except Exception:",
             f"        {p}key, {p}hit = None, -2",
             f"    if {p}hit == -1:",
-            f"        return {ns.bind(fn, 'fn')}({call})",
+            *eager_call_lines(ns, *eager, call, "        "),
             f"    if {p}hit >= 0:",
             f"        {p}r = {ns.bind(tuple(runs), 'entries')}[{p}hit]({call})",
             f"        if {p}r is not {ns.bind(MISS, 'MISS')}:",

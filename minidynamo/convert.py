@@ -279,7 +279,7 @@ def compile_call(fn, args, kwargs, backend, *, name: str, slow=None, fullgraph: 
             output, tail, state, rb = _restart_for_break(fn, args, kwargs, name, reason, ns, out_name,
                                                          fullgraph, resumes, continuation, backend, dynamic)
     except Unsupported as reason:
-        return _eager_entry(fn, output, ns, params, call_args, miss, reason, name, start, slow)
+        return _eager_entry(fn, output, ns, params, call_args, miss, reason, name, start, slow, backend)
     except Exception as e:  # not a decline: a bug of minidynamo's
         error = InternalError.while_tracing(fn, e)
         if not config.suppress_errors:
@@ -287,7 +287,7 @@ def compile_call(fn, args, kwargs, backend, *, name: str, slow=None, fullgraph: 
         internal_log.warning("%s", error, exc_info=e)
         warnings.warn(str(error), RuntimeWarning, stacklevel=2)
         return _eager_entry(fn, output, ns, params, call_args, miss, Unsupported("internal", str(error)),
-                            name, start, slow)
+                            name, start, slow, backend)
     output.guards.add(state.guard())
 
     output.prune_sym_nodes(keep=set(rb.nodes))
@@ -473,14 +473,14 @@ def _inline_graph(fn, output, ns, tail, body) -> bool:
     return True
 
 
-def _eager_entry(fn, output, ns, params, call_args, miss, reason, name, start, slow) -> CacheEntry:
+def _eager_entry(fn, output, ns, params, call_args, miss, reason, name, start, slow, backend) -> CacheEntry:
     # The reason outlives the trace: its traceback's frames would keep the first call's
     # arguments (and the trace) alive as long as the entry.
     reason.__traceback__ = reason.__context__ = reason.__cause__ = None
     guard_exprs = output.guards.expressions(ns)
     hits = [0]
     body = [f"    {ns.bind(hits, 'hits')}[0] += 1",
-            f"    return {ns.bind(fn, 'fn')}({call_args})"]
+            *codegen.eager_call_lines(ns, fn, backend, call_args)]
     run, text, fast = _entry_functions(fn, name, params, call_args, output.guards.check_expressions(ns),
                                        body, ns, miss, slow, f"<minidynamo eager entry {name}>")
     return CacheEntry(run, "eager", output.guards.ordered(), guard_exprs, text, params, ns,

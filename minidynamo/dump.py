@@ -58,6 +58,9 @@ def _object_code(name: str, value) -> str:
         return f"{name} = torch.device({str(value)!r})"
     if value is torch.Tensor:
         return f"{name} = torch.Tensor"
+    from .frame_hook import Region
+    if isinstance(value, Region):  # a dump runs its entry alone: the callees run plainly
+        return f"import contextlib; {name} = contextlib.nullcontext()"
     if isinstance(value, type) and value.__module__ == "builtins":
         return f"{name} = type(None)" if value is type(None) else f"{name} = {value.__name__}"
     if isinstance(value, types.ModuleType):

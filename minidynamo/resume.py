@@ -28,6 +28,7 @@ from dataclasses import dataclass
 import bytecode as bc
 
 from ._compat import PY311
+from .frame_hook import run_plainly
 from .instructions import normalize
 
 _CO_VARARGS = 0x04
@@ -224,6 +225,7 @@ def resume_function(fn: types.FunctionType, code, target: int, nulls: tuple, liv
     """A plain function running `code` (fn's original code) from `target`, with fn's
     globals and closure, carrying the ResumeInfo the tracer reads."""
     new_code = resume_code(code, target, nulls, live, raising)
+    run_plainly(new_code)  # under the frame hook: it runs as the entries call it
     resumed = types.FunctionType(new_code, fn.__globals__, new_code.co_name, None, fn.__closure__)
     resumed.__qualname__ = getattr(new_code, "co_qualname", new_code.co_name)
     params = tuple(new_code.co_varnames[:new_code.co_argcount - raising])  # ___exc last

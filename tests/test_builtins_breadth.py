@@ -745,7 +745,8 @@ def test_a_declined_function_inside_a_for_loop_over_map_runs_eagerly():
             out.append(v)
         return out
 
-    check(f, t(), kind="eager", reason="side_effect")
+    # the lambda, which map calls, is optimized on its own: `a * 2` after its print
+    check(f, t(), kind="eager", reason="side_effect", graphs=1)
 
 
 @pytest.mark.parametrize("make", [
@@ -831,7 +832,8 @@ def test_what_would_tell_the_pick_from_its_candidates_runs_eagerly(fn):
     import io
     with contextlib.redirect_stdout(io.StringIO()):
         info = check(fn, (torch.tensor([1.0, 2.0]), torch.tensor([0.5, 0.25])),
-                     (torch.tensor([0.0, 0.5]), torch.tensor([3.0, 1.0])), kind="eager")
+                     (torch.tensor([0.0, 0.5]), torch.tensor([3.0, 1.0])), kind="eager",
+                     graphs=1)  # _sums, called from the eager frame, optimized on its own
     reason = info.entries[0].reason
     assert reason.category == "data_dependent" or "min()/max() picked" in reason.no_break
 
