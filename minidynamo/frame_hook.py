@@ -198,8 +198,8 @@ def _callback(frame, cache_entry, frame_state):
     code = frame.f_code
     try:
         decision = _decide(code)
-        if decision == "optimize":
-            trampoline = _trampoline(code, HookedCode(code))
+        if decision in ("optimize", "plain"):
+            trampoline = _trampoline(code, HookedCode(code, "a closure" if decision == "plain" else None))
             if trampoline is not None:
                 return SimpleNamespace(frame_exec_strategy=api.run, apply_to_code=False,
                                        guarded_code=_Guarded(trampoline, code))
@@ -248,14 +248,22 @@ def _paths():
 
 
 def _decide(code) -> str:
-    """'optimize', 'skip' (this frame plainly, callees offered) or 'skip_tree'."""
+    """'optimize'; 'plain' (a trampoline to the plain copy: the user's code is never marked,
+    torch.compile shares the marks); 'skip' (marked: this frame plainly, callees offered);
+    or 'skip_tree'."""
     filename = code.co_filename
     if filename.startswith("<minidynamo") or filename.startswith(_own_dir):
         return "skip_tree"
     if not code.co_flags & _CO_OPTIMIZED or code.co_flags & _UNSTARTED_ONLY or filename.startswith("<") \
-            or code.co_name.startswith("<") and code.co_name != "<lambda>" or _FRAME_READERS & set(code.co_names) \
-            or any(name != "__class__" for name in code.co_freevars):
-        return "skip"
+            or code.co_name.startswith("<") and code.co_name != "<lambda>" or _FRAME_READERS & set(code.co_names):
+        return "skip"  # not a call to redirect: a class body, a generator resumed, a frame reader
+    where = _by_place(code, filename)
+    if where == "optimize" and any(name != "__class__" for name in code.co_freevars):
+        return "plain"
+    return where
+
+
+def _by_place(code, filename) -> str:
     _paths()
     path = os.path.abspath(filename)
     if path.startswith(_torch_dir):
@@ -274,12 +282,12 @@ class HookedCode:
     """The target of one code object's trampoline: the function the frame is a call of
     (rebuilt from the code, the frame's globals and closure), optimized."""
 
-    def __init__(self, code):
+    def __init__(self, code, plain=None):
         self.code = code
         self.qualname = getattr(code, "co_qualname", code.co_name)
         self.where = f"{code.co_filename}:{code.co_firstlineno}"
         self.functions: dict = {}  # (globals id, cell ids, backend key) -> optimized function
-        self.plain = None  # set once the code runs plainly: why
+        self.plain = plain  # set once the code runs plainly: why
         _hooked.append(self)
 
     def __call__(self, cells, args, kwargs):
@@ -298,11 +306,13 @@ class HookedCode:
         fn = types.FunctionType(plain_code(code), globals_, code.co_name, None, cells)
         fn.__qualname__ = self.qualname
         fn.__module__ = globals_.get("__name__")
-        optimized = optimized_function(fn, backend)
+        if self.plain == "a closure":  # made per call, often: kept nowhere (nor its cells' values)
+            return _PlainCall(fn, backend)
         if self.plain is not None or len(self.functions) >= _VARIANT_LIMIT:
             self.plain = self.plain or f"more than {_VARIANT_LIMIT} globals or classes"
-            self.functions[key] = fn
-            return fn
+            found = self.functions[key] = _PlainCall(fn, backend)
+            return found
+        optimized = optimized_function(fn, backend)
         self.functions[key] = _FirstCall(self, key, fn, optimized)
         return self.functions[key]
 
@@ -333,11 +343,24 @@ class _FirstCall:
             if entries and all(e.kind in ("constant", "eager") for e in entries):
                 hooked.plain = "no tensor work" if entries[0].kind == "constant" else \
                     f"runs eagerly: {entries[0].reason}"
-                hooked.functions[self.key] = self.fn
+                hooked.functions[self.key] = _PlainCall(self.fn, self.optimized._cache.backend)
                 log.info("%s (%s:%s) runs plainly from now on (%s); the frames it calls are still optimized",
                          self.fn.__qualname__, hooked.code.co_filename, hooked.code.co_firstlineno, hooked.plain)
             elif entries:
                 hooked.functions[self.key] = self.optimized
+
+
+class _PlainCall:
+    """A function run plainly from a trampoline, the frames it calls offered (the hook is
+    off under minidynamo's own frames: the region sets it again)."""
+    __slots__ = ("fn", "region")
+
+    def __init__(self, fn, backend):
+        self.fn, self.region = fn, Region(backend)
+
+    def __call__(self, *args, **kwargs):
+        with self.region:
+            return self.fn(*args, **kwargs)
 
 
 def _trampoline(code, target):

@@ -184,7 +184,7 @@ def test_a_closure_runs_plainly_and_what_it_calls_is_optimized():
     info = check(f, t(), kind="eager", graphs=1)  # block: one graph, for both closures
     assert optimized_named(info.backend, "closure") == []
     report = {r.qualname: r for r in frame_hook.report()}
-    assert "make_closure.<locals>.closure" not in report
+    assert report["make_closure.<locals>.closure"].plain == "a closure"
 
 
 def test_a_method_calling_super_is_optimized():
@@ -371,3 +371,26 @@ def test_plain_calls_outside_an_optimized_call_are_not_intercepted():
     hits = opt_block.cache_entries()[0].hits[0]
     block(t())  # the plain function, called outside: runs as written
     assert opt_block.cache_entries()[0].hits[0] == hits
+
+
+def helper_that_falls_back(x):
+    try:  # cannot break: this frame runs eagerly, then plainly from its second call on
+        print("helper")
+        return block(x)
+    finally:
+        pass
+
+
+def test_a_frame_run_plainly_still_has_its_callees_optimized():
+    def f(x):
+        try:
+            print("eager")
+            return helper_that_falls_back(x)
+        finally:
+            pass
+
+    info = check(f, t(), kind="eager", graphs=1)
+    report = {r.qualname: r for r in frame_hook.report()}
+    assert report["helper_that_falls_back"].plain.startswith("runs eagerly: [side_effect] print()")
+    [opt_block] = optimized_named(info.backend, "block")
+    assert opt_block.cache_entries()[0].hits[0] == 2  # both optimized calls of f
