@@ -18,6 +18,7 @@ from .dicts import DictVariable, SetVariable
 from .generators import pulled_one_by_one
 from .lists import (BaseListVariable, IteratorVariable, ListVariable, ReversedItems, TupleVariable, iterator_of,
                     make_enumerate, make_zip)
+from .nn_modules import module_dict_items, reversed_children
 from .symbolic import SymNodeVariable, symbolic_result
 from .tensor import TensorVariable, size_variable
 
@@ -177,7 +178,11 @@ def _dict(tx, args, kwargs):
     if len(args) > 1:
         return None
     if args:
-        d.update_from(tx, args[0])
+        mapping = module_dict_items(tx, args[0])  # a ModuleDict: read through keys() and d[k]
+        if mapping is not None:
+            d.items.update(mapping)
+        else:
+            d.update_from(tx, args[0])
     d.items.update(kwargs)
     return d
 
@@ -224,6 +229,9 @@ def _reversed(tx, args, kwargs):
     if isinstance(seq, TupleVariable) or (seq.is_python_constant() and isinstance(
             seq.as_python_constant(), (range, str, bytes, tuple))):
         return IteratorVariable(list(reversed(seq.iter_items(tx))))
+    children = reversed_children(tx, seq)  # nn.Sequential, ModuleList, ParameterList
+    if children is not None:
+        return IteratorVariable(children)
     if isinstance(seq, (IteratorVariable, SetVariable)):  # no __reversed__, no sequence protocol
         unsupported("exceptions", f"TypeError: {seq.python_type().__name__!r} object is not reversible")
     return None

@@ -10,7 +10,9 @@ Embedding...) would allocate and randomly initialise them: declined, naming why.
 
 *Containers* (`nn.Sequential`, `nn.ModuleList`, `nn.ModuleDict`) made in the trace are
 trackers of their children (made in the trace or passed in); passed-in ones are read
-through their `_modules` (objects.py calls `container_items` / `container_getitem`).
+through their `_modules`, a passed-in `nn.ParameterList` through its items (objects.py
+calls `container_items` / `container_getitem`; builtins.py `reversed_children` and
+`module_dict_items` for `reversed()` and `dict()`).
 """
 from __future__ import annotations
 
@@ -211,6 +213,9 @@ class NewContainerVariable(VariableTracker):
     def iter_items(self, tx):
         return self.table.call_method(tx, "keys" if self._is_dict() else "values", [], {}).iter_items(tx)
 
+    def truthy(self, tx):
+        return bool(self.children)  # no __bool__: __len__ decides
+
     def getitem(self, tx, key):
         return _getitem(tx, self.cls, self.children, key, self.describe())
 
@@ -381,7 +386,7 @@ register_constructor(_is_torch_nn_class, _construct)
 def passed_container_class(obj):
     """The container class whose item and iteration protocol `obj` follows unchanged,
     or None."""
-    for cls in CONTAINERS:
+    for cls in (*CONTAINERS, nn.ParameterList):
         if isinstance(obj, cls):
             t = type(obj)
             if t.__iter__ is cls.__iter__ and t.__getitem__ is cls.__getitem__ and t.__len__ is cls.__len__:
@@ -390,13 +395,55 @@ def passed_container_class(obj):
 
 
 def container_items(tx, var, cls):
-    """What iterating the passed-in container `var` yields (its `_modules`, guarded)."""
+    """What iterating the passed-in container `var` yields (its `_modules`, guarded; a
+    ParameterList's items, as its `__iter__` reads them: `self[i]` for i below its length)."""
+    if cls is nn.ParameterList:
+        return [_parameter_list_item(tx, var, i) for i in range(_parameter_list_len(tx, var))]
     table = var.var_getattr(tx, "_modules")
     return table.call_method(tx, "keys" if cls is nn.ModuleDict else "values", [], {}).iter_items(tx)
 
 
 def container_getitem(tx, var, cls, key):
-    table = var.var_getattr(tx, "_modules")
     if cls is not type(var.value) and key.is_python_constant() and isinstance(key.as_python_constant(), slice):
         unsupported("construct", f"slicing a {type(var.value).__qualname__} (it makes an object of that class)")
+    if cls is nn.ParameterList:
+        k = key.as_python_constant() if key.is_python_constant() else None
+        if isinstance(k, slice):
+            unsupported("construct", "slicing a ParameterList (it makes a ParameterList)")
+        positions = {str(i): i for i in range(_parameter_list_len(tx, var))}  # as ModuleList indexes
+        return _parameter_list_item(tx, var, _getitem(tx, nn.ModuleList, positions, key, var.describe()))
+    table = var.var_getattr(tx, "_modules")
     return _getitem(tx, cls, table.items, key, var.describe())
+
+
+def _parameter_list_len(tx, var) -> int:
+    return var.var_getattr(tx, "_size").as_python_constant()  # its __len__ (guarded by value)
+
+
+def _parameter_list_item(tx, var, i: int):
+    return var.var_getattr(tx, str(i))  # its __getitem__: getattr(self, str(i))
+
+
+def reversed_children(tx, var):
+    """`reversed(c)` of a Sequential, ModuleList or ParameterList (made in the trace or
+    passed in): they have no `__reversed__`, so CPython walks `__len__`/`__getitem__`,
+    which give the items in reverse order. None for other values (a ModuleDict's
+    `__getitem__` takes names, not positions)."""
+    if isinstance(var, NewContainerVariable):
+        return None if var.cls is nn.ModuleDict else list(var.children.values())[::-1]
+    if isinstance(var, UserObjectVariable) and var.source is not None:
+        cls = passed_container_class(var.value)
+        if cls is not None and cls is not nn.ModuleDict and not hasattr(type(var.value), "__reversed__"):
+            return list(container_items(tx, var, cls))[::-1]
+    return None
+
+
+def module_dict_items(tx, var):
+    """`dict(d)` of a ModuleDict (made in the trace or passed in): a mapping (it has
+    keys()), so dict() reads `d[k]` for each of `d.keys()`. None for other values."""
+    if isinstance(var, NewContainerVariable):
+        return dict(var.children) if var.cls is nn.ModuleDict else None
+    if isinstance(var, UserObjectVariable) and var.source is not None and \
+            passed_container_class(var.value) is nn.ModuleDict and type(var.value).keys is nn.ModuleDict.keys:
+        return dict(var.var_getattr(tx, "_modules").items)
+    return None

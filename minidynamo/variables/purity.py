@@ -1,6 +1,6 @@
 """Which torch callables a trace may call for real.
 
-A trace never runs anything with an effect. Torch functions fall into four groups,
+A trace never runs anything with an effect. Torch functions fall into these groups,
 decided *before* the call:
 
 * operators — the functions torch generates from its operator schemas
@@ -11,6 +11,8 @@ decided *before* the call:
 * pure queries — `torch.cuda.is_available()`, `torch.jit.is_tracing()`, ...: folded to
   constants, each guarded (`PROCESS_CONSTANT` ones only by the identity of the function,
   since their value cannot change within a process; the others by calling them again);
+* trace answers — `torch.compiler.is_compiling()` and its aliases: True inside a trace, as
+  under torch.compile (`is_exporting()`: False), pinned by the function's identity only;
 * everything else that is not Python bytecode: declined, naming the function.
 """
 from __future__ import annotations
@@ -74,17 +76,26 @@ _PROCESS_CONSTANTS = (
     "torch.cuda.get_device_name", "torch.cuda.is_bf16_supported", "torch.amp.is_autocast_available",
     "torch.backends.cuda.is_built", "torch.backends.mps.is_built", "torch.backends.openmp.is_available",
 )
+# Answers inside a trace, whatever the plain call would say: what torch.compile answers.
+# NOTE: libraries ask `is_compiling()` to leave eager-only paths (transformers' is_tracing()
+# asks it before torch.cuda.is_current_stream_capturing(); others skip host syncs, Python
+# checks of tensor data, caches keyed by data_ptr): answering False sent traces down
+# those paths and cost graphs. So a traced entry (a resume function's, a callee's
+# optimized at a break) runs the compiling branch, as a torch.compile'd frame does; what
+# runs eagerly (an eager fallback, a disabled function) makes the plain call, which
+# answers False, also as under torch.compile. Code whose branches differ in results
+# differs from eager exactly as it does under torch.compile.
+_TRACE_ANSWERS = {
+    "torch.compiler.is_compiling": True, "torch.compiler.is_dynamo_compiling": True,
+    "torch._dynamo.is_compiling": True, "torch._dynamo.external_utils.is_compiling": True,
+    "torch._utils.is_compiling": True, "torch.compiler.is_exporting": False,
+}
 # Answers that can change between calls (tracing by another tool, a process group made,
-# a setting assigned).
-# NOTE: `torch.compiler.is_compiling()` and its aliases answer as they do for the plain
-# call (False): an entry replays what the eager call does, so code that branches on them
-# takes the eager path. (Under torch.compile they answer True and such code may skip
-# checks; minidynamo does not, so its results match the plain call's.)
+# a setting assigned, a CUDA graph being captured).
 _GUARDED_QUERIES = (
     "torch.jit.is_tracing", "torch._C._is_tracing", "torch._C._get_tracing_state", "torch.onnx.is_in_onnx_export",
     "torch.fx._symbolic_trace.is_fx_tracing", "torch.fx._symbolic_trace.is_fx_symbolic_tracing",
-    "torch.compiler.is_compiling", "torch.compiler.is_dynamo_compiling", "torch.compiler.is_exporting",
-    "torch._dynamo.is_compiling", "torch._utils.is_compiling",
+    "torch.cuda.is_current_stream_capturing", "torch.cuda.graphs.is_current_stream_capturing",
     "torch.distributed.is_initialized", "torch._C._are_functorch_transforms_active",
     "torch.cuda.is_initialized", "torch.autograd._is_checkpoint_valid", "torch.cuda.current_device",
     "torch.get_float32_matmul_precision", "torch._C._get_float32_matmul_precision",
@@ -98,7 +109,7 @@ _GUARDED_QUERIES = (
 @functools.lru_cache(maxsize=None)
 def _query_kinds() -> dict:
     kinds = {}
-    for kind, names in (("state", _STATE_QUERIES), ("process", _PROCESS_CONSTANTS),
+    for kind, names in (("trace", _TRACE_ANSWERS), ("state", _STATE_QUERIES), ("process", _PROCESS_CONSTANTS),
                         ("guarded", _GUARDED_QUERIES)):
         for dotted in names:
             fn = _resolve(dotted)
@@ -107,12 +118,22 @@ def _query_kinds() -> dict:
     return kinds
 
 
+@functools.lru_cache(maxsize=None)
+def _trace_answers() -> dict:
+    return {fn: answer for fn, answer in ((_resolve(d), a) for d, a in _TRACE_ANSWERS.items()) if fn is not None}
+
+
 def query_kind(fn) -> str | None:
-    """'state', 'process' or 'guarded' for a known pure query, else None."""
+    """'trace', 'state', 'process' or 'guarded' for a known pure query, else None."""
     try:
         return _query_kinds().get(fn)
     except TypeError:
         return None
+
+
+def trace_answer(fn) -> bool:
+    """What a query of kind 'trace' answers inside a trace."""
+    return _trace_answers()[fn]
 
 
 def qualified_name(fn) -> str:

@@ -12,8 +12,9 @@ from ..sources import AttrSource, CallSource
 from .base import ObjectConstantVariable
 from .constant import ConstantVariable, fold, is_constant_value
 from .contexts import GradModeVariable
-from .lists import TupleVariable
-from .purity import is_compiler_disabled, is_operator, qualified_name, query_kind
+from .lists import BaseListVariable, TupleVariable
+from .purity import is_compiler_disabled, is_operator, qualified_name, query_kind, trace_answer
+from .symbolic import SymNodeVariable
 from .tensor import _METADATA_METHODS, TensorVariable
 
 # Pure functions of metadata that may be folded even with no tensor argument.
@@ -115,6 +116,9 @@ class TorchVariable(ObjectConstantVariable):
                 return takeover(tx, fn, args, kwargs)
         if fn in _SIDE_EFFECTS:
             unsupported("side_effect", f"{what}() changes global state")
+        special = _special_call(fn)
+        if special is not None:
+            return special(tx, fn, list(args), dict(kwargs))
         constant_args = all(a.is_python_constant() for a in args) and all(
             v.is_python_constant() for v in kwargs.values())
         kind = query_kind(fn)
@@ -181,6 +185,12 @@ class TorchVariable(ObjectConstantVariable):
         fn = self.value
         pargs = [a.as_python_constant() for a in args]
         pkwargs = {k: v.as_python_constant() for k, v in kwargs.items()}
+        if kind == "trace":
+            if pargs or pkwargs:  # eager's TypeError
+                fold(tx, fn, pargs, pkwargs, qualified_name(fn))
+            if self.source is not None:  # a patched function is noticed
+                tx.output.guards.add(Guard("ID_MATCH", self.source, fn))
+            return ConstantVariable(trace_answer(fn))
         result = fold(tx, fn, pargs, pkwargs, qualified_name(fn))
         if kind == "process" and self.source is not None:
             tx.output.guards.add(Guard("ID_MATCH", self.source, fn))
@@ -205,6 +215,93 @@ class TorchSettingsVariable(ObjectConstantVariable):
             unsupported("construct", f"{name!r} of {self.describe()} is not a setting")
         from .builder import wrap
         return wrap(tx, value, AttrSource(self.source, name))
+
+
+# --- torch's checks: has_torch_function, _assert_async, _assert_scalar ----------------
+def _overrides_torch_function(v) -> bool:
+    """What torch's C `has_torch_function` finds for one argument while no torch function
+    mode is active: True only for an object whose type is neither exactly Tensor nor a
+    basic Python type and has a `__torch_function__` other than torch's disabled one."""
+    if isinstance(v, SymNodeVariable):
+        return False  # SymInt, SymFloat, SymBool: no __torch_function__ (not specialised)
+    if isinstance(v, TensorVariable):
+        cls = v.python_type()  # the exact type: TENSOR_MATCH guards it for inputs
+        if cls is torch.Tensor or getattr(cls, "__torch_function__", None) is torch._C._disabled_torch_function_impl:
+            return False  # (nn.Parameter disables it)
+        unsupported("call", f"has_torch_function of a {cls.__qualname__}, a tensor subclass that "
+                            "overrides torch functions")
+    if isinstance(v, ConstantVariable):  # an immutable value, guarded by value and type
+        return torch._C._has_torch_function_unary(v.value)
+    t = v.python_type()
+    if t in (list, tuple, dict, set, frozenset):  # basic types: never asked for the attribute
+        return False
+    unsupported("call", f"has_torch_function of {v.describe()} (only tensors, sizes and constants "
+                        "are answered while tracing)")
+
+
+def _has_torch_function(tx, fn, args, kwargs):
+    """`torch._C._has_torch_function(seq)`, `_unary(x)`, `_variadic(*xs)` (re-exported by
+    torch.overrides), which torch's Python wrappers ask first: a constant. What it depends
+    on besides the arguments' types (torch function enabled, the function mode stack) is
+    global state, which every entry checks."""
+    if kwargs:
+        unsupported("exceptions", f"TypeError: {fn.__name__}() takes no keyword arguments")
+    if fn is torch._C._has_torch_function_variadic:
+        elems = args
+    elif len(args) != 1:
+        unsupported("exceptions", f"TypeError: {fn.__name__}() takes exactly one argument ({len(args)} given)")
+    elif fn is torch._C._has_torch_function_unary:
+        elems = args
+    elif isinstance(args[0], BaseListVariable):
+        elems = args[0].unpack_sequence(tx)
+    else:
+        unsupported("call", f"{fn.__name__}() of {args[0].describe()} (a tuple or list is answered)")
+    if torch._C._is_torch_function_mode_enabled():
+        unsupported("call", "has_torch_function() while a torch function mode is active (the mode "
+                            "would handle the call)")
+    if not torch._C._is_torch_function_enabled():
+        return ConstantVariable(False)
+    return ConstantVariable(any(_overrides_torch_function(v) for v in elems))
+
+
+def _assert_async(tx, fn, args, kwargs):
+    """`torch._assert_async(cond[, msg])` of a tensor: a graph node with no result, which
+    raises what eager raises when the graph runs (never removed: the graph keeps every op)."""
+    if not args or not isinstance(args[0], TensorVariable):
+        return _call_op(tx, fn, args, kwargs)  # eager's TypeError, raised on the fakes
+    return tx.output.call("call_function", fn, args, kwargs, what=qualified_name(fn), allow_none=True)
+
+
+def _assert_scalar(tx, fn, args, kwargs):
+    """`torch._assert_scalar(cond, msg)` of a bool or a symbolic bool: decided now (a
+    symbolic one becomes a guard); False raises eager's RuntimeError in the eager run."""
+    from .lazy_iterators import bind_args
+    cond, msg = bind_args("_assert_scalar", args, kwargs, ("self", "assert_msg"), {})
+    if not (isinstance(cond, SymNodeVariable) or isinstance(cond, ConstantVariable)) or not msg.is_python_constant():
+        return _call_op(tx, fn, args, kwargs)
+    if cond.truthy(tx):
+        return ConstantVariable(None)
+    unsupported("exceptions", f"RuntimeError: {msg.as_python_constant()}")
+
+
+def _call_op(tx, fn, args, kwargs):
+    return tx.output.call("call_function", fn, args, kwargs, what=qualified_name(fn))
+
+
+_SPECIAL_CALLS = {
+    torch._C._has_torch_function: _has_torch_function,
+    torch._C._has_torch_function_unary: _has_torch_function,
+    torch._C._has_torch_function_variadic: _has_torch_function,
+    torch._assert_async: _assert_async,
+    **({torch._assert_scalar: _assert_scalar} if hasattr(torch, "_assert_scalar") else {}),
+}
+
+
+def _special_call(fn):
+    try:
+        return _SPECIAL_CALLS.get(fn)
+    except TypeError:  # unhashable
+        return None
 
 
 # --- nn.Parameter and nn.Buffer made in the trace --------------------------------------
