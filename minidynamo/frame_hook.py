@@ -69,6 +69,7 @@ _UNSTARTED_ONLY = CO_GENERATOR | CO_COROUTINE | CO_ASYNC_GENERATOR | CO_ITERABLE
 _PLACEHOLDER = 1.2345678901234e-300  # stands for the HookedCode in a trampoline's constants
 
 _tls = threading.local()
+_ISOLATE_ID = 1 << 30  # torch.compile numbers its regions from 0 (-1: none)
 
 
 # --- torch's hook, probed once --------------------------------------------------------------
@@ -88,6 +89,9 @@ def _load():
         api = SimpleNamespace(set=ef.set_eval_frame, get=ef.get_eval_frame_callback,
                               set_strategy=ef.set_code_exec_strategy, Strategy=ef._FrameExecStrategy,
                               Action=ef._FrameAction, RootGuardManager=RootGuardManager)
+        # torch.compile reads every cache entry of a code it compiles (recompile counts and
+        # reasons): ours go into a region of their own where torch has regions.
+        api.isolate = getattr(ef, "set_eval_frame_isolate_recompiles_id", None)
         api.run = api.Strategy(api.Action.DEFAULT, api.Action.DEFAULT)
         api.skip = api.Strategy(api.Action.SKIP, api.Action.DEFAULT)
         api.skip_tree = api.Strategy(api.Action.SKIP, api.Action.SKIP)
@@ -126,13 +130,17 @@ class Region:
         if prior is not None and prior is not _callback:
             stack.append(None)  # someone else's hook: not ours to replace
             return
-        stack.append((prior, self.backend))
+        isolated = api.isolate(_ISOLATE_ID) if api.isolate is not None else None
+        stack.append((prior, self.backend, isolated))
         api.set(_callback)
 
     def __exit__(self, *exc):
         top = _tls.stack.pop()
         if top is not None:
-            _Torch.api.set(top[0])
+            api = _Torch.api
+            api.set(top[0])
+            if top[2] is not None:
+                api.isolate(top[2])
 
 
 def _stack() -> list:
@@ -214,10 +222,19 @@ def _callback(frame, cache_entry, frame_state):
 
 class _GuardManager:
     """torch's cache entry reads `.root` (no guards: the trampoline's target checks its
-    own) and `.diff_guard_root`."""
+    own) and `.diff_guard_root`; torch.compile, where it sees the entry (a torch without
+    regions), its ID_MATCH'd objects, scopes and verbose check."""
 
     def __init__(self):
         self.root, self.diff_guard_root = _Torch.api.RootGuardManager(), None
+        self.id_matched_objs, self.closure_vars, self.global_scope = {}, {}, {"G": {}}
+        self.cache_entry, self.diff_guard_sources = None, set()
+
+    def check_verbose(self, f_locals):
+        return self.root.check_verbose(f_locals)
+
+    def populate_diff_guard_manager(self):
+        pass
 
 
 class _Guarded:

@@ -394,3 +394,31 @@ def test_a_frame_run_plainly_still_has_its_callees_optimized():
     assert report["helper_that_falls_back"].plain.startswith("runs eagerly: [side_effect] print()")
     [opt_block] = optimized_named(info.backend, "block")
     assert opt_block.cache_entries()[0].hits[0] == 2  # both optimized calls of f
+
+
+def test_torch_compile_of_a_function_the_hook_optimized_is_unaffected():
+    import torch._dynamo
+
+    def f(x):
+        try:
+            print("eager")
+            return block(x)
+        finally:
+            pass
+
+    with contextlib.redirect_stdout(io.StringIO()):
+        minidynamo.optimize(f, backend=CountingBackend())(t())  # block's code gets a trampoline
+    torch._dynamo.reset()
+    seen = CountingBackend()
+    compiled = torch.compile(block, backend=seen)
+    torch.testing.assert_close(compiled(t()), block(t()))
+    torch.testing.assert_close(compiled(t(2, 2)), block(t(2, 2)))
+    # as without minidynamo: a static first graph, then a dynamic one for the new shape.
+    # Our entry is not one of torch.compile's: counted as its recompile, the first graph
+    # would have been dynamic already.
+    assert seen.calls == 2
+    def dynamic(inputs):
+        return any(isinstance(v, torch.SymInt) or isinstance(v, torch.Tensor) and
+                   any(isinstance(d, torch.SymInt) for d in v.shape) for v in inputs)
+    assert [dynamic(e) for e in seen.example_inputs] == [False, True]
+    torch._dynamo.reset()
