@@ -11,8 +11,6 @@ from helpers import CountingBackend, check, same_outcome
 
 import minidynamo
 
-_CUDA_BUILD = torch.backends.cuda.is_built()
-
 
 def opt_of(fn, **kw):
     backend = CountingBackend()
@@ -299,13 +297,21 @@ def test_library_code_takes_its_compiling_path_in_one_graph():
     check(compilable_check, torch.randn(2, 3), kind="graph", graphs=1)
 
 
+def _stream_query_raises() -> bool:
+    try:
+        torch.cuda.is_current_stream_capturing()
+    except Exception:  # noqa: BLE001 - a CPU build (torch's placeholder class), no usable driver
+        return True
+    return False
+
+
 def test_stream_capturing_is_a_guarded_constant():
     def f(x):
         return x + 1 if torch.cuda.is_current_stream_capturing() else x - 1
-    if _CUDA_BUILD:
+    if not _stream_query_raises():
         info = check(f, torch.ones(2), kind="graph", graphs=1)
         assert any("is_current_stream_capturing" in e for e in own_guards(info.entries[0]))
-    else:  # a CPU build raises (torch's dummy class): so does the optimized call
+    else:  # where the plain call raises, so does the optimized one: the call runs at a break
         check(f, torch.ones(2), kind="break", reason="exceptions")
 
 
@@ -429,8 +435,11 @@ def test_parameter_list_changed_between_calls_recompiles():
 
 def test_reversed_module_dict_is_eagers_error():
     def f(m, x):
-        return [h(x) for h in reversed(m.heads)]
-    check(f, (_net(), torch.randn(2, 4)), kind="eager")
+        out = []
+        for h in reversed(m.heads):  # its __getitem__ takes names: eager's KeyError, at the break
+            out.append(h(x))
+        return out
+    check(f, (_net(), torch.randn(2, 4)), kind="break", reason="call")
 
 
 class _MyList(nn.ModuleList):
@@ -440,8 +449,11 @@ class _MyList(nn.ModuleList):
 
 def test_reversed_of_a_subclass_with_its_own_reversed_is_not_modelled():
     def f(m, x):
-        return [layer(x) for layer in reversed(m)]
-    check(f, (_MyList([nn.Linear(2, 2), nn.ReLU()]), torch.randn(2)), kind="eager")
+        out = []
+        for layer in reversed(m):
+            out.append(layer(x))
+        return out
+    check(f, (_MyList([nn.Linear(2, 2), nn.ReLU()]), torch.randn(2)), kind="break", reason="call")
 
 
 def test_parameter_list_index_out_of_range_and_slice():
