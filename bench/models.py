@@ -5,6 +5,7 @@ eager fallbacks with their reasons, correctness against eager, crashes, and time
     python bench/models.py                                # every model, infer + train
     python bench/models.py --models llama,bert --tasks infer
     python bench/models.py --jobs 2 --json out.json --markdown
+    python bench/models.py --from-json out.json --markdown   # the report of a saved run
 
 Needs torch, transformers, timm and torchvision (e.g. a venv with `pip install
 torch==2.14.1 torchvision==0.29.1 transformers timm triton bytecode numpy`); the models are
@@ -110,6 +111,7 @@ def main(argv=None) -> int:
     parser.add_argument("--timeout", type=float, default=300, help="seconds per model/task")
     parser.add_argument("--json", help="write every result here")
     parser.add_argument("--markdown", action="store_true", help="print markdown")
+    parser.add_argument("--from-json", metavar="FILE", help="print the report of a saved --json run (runs nothing)")
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     parser.add_argument("--tool", choices=COMPILERS, help=argparse.SUPPRESS)
     parser.add_argument("--threads", type=int, default=0, help=argparse.SUPPRESS)
@@ -119,6 +121,11 @@ def main(argv=None) -> int:
         parser.error(f"unknown task(s) {', '.join(unknown)}; choose from {', '.join(TASKS)}")
     if args.worker:
         worker(args.worker, args.tool, tasks, args.threads or 1)
+        return 0
+    if args.from_json:
+        with open(args.from_json) as f:
+            saved = json.load(f)
+        print(models_report.report(saved["results"], saved["meta"], markdown=args.markdown))
         return 0
     names = [n for n in args.models.split(",") if n] if args.models else [s.name for s in MODELS]
     if unknown := [n for n in names if n not in BY_NAME]:

@@ -19,6 +19,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import statistics
+import sys
 import time
 import traceback
 import warnings
@@ -211,25 +212,30 @@ def warm_up(tool: str):
     make_runner(tool, f, CountingBackend())(torch.randn(4, 4))
 
 
-def model_class_names(model, output) -> dict:
-    """Names in reasons that depend on the model, mapped to placeholders: classes of the
-    model's own library (its modules, and transformers' ModelOutputs) and of its output."""
+def _subclasses(cls) -> list:
+    out, todo = [], [cls]
+    while todo:
+        for sub in todo.pop().__subclasses__():
+            out.append(sub)
+            todo.append(sub)
+    return out
+
+
+def model_class_names(model) -> dict:
+    """Names in reasons that depend on the model, mapped to placeholders: the classes of
+    its modules from its own library (`<Module>`) and, with transformers loaded, every
+    ModelOutput (`<ModelOutput>`) and config class (`<Config>`) defined so far."""
     names = {}
     for m in model.modules():
-        cls = type(m)
-        if not cls.__module__.startswith("torch."):
-            for c in cls.__mro__:
-                if c.__module__.startswith(("transformers.", "timm.", "torchvision.")):
-                    names.setdefault(c.__name__, "<Module>")
-    seen = [output]
-    while seen:
-        v = seen.pop()
-        cls = type(v)
-        if cls.__module__.startswith("transformers."):
-            names.setdefault(cls.__name__, "<ModelOutput>")
-        if isinstance(v, (list, tuple)):
-            seen.extend(v)
-    for keep in ("Module", "PreTrainedModel", "ModelOutput", "GenerationMixin"):
+        for c in type(m).__mro__:
+            if c.__module__.startswith(("transformers.", "timm.", "torchvision.")):
+                names.setdefault(c.__name__, "<Module>")
+    transformers = sys.modules.get("transformers")
+    if transformers is not None:
+        from transformers.utils import ModelOutput
+        names.update((c.__name__, "<ModelOutput>") for c in _subclasses(ModelOutput))
+        names.update((c.__name__, "<Config>") for c in _subclasses(transformers.PretrainedConfig))
+    for keep in ("PreTrainedModel", "GenerationMixin", "ModelOutput", "PretrainedConfig", "PreTrainedConfig"):
         names.pop(keep, None)
     return names
 
@@ -251,7 +257,5 @@ def measure(spec, task: str, compilers=TOOLS[1:]) -> dict:
     for tool in compilers:
         res, _ = run_tool(tool, base, spec, task, inputs, reference)
         out["tools"][tool] = dataclasses.asdict(res)
-    with torch.no_grad():
-        probe = copy.deepcopy(base).eval()(**spec.inputs("infer"))
-    out["names"] = model_class_names(base, probe)
+    out["names"] = model_class_names(base)
     return out
