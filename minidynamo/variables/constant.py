@@ -26,7 +26,7 @@ def _is_triton_dtype(v) -> bool:
 def is_constant_value(v) -> bool:
     if _is_triton_dtype(v):
         return True
-    if isinstance(v, CONSTANT_TYPES):
+    if issubclass(type(v), CONSTANT_TYPES):  # (isinstance would believe a __class__ property)
         if isinstance(v, slice):
             return all(is_constant_value(x) for x in (v.start, v.stop, v.step))
         return True
@@ -54,6 +54,9 @@ class ConstantVariable(ObjectConstantVariable):
         return bool(self.value)
 
     def var_getattr(self, tx, name):
+        if name == "__class__":  # as type(value): a constant from outside has its type guarded
+            from .builder import wrap  # builder imports the trackers (a cycle)
+            return wrap(tx, type(self.value), None)
         attr = self.real_attr(name)
         if callable(attr):
             from .functions import BoundMethodVariable

@@ -1,12 +1,16 @@
 """Callables that are inlined into the trace: plain Python functions, lambdas and nested
-defs (with closures and defaults), functools.partial objects, bound methods."""
+defs (with closures and defaults), functools.partial objects, bound methods; and what
+decorators read of functions (`__code__`, `__name__`, `__defaults__`, `__wrapped__`, ...)."""
 from __future__ import annotations
 
+import inspect
 import types
 
 from ..exc import unsupported
-from ..sources import AttrSource, ClosureSource, ItemSource
+from ..guards import Guard
+from ..sources import AttrSource, ClosureSource, ObjectSource
 from .base import VariableTracker
+from .code_objects import CodeVariable, signature_of
 from .constant import ConstantVariable
 from .dicts import DictVariable
 from .lists import TupleVariable
@@ -90,17 +94,30 @@ class UserFunctionVariable(BaseFunctionVariable):
         cells = self.fn.__closure__ or ()
         return {name: RealCellVariable(cell, name) for name, cell in zip(code.co_freevars, cells)}
 
+    def guard_source(self):
+        """Where guards read this function: its source, else the function object itself (a
+        method found on its class, whose lookup pinned it by identity)."""
+        return self.source if self.source is not None else ObjectSource(self.fn, f"function {self.fn.__qualname__!r}")
+
+    def guard_code(self, tx):
+        """The trace runs this function's code: pin it (`f.__code__` can be reassigned
+        while `f` stays the same object)."""
+        tx.output.guards.add(Guard("ID_MATCH", AttrSource(self.guard_source(), "__code__"), self.fn.__code__))
+
     def defaults(self, tx):
-        from .builder import wrap
-        base = AttrSource(self.source, "__defaults__") if self.source else None
-        d = self.fn.__defaults__ or ()
-        return [wrap(tx, v, ItemSource(base, i) if base else None) for i, v in enumerate(d)]
+        """The defaults as the trace uses them, guarded as values read from the function
+        (`f.__defaults__` can be reassigned); without a trace (`tx` None) just wrapped."""
+        return list(self._wrap_defaults(tx, "__defaults__", tuple).items) if self.fn.__defaults__ else []
 
     def kwdefaults(self, tx):
+        return dict(self._wrap_defaults(tx, "__kwdefaults__", dict).items) if self.fn.__kwdefaults__ else {}
+
+    def _wrap_defaults(self, tx, attr, kind):
         from .builder import wrap
-        base = AttrSource(self.source, "__kwdefaults__") if self.source else None
-        d = self.fn.__kwdefaults__ or {}
-        return {k: wrap(tx, v, ItemSource(base, k) if base else None) for k, v in d.items()}
+        value = getattr(self.fn, attr)
+        if type(value) is not kind:
+            unsupported("construct", f"{attr} of {self.describe()} is a {type(value).__name__}")
+        return wrap(tx, value, AttrSource(self.guard_source(), attr) if tx is not None else None)
 
     def is_python_constant(self):
         return True
@@ -124,6 +141,8 @@ class UserFunctionVariable(BaseFunctionVariable):
         from .contexts import GeneratorContextVariable, is_contextmanager_function
         if is_contextmanager_function(self.fn):  # @contextlib.contextmanager
             return GeneratorContextVariable(UserFunctionVariable(self.fn.__wrapped__), args, kwargs)
+        if self.fn is inspect.signature:
+            return _signature_call(tx, args, kwargs)
         if getattr(self.fn, "__module__", None) == "logging":
             unsupported("side_effect", f"logging.{self.fn.__qualname__}() emits a log record",
                         hint="logging is output: log before or after the optimized call (for example "
@@ -131,9 +150,43 @@ class UserFunctionVariable(BaseFunctionVariable):
         return tx.inline_call(self, args, kwargs)
 
     def var_getattr(self, tx, name):
-        if name in ("__name__", "__qualname__", "__module__", "__doc__"):
-            return ConstantVariable(getattr(self.fn, name))
-        return super().var_getattr(tx, name)
+        """What a function holds, as a decorator reads it: the code (pinned by identity;
+        its co_* attributes are then constants), name, qualname, module, doc, defaults,
+        `__dict__` and its entries (`__wrapped__`, flags), each guarded as a value read from
+        the function; an attribute it lacks raises AttributeError, its absence guarded."""
+        from .builder import wrap
+        fn = self.fn
+        if name == "__class__":  # a function's class cannot be assigned
+            return wrap(tx, type(fn), None)
+        source = AttrSource(self.guard_source(), name)
+        if name == "__code__":
+            tx.output.guards.add(Guard("ID_MATCH", source, fn.__code__))
+            return CodeVariable(fn.__code__, source)
+        if name in _FUNCTION_VALUES or (name in fn.__dict__ and name not in _FUNCTION_DATA):
+            return wrap(tx, getattr(fn, name), source)
+        if hasattr(types.FunctionType, name):  # __globals__, __closure__, methods
+            return super().var_getattr(tx, name)
+        tx.output.guards.add(Guard("HASATTR", self.guard_source(), False, {"attr": name}))
+        unsupported("exceptions", f"AttributeError: 'function' object has no attribute {name!r}")
+
+
+# Attributes of every function whose values the trace reads as values (the type's own data
+# descriptors: an entry of the function's __dict__ cannot shadow them).
+_FUNCTION_VALUES = ("__name__", "__qualname__", "__module__", "__doc__", "__defaults__", "__kwdefaults__",
+                    "__dict__")
+_FUNCTION_DATA = tuple(k for k, v in vars(types.FunctionType).items() if hasattr(type(v), "__set__"))
+
+
+def _signature_call(tx, args, kwargs):
+    """inspect.signature(f) or (obj.method) of a plain Python function (code_objects.py)."""
+    if len(args) != 1 or kwargs:
+        unsupported("call", "inspect.signature with options is not traced")
+    target = args[0]
+    if isinstance(target, UserFunctionVariable):
+        return signature_of(tx, target)
+    if isinstance(target, UserMethodVariable) and isinstance(target.func, UserFunctionVariable):
+        return signature_of(tx, target.func, bound=True)
+    unsupported("call", f"inspect.signature of {target.describe()}")
 
 
 class NestedFunctionVariable(BaseFunctionVariable):
@@ -180,6 +233,20 @@ class NestedFunctionVariable(BaseFunctionVariable):
             return ConstantVariable(self.name)
         if name == "__module__":
             return ConstantVariable(self.globals.get("__name__"))
+        if name == "__code__":  # a constant of the code that made it
+            return CodeVariable(self.code)
+        if name == "__defaults__":
+            return self.defaults_var if self.defaults_var is not None else ConstantVariable(None)
+        if name == "__kwdefaults__":
+            return self.kwdefaults_var if self.kwdefaults_var is not None else ConstantVariable(None)
+        if name == "__doc__":  # what MAKE_FUNCTION takes from the code (a rule that varies by version)
+            cells = tuple(types.CellType() for _ in self.code.co_freevars) or None
+            return ConstantVariable(types.FunctionType(self.code, {}, None, None, cells).__doc__)
+        if name == "__class__":
+            from .builder import wrap
+            return wrap(tx, types.FunctionType, None)
+        if not hasattr(types.FunctionType, name):  # made here: its __dict__ is empty
+            unsupported("exceptions", f"AttributeError: 'function' object has no attribute {name!r}")
         return super().var_getattr(tx, name)
 
 
@@ -238,7 +305,10 @@ class UserMethodVariable(VariableTracker):
             return self.obj
         if name == "__func__":
             return self.func
-        return self.func.var_getattr(tx, name)
+        if name == "__class__":
+            from .builder import wrap
+            return wrap(tx, types.MethodType, None)
+        return self.func.var_getattr(tx, name)  # a method reads the rest from its function
 
 
 class BoundMethodVariable(VariableTracker):
@@ -275,6 +345,9 @@ def bind_arguments(fn_var, tx, code, args: list, kwargs: dict) -> dict:
 
     def fail(msg):
         unsupported("exceptions", f"TypeError: {name}() {msg}")
+
+    if isinstance(fn_var, UserFunctionVariable) and tx is not None:  # (None: binding alone, no trace)
+        fn_var.guard_code(tx)
 
     bound: dict = {}
     for pname, value in zip(positional, args):
@@ -345,10 +418,15 @@ class CachedFunctionVariable(VariableTracker):
         mutated = dict(tx.output.mutated)
         appended = {k: (list(v.appended or []), v._size) for k, (v, _) in mutated.items()
                     if getattr(v, "appended", None) is not None and not v.loaded}
+        stored = {k: dict(v.stored) for k, (v, _) in mutated.items() if getattr(v, "stored", None) is not None}
         try:
             return UserFunctionVariable(self.wrapper.__wrapped__).call_function(tx, args, kwargs)
         except Unsupported:
             for key, (var, _) in list(tx.output.mutated.items()):
+                if key in stored:  # attributes the attempt set on an object already written: taken back
+                    var.stored.clear()
+                    var.stored.update(stored[key])
+                    continue
                 if key in mutated and key not in appended:
                     continue
                 if getattr(var, "appended", None) is None or var.loaded:

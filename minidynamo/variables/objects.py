@@ -1,8 +1,10 @@
 """Plain Python objects, classes and modules reached from the frame.
 
 Reading an attribute wraps it with an `AttrSource` (so it is guarded and, for tensors,
-read at call time); methods are inlined with `self` bound; writing an attribute of an
-object that outlives the call declines the trace.
+read at call time); methods are inlined with `self` bound; `obj.__class__` is the class,
+guarded. Writing a plain attribute of an object from outside is a side effect the entry
+makes after the graph (`UserObjectVariable.store_attr`, side_effects.py); a write that
+runs code of the class's (`__setattr__`, a property, a slot) declines the trace.
 """
 from __future__ import annotations
 
@@ -13,8 +15,8 @@ from dataclasses import dataclass
 
 import torch
 
-from ..exc import unsupported
-from ..sources import AttrSource, Source
+from ..exc import Unsupported, unsupported
+from ..sources import AttrSource, ItemSource, ObjectSource, Source
 from .base import ObjectConstantVariable, VariableTracker
 from .constant import ConstantVariable
 from .functions import UserFunctionVariable, UserMethodVariable
@@ -100,13 +102,16 @@ class ClassVariable(ObjectConstantVariable):
 
 
 class UserObjectVariable(VariableTracker):
-    """An instance of a user class (nn.Module included) passed in or reached from the frame."""
+    """An instance of a user class (nn.Module included) passed in or reached from the frame.
+    Attributes the trace sets on it are in `stored` (name → tracker, in the order first
+    set): later reads see them, and the entry sets them on the object after the graph."""
 
-    __slots__ = ("value",)
+    __slots__ = ("value", "stored")
 
     def __init__(self, value, source=None):
         super().__init__(source)
         self.value = value
+        self.stored: dict = {}
 
     def python_type(self):
         return type(self.value)
@@ -121,26 +126,27 @@ class UserObjectVariable(VariableTracker):
         from .builder import wrap
         obj = self.value
         cls = type(obj)
+        if name in self.stored:  # set by the trace: a plain instance attribute (see store_attr)
+            return self.stored[name]
+        if name == "__class__" and inspect.getattr_static(cls, name) is _OBJECT_CLASS:
+            return wrap(tx, cls, self._attr_source(name))  # guarded by identity, as `type(obj)` is
         if isinstance(obj, torch.nn.Module):
             for table in ("_parameters", "_buffers", "_modules"):
                 d = obj.__dict__.get(table)
                 if d is not None and name in d:
                     return wrap(tx, d[name], self._attr_source(name))
         inst_dict = getattr(obj, "__dict__", None)
-        try:
-            static = inspect.getattr_static(cls, name)
-        except AttributeError:
-            static = None
-        is_data_descriptor = static is not None and hasattr(type(static), "__set__")
+        static = inspect.getattr_static(cls, name, _ABSENT)  # (a class attribute may be None)
+        is_data_descriptor = static is not _ABSENT and hasattr(type(static), "__set__")
         if inst_dict is not None and name in inst_dict and not is_data_descriptor:
             return wrap(tx, inst_dict[name], self._attr_source(name))
-        if static is not None and self.source is not None:
+        if static is not _ABSENT and self.source is not None:
             self._guard_class_attr(tx, name, static, shadowable=inst_dict is not None and not is_data_descriptor)
         if isinstance(obj, logging.Logger) and name in _LOGGER_LEVELS and self.source is not None:
             disabled_call = self._logger_method(tx, name)
             if disabled_call is not None:
                 return disabled_call
-        if static is None:
+        if static is _ABSENT:
             from .torch import SETTINGS_TYPES, TorchSettingsVariable
             if cls in SETTINGS_TYPES and self.source is not None:  # `from torch.backends.cuda import matmul`
                 return TorchSettingsVariable(obj, self.source).var_getattr(tx, name)
@@ -165,6 +171,78 @@ class UserObjectVariable(VariableTracker):
             unsupported("construct", f"descriptor {name!r} of {cls.__qualname__} is not traced")
         return wrap(tx, static, self._attr_source(name))
 
+    # --- attribute writes -----------------------------------------------------------
+    def store_attr(self, tx, name, value):
+        """`obj.name = value`: where that is object.__setattr__ putting `value` into the
+        instance dictionary (or, on a module, Module.__setattr__ doing so: a value that is
+        no tensor or module, a name none of its tables holds), the trace keeps it in
+        `stored` and the entry sets it after the graph, in order with the other writes
+        (side_effects.py). Guarded: the object's class (TYPE_MATCH, from the builder), its
+        `__setattr__`, and that `name` on the class stays what it was (absent, or the same
+        plain value or function: never a data descriptor that would take the write)."""
+        why = self._why_not_stored(name, value)
+        if why is not None:
+            unsupported("side_effect", f"setting attribute {name!r} on {self.describe()}, which outlives "
+                                       f"the call: {why}")
+        from ..guards import Guard
+        guards, cls = tx.output.guards, type(self.value)
+        on_class = self._class_source()
+        guards.add(Guard("ID_MATCH", AttrSource(on_class, "__setattr__"), inspect.getattr_static(cls, "__setattr__")))
+        if inspect.getattr_static(cls, name, _ABSENT) is _ABSENT:
+            guards.add(Guard("HASATTR", on_class, False, {"attr": name}))
+        else:
+            guards.add(Guard("ID_MATCH", AttrSource(on_class, name), getattr(cls, name)))
+        if isinstance(self.value, torch.nn.Module):
+            guards.add(Guard("EQUALS_MATCH", ModuleTablesSource(self.source, name), False))
+        record_store(tx.output, self)
+        self.stored[name] = value
+
+    def _why_not_stored(self, name, value) -> str | None:
+        """Why `obj.name = value` is not modelled (None: it is)."""
+        obj, cls = self.value, type(self.value)
+        if self.source is None:
+            return "it is not reachable from the function's inputs"
+        if not isinstance(getattr(obj, "__dict__", None), dict):
+            return "it has no instance dictionary"
+        module = isinstance(obj, torch.nn.Module)
+        setter = inspect.getattr_static(cls, "__setattr__")
+        generic = setter is torch.nn.Module.__setattr__ if module else setter in _GENERIC_SETATTR
+        if not generic:
+            return f"{cls.__qualname__}.__setattr__ is not traced"
+        if inspect.getattr_static(cls, "__getattribute__") not in _GENERIC_GETATTRIBUTE:
+            return f"{cls.__qualname__}.__getattribute__ is not traced"
+        static = inspect.getattr_static(cls, name, _ABSENT)
+        if static is not _ABSENT and (hasattr(type(static), "__set__") or hasattr(type(static), "__delete__")):
+            return f"{name!r} is a {type(static).__name__} of its class, which takes the write"
+        if static is not _ABSENT and hasattr(type(static), "__get__") and not isinstance(
+                static, (types.FunctionType, staticmethod)):
+            return f"it would shadow the {type(static).__name__} {name!r} of its class"
+        if module:
+            tables = [obj.__dict__.get(t) for t in ("_parameters", "_buffers", "_modules")]
+            if any(t is None for t in tables):
+                return "the module is not initialised (Module.__init__ has not run)"
+            if any(name in t for t in tables):
+                return f"{name!r} is a parameter, buffer or submodule of the module"
+            if _is_tensor_or_module(value):
+                return "Module.__setattr__ registers tensors, parameters and modules (not traced)"
+        return None
+
+    def isinstance_of(self, cls):
+        """isinstance() asks `obj.__class__` too where `type(obj)` is not a subclass: a
+        property there is not run for that (None: the type answers)."""
+        if inspect.getattr_static(type(self.value), "__class__") is not _OBJECT_CLASS and not (
+                isinstance(cls, type) and issubclass(type(self.value), cls)):
+            unsupported("construct", f"isinstance() of a {type(self.value).__qualname__}, whose class "
+                                     "overrides __class__")
+        return None
+
+    def _class_source(self):
+        """Where guards read the object's class: `obj.__class__`, or `type(obj)` where its
+        class overrides `__class__` (a proxy's property answers another class)."""
+        if inspect.getattr_static(type(self.value), "__class__") is _OBJECT_CLASS:
+            return AttrSource(self.source, "__class__")
+        return TypeOfSource(self.source)
+
     def _logger_method(self, tx, name):
         """`logger.debug` and its kind on a logging.Logger whose class keeps logging's own
         methods: a call below the logger's level does nothing (see LoggerCallVariable)."""
@@ -181,13 +259,20 @@ class UserObjectVariable(VariableTracker):
         and that no instance attribute shadows it."""
         from ..guards import Guard
         guards = tx.output.guards
-        on_class = AttrSource(AttrSource(self.source, "__class__"), name)
-        if isinstance(static, (types.FunctionType, property)):
-            guards.add(Guard("ID_MATCH", on_class, static))
+        cls = type(self.value)
+        if name in _METACLASS_DATA and isinstance(static, (types.FunctionType, property, staticmethod, classmethod)):
+            # `cls.__class__` (and the like) is answered by type's own descriptor: pin the
+            # class's dict entry instead (the class itself is pinned by TYPE_MATCH)
+            klass = next(k for k in cls.__mro__ if name in vars(k))
+            in_dict = ItemSource(AttrSource(ObjectSource(klass, klass.__qualname__), "__dict__"), name)
+            guards.add(Guard("ID_MATCH", in_dict, static))
+        elif isinstance(static, (types.FunctionType, property)):
+            guards.add(Guard("ID_MATCH", AttrSource(self._class_source(), name), static))
         elif isinstance(static, staticmethod):
-            guards.add(Guard("ID_MATCH", on_class, static.__func__))
+            guards.add(Guard("ID_MATCH", AttrSource(self._class_source(), name), static.__func__))
         elif isinstance(static, classmethod):
-            guards.add(Guard("ID_MATCH", AttrSource(on_class, "__func__"), static.__func__))
+            guards.add(Guard("ID_MATCH", AttrSource(AttrSource(self._class_source(), name), "__func__"),
+                             static.__func__))
         else:
             return  # a plain class attribute is read through the instance's own source
         if shadowable:
@@ -223,6 +308,74 @@ class UserObjectVariable(VariableTracker):
         if inspect.getattr_static(type(obj), "__call__", None) is not None:
             return self.call_method(tx, "__call__", args, kwargs)
         unsupported("exceptions", f"TypeError: {type(obj).__qualname__!r} object is not callable")
+
+
+_OBJECT_CLASS = vars(object)["__class__"]  # what `obj.__class__` is unless a class overrides it
+_ABSENT = object()  # no attribute of that name on the class
+# Names whose `cls.name` the metaclass answers (type's and object's data descriptors).
+_METACLASS_DATA = frozenset(k for klass in type.__mro__ for k, v in vars(klass).items() if hasattr(type(v), "__set__"))
+# Instance attribute access as object's: SimpleNamespace has slot wrappers of its own for it.
+_GENERIC_SETATTR = (object.__setattr__, vars(types.SimpleNamespace).get("__setattr__"))
+_GENERIC_GETATTRIBUTE = (object.__getattribute__, vars(types.SimpleNamespace).get("__getattribute__"))
+
+
+def _is_tensor_or_module(v) -> bool:
+    """A value Module.__setattr__ would register rather than set (or that may be one)."""
+    try:
+        t = v.python_type()
+    except Unsupported:
+        return True
+    return issubclass(t, (torch.Tensor, torch.nn.Module))
+
+
+def record_store(output, var) -> None:
+    """`var` (an object from outside) has an attribute set by the trace: the entry writes
+    it after the graph, with the outside lists and dicts the trace changed, in the order
+    first changed (side_effects.py)."""
+    # NOTE: while a backward is traced, function_effects.outside_unchanged shadows
+    # record_mutation on the output with a refusal: a write would happen at forward time.
+    refuse = vars(output).get("record_mutation")
+    if refuse is not None:
+        refuse(var)
+    if id(var) not in output.mutated:
+        output.mutated[id(var)] = (var, f"setting attributes of {var.source.name()}")
+
+
+@dataclass(frozen=True)
+class TypeOfSource(Source):
+    """`type(obj)`."""
+
+    base: Source
+
+    def expr(self, ns):
+        return f"{ns.bind(type, 'type')}({self.base.expr(ns)})"
+
+    def name(self):
+        return f"type({self.base.name()})"
+
+    @property
+    def depth(self):
+        return self.base.depth + 1
+
+
+@dataclass(frozen=True)
+class ModuleTablesSource(Source):
+    """Whether `name` is in one of a module's tables (parameters, buffers, submodules):
+    where it is, Module.__setattr__ registers a write instead of setting it."""
+
+    base: Source
+    attr: str
+
+    def expr(self, ns):
+        b = self.base.expr(ns)
+        return "(" + " or ".join(f"{self.attr!r} in {b}.{t}" for t in ("_parameters", "_buffers", "_modules")) + ")"
+
+    def name(self):
+        return f"{self.attr!r} in the tables of {self.base.name()}"
+
+    @property
+    def depth(self):
+        return self.base.depth + 1
 
 
 # Logger methods whose whole effect, below the logger's level, is asking isEnabledFor
