@@ -18,7 +18,7 @@ from .variables.base import VariableTracker
 from .variables.builtins import BuiltinVariable
 from .variables.constant import ConstantVariable
 from .variables.contexts import _Method, exit_across_break
-from .variables.dicts import DictVariable, SetVariable
+from .variables.dicts import DictVariable, ObjectKey, SetVariable, has_object_keys
 from .variables.functions import (BoundMethodVariable, NestedFunctionVariable, RealCellVariable,
                                   UserFunctionVariable, UserMethodVariable)
 from .variables.lists import IteratorVariable, ListVariable, LiveItems, TupleVariable, tuple_maker
@@ -152,6 +152,9 @@ class Rebuilder:
             body = ", ".join(f"{self.key(k)}: {self.expr(x)}" for k, x in v.items.items())
             return "{" + body + "}" if v.dict_type is dict else f"{self.ns.bind(v.dict_type, 't')}({{{body}}})"
         if isinstance(v, SetVariable):
+            if has_object_keys(v.values):  # members hashed by identity: the objects of this call
+                members = "".join(self.key(k) + ", " for k in v.values)
+                return f"{self.ns.bind(v.python_type(), 't')}(({members}))"
             return f"{self.ns.bind(v.python_type(), 't')}({self.ns.bind(frozenset(v.values), 'c')})"
         if isinstance(v, NestedFunctionVariable):
             return self._function(v)
@@ -212,5 +215,7 @@ class Rebuilder:
         return self._owners.get(id(items))
 
     def key(self, k) -> str:
+        if type(k) is ObjectKey:  # an object hashed by identity: rebuilt from its tracker
+            return self.expr(k.var)
         return repr(k) if type(k) in (int, str, bool) or k is None else self.ns.bind(k, "k")
 

@@ -1,5 +1,6 @@
 """Models of the collections types: OrderedDict, defaultdict and Counter made inside the
-trace or passed in, `fromkeys` of the dict types (deques: deques.py; namedtuples: namedtuples.py).
+trace or passed in, `fromkeys` of the dict types (deques: deques.py; namedtuples: namedtuples.py;
+user subclasses of dict and OrderedDict: dict_subclasses.py).
 
 OrderedDict, defaultdict and Counter are dict trackers with their own methods. Those passed in, and
 deques passed in, may be changed: the entry writes their final contents back in place
@@ -15,7 +16,7 @@ from ..guards import Guard
 from ..sources import AttrSource, ItemSource
 from .base import ObjectConstantVariable, VariableTracker
 from .constant import ConstantVariable, is_constant_value
-from .dicts import DictVariable, _key, from_keys
+from .dicts import DictVariable, _key, from_keys, key_var
 from .functions import BoundMethodVariable, NestedFunctionVariable, PartialVariable, UserMethodVariable
 from .generators import pulled_one_by_one
 from .lists import TupleVariable
@@ -90,7 +91,7 @@ class OrderedDictVariable(DictVariable):
                 unsupported("exceptions", "KeyError: 'dictionary is empty'")
             self.check_mutable("OrderedDict.popitem", tx)
             k = next(reversed(self.items)) if from_end else next(iter(self.items))
-            return TupleVariable([ConstantVariable(k), self.items.pop(k)])
+            return TupleVariable([key_var(k), self.items.pop(k)])
         return super().call_method(tx, name, args, kwargs)
 
     def __repr__(self):
@@ -370,7 +371,7 @@ def _wrap_fromkeys(tx, value, source):
 
 
 def _register():
-    from . import deques, namedtuples
+    from . import deques, dict_subclasses, namedtuples  # noqa: F401 - dict_subclasses registers at import
     from .builder import register_wrapper
     from .objects import register_constructor
     register_constructor(lambda cls: cls is OrderedDict, _make_ordered_dict, first=True)

@@ -1,5 +1,9 @@
-"""Dicts and sets with constant keys. Like lists, only those created inside the
-traced function may be written. A dict's views and iterators read it live, as CPython's."""
+"""Dicts and sets. Like lists, only those created inside the traced function may be written.
+A dict's views and iterators read it live, as CPython's.
+
+Keys (and set members) are constants, hashed by value, or objects hashed by identity (a
+module, an object of a class without `__hash__`/`__eq__`): those are `ObjectKey`s, made by
+the models of objects that register here (`register_identity_key`, identity_keys.py)."""
 from __future__ import annotations
 
 from ..exc import unsupported
@@ -9,9 +13,51 @@ from .lazy_iterators import advanced
 from .lists import IteratorVariable, LiveItems, TupleVariable, items_equal
 
 
+class ObjectKey:
+    """A key hashed and compared by identity: `obj` (a real object, or the tracker of one
+    made in the trace) and `var`, the tracker the trace reads it as (and rebuilds it from)."""
+
+    __slots__ = ("obj", "var")
+
+    def __init__(self, obj, var: VariableTracker):
+        self.obj = obj
+        self.var = var
+
+    def __hash__(self):
+        return id(self.obj)
+
+    def __eq__(self, other):
+        return isinstance(other, ObjectKey) and other.obj is self.obj
+
+    def __repr__(self):
+        return f"ObjectKey({self.var.describe()})"
+
+
+# Functions tracker -> ObjectKey or None: the models of objects hashed by identity.
+_identity_keys: list = []
+
+
+def register_identity_key(fn) -> None:
+    _identity_keys.append(fn)
+
+
+def key_var(k) -> VariableTracker:
+    """The tracker of key `k` of a dict (member of a set) tracker."""
+    return k.var if type(k) is ObjectKey else ConstantVariable(k)
+
+
+def has_object_keys(keys) -> bool:
+    return any(type(k) is ObjectKey for k in keys)
+
+
 def _key(tx, k: VariableTracker):
     if not k.is_python_constant():
-        unsupported("construct", f"dict key {k.describe()} (only constant keys are supported)")
+        for identity_key in _identity_keys:
+            key = identity_key(tx, k)
+            if key is not None:
+                return key
+        unsupported("construct", f"dict key {k.describe()} (only constants and objects hashed by identity "
+                                 "are supported)")
     value = k.as_python_constant()
     try:
         hash(value)
@@ -100,7 +146,8 @@ class DictVariable(VariableTracker):
         return self.dict_type
 
     def is_python_constant(self):
-        return all(v.is_python_constant() for v in self.items.values())
+        items = self.items
+        return all(v.is_python_constant() for v in items.values()) and not has_object_keys(items)
 
     def as_python_constant(self):
         return self.dict_type((k, v.as_python_constant()) for k, v in self.items.items())
@@ -130,12 +177,15 @@ class DictVariable(VariableTracker):
     def view_item(self, kind: str, key):
         """What iterating view `kind` yields for `key`, now."""
         if kind == "keys":
-            return ConstantVariable(key)
+            return key_var(key)
         if kind == "values":
             return self.items[key]
-        return TupleVariable([ConstantVariable(key), self.items[key]])
+        return TupleVariable([key_var(key), self.items[key]])
 
     def var_getattr(self, tx, name):
+        if name == "__class__":
+            from .builder import wrap  # builder imports this module
+            return wrap(tx, self.python_type(), None)
         return self.method_getattr(tx, name)
 
     def check_mutable(self, what, tx):
@@ -182,7 +232,7 @@ class DictVariable(VariableTracker):
             if not self.items:
                 unsupported("exceptions", "KeyError: 'popitem(): dictionary is empty'")
             key = next(reversed(self.items))
-            return TupleVariable([ConstantVariable(key), self.items.pop(key)])
+            return TupleVariable([key_var(key), self.items.pop(key)])
         if name == "fromkeys" and 1 <= n <= 2 and not kwargs:
             return from_keys(tx, self.python_type(), args)
         if name == "pop" and n in (1, 2):
@@ -228,10 +278,15 @@ class DictVariable(VariableTracker):
             return list(self.items) == list(other.items)
         return True
 
+    def merge_items(self, tx) -> dict:
+        """What `dict.update(d)`, `dict(d)`, `{**d}` and `f(**d)` read of this dict, as
+        key → tracker (an object of a dict subclass may read through its own methods)."""
+        return self.items
+
     def update_from(self, tx, other):
         self.check_mutable("dict update", tx)
         if isinstance(other, DictVariable):
-            self.items.update(other.items)
+            self.items.update(other.merge_items(tx))
         else:
             from .generators import pulled_one_by_one
             for pair in pulled_one_by_one(tx, other):  # a generator body sees each insertion
@@ -286,9 +341,12 @@ class DictViewVariable(VariableTracker):
         return view_type(self.dict_var.python_type(), self.kind)
 
     def is_python_constant(self):
+        items = self.dict_var.items
+        if has_object_keys(items):
+            return False
         if self.kind == "keys":
             return True
-        return self.kind == "items" and all(v.is_python_constant() for v in self.dict_var.items.values())
+        return self.kind == "items" and all(v.is_python_constant() for v in items.values())
 
     def as_python_constant(self):
         if not self.is_python_constant():
@@ -415,9 +473,11 @@ class SetVariable(VariableTracker):
         return self.set_type
 
     def is_python_constant(self):
-        return True
+        return not has_object_keys(self.values)
 
     def as_python_constant(self):
+        if not self.is_python_constant():
+            return super().as_python_constant()
         return self.set_type(self.values)
 
     def var_getattr(self, tx, name):
@@ -435,7 +495,10 @@ class SetVariable(VariableTracker):
         self.values.add(_key(tx, item))
 
     def iter_items(self, tx):
-        return [ConstantVariable(v) for v in self.values]
+        if sum(type(v) is ObjectKey for v in self.values) > 1:
+            unsupported("construct", "iterating over a set of objects hashed by identity (its order "
+                                     "depends on their addresses)")
+        return [key_var(v) for v in self.values]
 
     def update_with(self, tx, name: str, others: list) -> None:
         """set.update / difference_update pull each iterable one item at a time, adding or

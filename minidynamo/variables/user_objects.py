@@ -4,10 +4,12 @@ user objects in operators.
 An object made by calling a plain Python class is a NewObjectVariable: its `__init__` is
 inlined with the new tracker as `self`, attribute writes land in the tracker (nothing
 outside can see the object yet, so they are not side effects), methods, properties and
-class attributes are looked up through the class as CPython does. If the object escapes
+class attributes are looked up through the class as CPython does (`InstanceAttributes`,
+which objects of dict subclasses share: dict_subclasses.py). If the object escapes
 (returned, or live at a graph break) it is rebuilt after the graph: `object.__new__(cls)`,
 then its instance dictionary filled in order. Classes whose objects this would not
-reproduce exactly (metaclasses, `__new__`, `__slots__`, `__del__`, builtin bases) decline.
+reproduce exactly (metaclasses that act on instances, `__new__`, `__slots__`, `__del__`,
+builtin bases) decline.
 """
 from __future__ import annotations
 
@@ -28,22 +30,55 @@ from .objects import ClassVariable, UserObjectVariable, register_constructor
 # Class attributes that make an object something `object.__new__` + `__dict__` cannot
 # rebuild, or whose lifetime has effects of its own.
 _UNMODELLED = ("__new__", "__slots__", "__del__", "__getattribute__")
+# What a metaclass may define and leave its classes' instances as `type` makes them: hooks
+# run when a class is made or a class attribute is set, and plain class metadata.
+_METACLASS_HARMLESS = frozenset((
+    "__new__", "__init__", "__prepare__", "__init_subclass__", "__setattr__", "__delattr__",
+    "__module__", "__qualname__", "__doc__", "__firstlineno__", "__static_attributes__",
+    "__annotations__", "__annotate__", "__annotate_func__", "__annotations_cache__", "__orig_bases__",
+    "__parameters__", "__type_params__", "__dict__", "__weakref__"))
+_HEAPTYPE, _IMMUTABLETYPE = 1 << 9, 1 << 8  # Py_TPFLAGS_*
 
 
-def why_not_modelled(cls) -> str | None:
-    """Why objects of `cls` cannot be made in the trace (None: they can)."""
-    if type(cls) is not type:
-        return f"its metaclass {type(cls).__qualname__} is not modelled"
+def is_python_class(klass) -> bool:
+    """A class made by a class statement (or `type()`): allocated, and mutable. C types are
+    static, or (made from a spec: deque and defaultdict on 3.12+) immutable."""
+    flags = klass.__flags__
+    return bool(flags & _HEAPTYPE) and not flags & _IMMUTABLETYPE and klass.__module__ != "builtins"
+
+
+def metaclass_problem(meta) -> str | None:
+    """Why classes of metaclass `meta` are not modelled (None: it only acts on classes)."""
+    for klass in meta.__mro__:
+        if klass in (type, object):
+            continue
+        if not is_python_class(klass):
+            return f"its metaclass {meta.__qualname__} is not modelled"
+        extra = sorted(set(vars(klass)) - _METACLASS_HARMLESS)
+        if extra:
+            return f"its metaclass {meta.__qualname__} defines {extra[0]}"
+    return None
+
+
+def why_not_modelled(cls, bases=()) -> str | None:
+    """Why objects of `cls` cannot be made in the trace (None: they can). `bases`: the C
+    classes another model makes such objects of (dict subclasses: dict_subclasses.py)."""
+    if not isinstance(cls, type):
+        return f"{cls!r} is not a class"
+    meta = metaclass_problem(type(cls))
+    if meta is not None:
+        return meta
     if issubclass(cls, (torch.nn.Module, torch.Tensor, BaseException)):
         return "torch modules, tensors and exceptions are made by their own models"
     for base in cls.__mro__[1:-1]:
-        if base.__module__ == "builtins":
+        if not is_python_class(base) and base not in bases:
             return f"its base {base.__qualname__} is a builtin type"
-    for klass in cls.__mro__[:-1]:
+    python_classes = [klass for klass in cls.__mro__[:-1] if is_python_class(klass)]
+    for klass in python_classes:
         for name in _UNMODELLED:
             if name in vars(klass) and not (name == "__slots__" and not _named_slots(klass)):
                 return f"{klass.__qualname__} defines {name}"
-    if all("__slots__" in vars(klass) for klass in cls.__mro__[:-1]):
+    if all("__slots__" in vars(klass) for klass in python_classes):
         return "its instances have no __dict__ (every class in its MRO defines __slots__)"
     return None
 
@@ -56,10 +91,11 @@ def _named_slots(klass) -> list:
     return [s for s in slots if s not in ("__dict__", "__weakref__")]
 
 
-def _is_user_class(cls) -> bool:
+def is_user_class(cls) -> bool:
     return isinstance(cls, type) and cls.__module__ not in ("builtins",) \
         and not cls.__module__.startswith(("torch", "collections", "itertools", "functools", "typing")) \
-        and type(cls) is type and not issubclass(cls, (torch.nn.Module, torch.Tensor, BaseException))
+        and (type(cls) is type or metaclass_problem(type(cls)) is None) \
+        and not issubclass(cls, (torch.nn.Module, torch.Tensor, BaseException))
 
 
 def _class_var(cls) -> ClassVariable:
@@ -72,6 +108,21 @@ def _static(cls, name):
         return inspect.getattr_static(cls, name)
     except AttributeError:
         return None
+
+
+def defining_class(cls, name):
+    """The class of `cls`'s MRO whose own namespace holds `name`, or None."""
+    return next((klass for klass in cls.__mro__ if name in vars(klass)), None)
+
+
+def python_method(cls, name):
+    """`cls`'s `name` where a Python class of its MRO defines it as a function, else None
+    (a builtin base's method, or nothing)."""
+    owner = defining_class(cls, name)
+    if owner is None or not is_python_class(owner):
+        return None
+    fn = vars(owner)[name]
+    return fn if isinstance(fn, types.FunctionType) else None
 
 
 def _guard_attr(tx, cls, name, value):
@@ -92,15 +143,15 @@ class InstanceDictVariable(DictVariable):
         return f"{rb.expr(self.owner)}.__dict__"
 
 
-class NewObjectVariable(VariableTracker):
-    """An object of a plain user class made by the trace: its instance attributes."""
+class InstanceAttributes(VariableTracker):
+    """An object of a user class the trace models whole: `cls`, and `instance_dict`, a dict
+    tracker of its `__dict__`. Attribute reads and writes, method calls and truth go as
+    CPython's do: data descriptors of the class, then the instance dictionary, then the
+    class (methods bound, properties called, class attributes guarded by identity).
+    Subclasses hold the two slots; one whose class has a builtin base answers for that
+    base's attributes (`builtin_attr`)."""
 
-    __slots__ = ("cls", "instance_dict")
-
-    def __init__(self, cls):
-        super().__init__(None)
-        self.cls = cls
-        self.instance_dict = InstanceDictVariable(self)
+    __slots__ = ()
 
     @property
     def attrs(self) -> dict:
@@ -110,11 +161,9 @@ class NewObjectVariable(VariableTracker):
     def python_type(self):
         return self.cls
 
-    def describe(self):
-        return f"{self.cls.__qualname__} object made in the trace"
-
-    def __repr__(self):
-        return f"NewObjectVariable({self.cls.__qualname__}, {list(self.attrs)})"
+    def builtin_attr(self, tx, name, owner):
+        """`name` as C class `owner` (a builtin base of the class) defines it."""
+        return self._descriptor(tx, name, vars(owner)[name])
 
     # --- attributes --------------------------------------------------------------
     def var_getattr(self, tx, name):
@@ -122,6 +171,10 @@ class NewObjectVariable(VariableTracker):
             return _class_var(self.cls)
         if name == "__dict__":
             return self.instance_dict
+        owner = defining_class(self.cls, name)
+        if owner is not None and owner is not object and not is_python_class(owner):
+            # dict's methods (the only data descriptor there, __dict__, was answered above)
+            return self.attrs[name] if name in self.attrs else self.builtin_attr(tx, name, owner)
         static = _static(self.cls, name)
         if static is not None and hasattr(type(static), "__set__"):  # a data descriptor wins
             return self._descriptor(tx, name, static)
@@ -132,6 +185,10 @@ class NewObjectVariable(VariableTracker):
             if isinstance(getattr_hook, types.FunctionType):
                 _guard_attr(tx, self.cls, "__getattr__", getattr_hook)
                 return UserFunctionVariable(getattr_hook).call_function(tx, [self, ConstantVariable(name)], {})
+            # hasattr()/getattr() with a default go on: the class must not gain it later
+            klass = ObjectSource(self.cls, self.cls.__qualname__)
+            for missing in (name,) if getattr_hook is not None else (name, "__getattr__"):
+                tx.output.guards.add(Guard("HASATTR", klass, False, {"attr": missing}))
             unsupported("exceptions", f"AttributeError: {self.cls.__qualname__!r} object has no attribute {name!r}")
         if isinstance(static, types.FunctionType):
             _guard_attr(tx, self.cls, name, static)
@@ -165,6 +222,7 @@ class NewObjectVariable(VariableTracker):
                 UserFunctionVariable(static.fset).call_function(tx, [self, value], {})
                 return
             unsupported("construct", f"setting descriptor {name!r} of {self.cls.__qualname__}")
+        self.instance_dict.check_mutable("attribute assignment", tx)
         self.attrs[name] = value
 
     def delete_attr(self, tx, name):
@@ -172,6 +230,7 @@ class NewObjectVariable(VariableTracker):
             unsupported("construct", f"{self.cls.__qualname__}.__delattr__ is not traced")
         if name not in self.attrs:
             unsupported("exceptions", f"AttributeError: {name!r}")
+        self.instance_dict.check_mutable("attribute deletion", tx)
         del self.attrs[name]
 
     # --- calls and truth ---------------------------------------------------------
@@ -190,15 +249,47 @@ class NewObjectVariable(VariableTracker):
                 return result.truthy(tx) if name == "__bool__" else result.as_python_constant() != 0
         return True
 
+    def fill_attrs(self, rb, name) -> list:
+        """The statement filling the rebuilt object `name`'s __dict__."""
+        if not self.attrs:
+            return []
+        body = ", ".join(f"{k!r}: {rb.expr(v)}" for k, v in self.attrs.items())
+        return [f"{name}.__dict__.update({{{body}}})"]
+
+
+class NewObjectVariable(InstanceAttributes):
+    """An object of a plain user class made by the trace: its instance attributes."""
+
+    __slots__ = ("cls", "instance_dict")
+
+    def __init__(self, cls):
+        super().__init__(None)
+        self.cls = cls
+        self.instance_dict = InstanceDictVariable(self)
+
+    def describe(self):
+        return f"{self.cls.__qualname__} object made in the trace"
+
+    def __repr__(self):
+        return f"NewObjectVariable({self.cls.__qualname__}, {list(self.attrs)})"
+
     # --- rebuilt after the graph (rebuild.py) -------------------------------------
     def rebuild_new(self, rb) -> str:
         return f"{rb.ns.bind(object.__new__, 'object_new')}({rb.ns.bind(self.cls, 'cls')})"
 
     def rebuild_fill(self, rb, name) -> list:
-        if not self.attrs:
-            return []
-        body = ", ".join(f"{k!r}: {rb.expr(v)}" for k, v in self.attrs.items())
-        return [f"{name}.__dict__.update({{{body}}})"]
+        return self.fill_attrs(rb, name)
+
+
+def init_object(tx, cls, obj, args, kwargs) -> None:
+    """`cls.__init__(obj, *args, **kwargs)` inlined, where a Python class defines it."""
+    init = _static(cls, "__init__")
+    if not isinstance(init, types.FunctionType):
+        unsupported("call", f"{cls.__qualname__}.__init__ is not a Python function")
+    _guard_attr(tx, cls, "__init__", init)
+    result = UserFunctionVariable(init).call_function(tx, [obj, *args], kwargs)
+    if not (result.is_python_constant() and result.as_python_constant() is None):
+        unsupported("exceptions", "TypeError: __init__() should return None")
 
 
 def _construct(tx, cls, args, kwargs):
@@ -206,27 +297,39 @@ def _construct(tx, cls, args, kwargs):
     if why is not None:
         unsupported("call", f"creating a {cls.__qualname__} object while tracing: {why}")
     obj = NewObjectVariable(cls)
-    init = _static(cls, "__init__")
-    if init is object.__init__:
+    if _static(cls, "__init__") is object.__init__:
         if args or kwargs:
             unsupported("exceptions", f"TypeError: {cls.__qualname__}() takes no arguments")
         return obj
-    if not isinstance(init, types.FunctionType):
-        unsupported("call", f"{cls.__qualname__}.__init__ is not a Python function")
-    _guard_attr(tx, cls, "__init__", init)
-    result = UserFunctionVariable(init).call_function(tx, [obj, *args], kwargs)
-    if not (result.is_python_constant() and result.as_python_constant() is None):
-        unsupported("exceptions", "TypeError: __init__() should return None")
+    init_object(tx, cls, obj, args, kwargs)
     return obj
 
 
-register_constructor(_is_user_class, _construct)
+register_constructor(is_user_class, _construct)
 
 
-# --- object.__setattr__ on a new object (frozen dataclasses' __init__) -------------------
+# --- object.__setattr__, setattr(), delattr() on a modelled object ----------------------
 def object_setattr(tx, args, kwargs):
-    if len(args) == 3 and not kwargs and isinstance(args[0], NewObjectVariable) and args[1].is_python_constant():
+    """`object.__setattr__(obj, name, value)` (frozen dataclasses' __init__)."""
+    if len(args) == 3 and not kwargs and isinstance(args[0], InstanceAttributes) and args[1].is_python_constant():
         args[0].set_plain(tx, args[1].as_python_constant(), args[2])
+        return ConstantVariable(None)
+    return None
+
+
+def _setattr(tx, args, kwargs):
+    """`setattr(obj, name, value)`: as `obj.name = value` (the class's __setattr__ too)."""
+    if len(args) == 3 and not kwargs and isinstance(args[0], InstanceAttributes) and args[1].is_python_constant() \
+            and isinstance(args[1].as_python_constant(), str):
+        args[0].store_attr(tx, args[1].as_python_constant(), args[2])
+        return ConstantVariable(None)
+    return None
+
+
+def _delattr(tx, args, kwargs):
+    if len(args) == 2 and not kwargs and isinstance(args[0], InstanceAttributes) and args[1].is_python_constant() \
+            and isinstance(args[1].as_python_constant(), str):
+        args[0].delete_attr(tx, args[1].as_python_constant())
         return ConstantVariable(None)
     return None
 
@@ -259,6 +362,8 @@ class SuperVariable(VariableTracker):
             attr = vars(klass)[name]
             if attr is object.__init__:
                 return _ObjectInit(self.obj)
+            if klass is not object and not is_python_class(klass) and isinstance(self.obj, InstanceAttributes):
+                return self.obj.builtin_attr(tx, name, klass)  # dict's own, on a dict subclass's object
             if klass is not object:
                 _guard_attr(tx, klass, name, attr)
             if isinstance(attr, types.FunctionType):
@@ -269,7 +374,7 @@ class SuperVariable(VariableTracker):
                 return UserMethodVariable(UserFunctionVariable(attr.__func__), _class_var(obj_type))
             if isinstance(attr, property) and attr.fget is not None:
                 return UserFunctionVariable(attr.fget).call_function(tx, [self.obj], {})
-            if attr is object.__setattr__ and isinstance(self.obj, NewObjectVariable):
+            if attr is object.__setattr__ and isinstance(self.obj, InstanceAttributes):
                 return _ObjectSetattr(self.obj)
             if not hasattr(type(attr), "__get__"):
                 from .builder import wrap
@@ -297,7 +402,7 @@ class _ObjectInit(VariableTracker):
 
 
 class _ObjectSetattr(_ObjectInit):
-    """object.__setattr__ bound through super() on a new object."""
+    """object.__setattr__ bound through super() on a modelled object."""
 
     def call_function(self, tx, args, kwargs):
         if len(args) != 2 or kwargs or not args[0].is_python_constant():
@@ -315,7 +420,7 @@ def call_super(tx, args, kwargs):
         cls, obj = args
         if not cls.is_python_constant() or not isinstance(cls.as_python_constant(), type):
             return None
-        if isinstance(obj, (ClassVariable,)) or not isinstance(obj, (NewObjectVariable, UserObjectVariable)):
+        if isinstance(obj, (ClassVariable,)) or not isinstance(obj, (InstanceAttributes, UserObjectVariable)):
             return None
         return SuperVariable(cls.as_python_constant(), obj)
     if args:
@@ -329,7 +434,7 @@ def call_super(tx, args, kwargs):
     if obj is None:  # the first argument is a cell of its own: read through it
         holder = tx.cells.get(first)
         obj = holder.load(tx) if holder is not None else None
-    if not isinstance(obj, (NewObjectVariable, UserObjectVariable)):
+    if not isinstance(obj, (InstanceAttributes, UserObjectVariable)):
         return None
     cls = cell.load(tx)
     if not cls.is_python_constant():
@@ -341,6 +446,8 @@ def _register_builtins():
     from .builtins import _HANDLERS
     _HANDLERS.setdefault(super, call_super)
     _HANDLERS.setdefault(object.__setattr__, object_setattr)
+    _HANDLERS.setdefault(setattr, _setattr)
+    _HANDLERS.setdefault(delattr, _delattr)
     from .builder import register_wrapper
     from .builtins import BuiltinVariable
     register_wrapper(lambda v: v is object.__setattr__, lambda tx, v, source: BuiltinVariable(v, source))
@@ -356,7 +463,7 @@ _COMPARE_DUNDERS = {"<": ("__lt__", "__gt__"), "<=": ("__le__", "__ge__"), "==":
 
 def user_class(v):
     """The class of a user object (made in the trace or passed in), else None."""
-    if isinstance(v, NewObjectVariable):
+    if isinstance(v, InstanceAttributes):
         return v.cls
     if isinstance(v, UserObjectVariable) and not isinstance(v.value, torch.nn.Module):
         return type(v.value)
@@ -423,6 +530,9 @@ def user_compare(tx, op: str, a, b):
                 return ConstantVariable(not eq.truthy(tx))
         if result is not None:
             return result
+    if op in ("==", "!=") and isinstance(a, DictVariable) and isinstance(b, DictVariable):
+        equal = a.equals(tx, b)  # objects of dict subclasses without an __eq__ of their own
+        return ConstantVariable(equal if op == "==" else not equal)
     if op in ("==", "!="):
         from ..interpreter.operators import is_same
         same = is_same(a, b, tx)

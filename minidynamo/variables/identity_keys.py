@@ -1,0 +1,154 @@
+"""Objects hashed by identity as dict keys and set members: modules and other objects whose
+class keeps `object.__hash__` and `object.__eq__`, and tensors the function was given (torch's
+`named_modules()` keeps a `memo = set()` of modules, `parameters()` one of tensors;
+`{m: i for i, m in enumerate(model.children())}`).
+
+Such a key is an `ObjectKey` (dicts.py): the real object for one passed in (its tracker
+rebuilds it after the graph, from its source), the tracker itself for one made in the
+trace (nothing else can be that object). What the trace decided by hashing them is which
+of them are one object, so the sources of the keys an entry used are pinned together by
+one guard, `same_objects(...)`: the same pattern of identities on every call it serves
+(`m.a is m.b` as traced, and no two others the same). Their classes' `__hash__`/`__eq__`
+are guarded by identity (patching one in recompiles).
+
+Also: sets of classes passed in (a registry of types), guarded by their contents.
+"""
+from __future__ import annotations
+
+import weakref
+from dataclasses import dataclass
+
+from ..exc import unsupported
+from ..guards import Guard
+from ..sources import AttrSource, ObjectSource, Source
+from .constant import is_constant_value
+from .dicts import ObjectKey, SetVariable, register_identity_key
+from .nn_modules import NewContainerVariable
+from .objects import UserObjectVariable
+from .tensor import TensorVariable
+from .user_objects import InstanceAttributes
+
+
+def same_objects(objects: tuple, pattern: tuple) -> bool:
+    """Whether `objects` are one object exactly where `pattern` says: each position holds
+    the index of the first object it is (as the trace saw them)."""
+    first: dict = {}
+    return tuple(first.setdefault(id(o), i) for i, o in enumerate(objects)) == pattern
+
+
+@dataclass(eq=False)
+class SameObjectsSource(Source):
+    """`same_objects((a, b, ...), pattern)` over every source whose object the trace hashed
+    by identity (or otherwise relied on being one object, or not); it grows during the
+    trace and is rendered when the entry is generated."""
+
+    sources: list
+    pattern: list
+
+    def expr(self, ns):
+        objects = "".join(s.expr(ns) + ", " for s in self.sources)
+        return f"{ns.bind(same_objects, 'same_objects')}(({objects}), {tuple(self.pattern)!r})"
+
+    def name(self):
+        return f"which of {', '.join(s.name() for s in self.sources)} are one object"
+
+    @property
+    def depth(self):  # after the guards that make each of them readable
+        return max((s.depth for s in self.sources), default=0) + 1
+
+
+# One per trace (OutputGraph): sources noted so far, their objects, the guard once it exists.
+_noted: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+class _Noted:
+    __slots__ = ("source", "objects", "guard")
+
+    def __init__(self):
+        self.source = SameObjectsSource([], [])
+        self.objects: list = []
+        self.guard = None
+
+
+def note_identity(tx, source, obj) -> None:
+    """The trace relies on which objects `source` is and is not, among those noted."""
+    if source is None:
+        return
+    noted = _noted.get(tx.output)
+    if noted is None:
+        noted = _noted[tx.output] = _Noted()
+    if source in noted.source.sources:
+        return
+    first = next((i for i, o in enumerate(noted.objects) if o is obj), len(noted.objects))
+    noted.source.sources.append(source)
+    noted.source.pattern.append(first)
+    noted.objects.append(obj)
+    if noted.guard is None and len(noted.objects) > 1:
+        noted.guard = Guard("EQUALS_MATCH", noted.source, True)
+        tx.output.guards.add(noted.guard)
+
+
+def _guard_identity_hash(tx, cls) -> None:
+    """`cls` hashes and compares by identity, now and on every call the entry serves."""
+    klass = ObjectSource(cls, cls.__qualname__)
+    for name in ("__hash__", "__eq__"):
+        tx.output.guards.add(Guard("ID_MATCH", AttrSource(klass, name), getattr(object, name)))
+
+
+def _hashed_by_identity(tx, cls, what: str) -> None:
+    if cls.__hash__ is None:
+        unsupported("exceptions", f"TypeError: unhashable type: {cls.__qualname__!r}")
+    if cls.__hash__ is not object.__hash__ or cls.__eq__ is not object.__eq__:
+        unsupported("construct", f"{what} as a dict key or set member: {cls.__qualname__} defines its own "
+                                 "__hash__ or __eq__")
+    _guard_identity_hash(tx, cls)
+
+
+def identity_key(tx, v):
+    """The ObjectKey of tracker `v`, or None where `v` is not an object hashed by identity."""
+    if isinstance(v, TensorVariable):  # Tensor.__hash__ is id(): an input's own tensor
+        example = tx.output.example_of(v)
+        if example is None or v.source is None:
+            return None  # made by the graph: which real tensor it will be is not known here
+        cls = type(example)
+        tx.output.guards.add(Guard("ID_MATCH", AttrSource(ObjectSource(cls, cls.__qualname__), "__hash__"),
+                                   cls.__hash__))
+        note_identity(tx, v.source, example)
+        return ObjectKey(example, v)
+    if isinstance(v, UserObjectVariable):  # passed in (or a module template made in the trace)
+        _hashed_by_identity(tx, type(v.value), v.describe())
+        note_identity(tx, v.source, v.value)
+        return ObjectKey(v.value, v)
+    if isinstance(v, InstanceAttributes) or isinstance(v, NewContainerVariable):  # made in the trace
+        _hashed_by_identity(tx, v.cls, v.describe())
+        return ObjectKey(v, v)
+    return None
+
+
+register_identity_key(identity_key)
+
+
+# --- sets of classes passed in ------------------------------------------------------------
+def _identity_hashed_class(k) -> bool:
+    """A class whose metaclass keeps type's identity __eq__ and __hash__."""
+    return isinstance(k, type) and type(k).__eq__ is type.__eq__ and type(k).__hash__ is type.__hash__
+
+
+def _is_set_of_classes(value) -> bool:
+    return type(value) in (set, frozenset) and not all(is_constant_value(v) for v in value) and all(
+        is_constant_value(v) or _identity_hashed_class(v) for v in value)
+
+
+def _wrap_set_of_classes(tx, value, source):
+    snapshot = frozenset(value)  # a set changes in place: guard and trace its contents now
+    if source is not None:
+        tx.output.guards.add(Guard("EQUALS_MATCH", source, snapshot, {"type": type(value)}))
+    return SetVariable(set(snapshot), source, set_type=type(value))
+
+
+def _register():
+    from .builder import register_wrapper
+    register_wrapper(_is_set_of_classes, _wrap_set_of_classes, guard_identity=False)
+
+
+_register()
