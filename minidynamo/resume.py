@@ -109,6 +109,10 @@ def why_not_resumable(code, target: int) -> str | None:
         return "the resume point is past the end of the code"
     if not insts[target].first:
         return f"the resume point {insts[target]!r} is the second half of a fused instruction"
+    if "__class__" in code.co_freevars and "super" in code.co_names:
+        # CPython's super() reads the frame's first argument: a resume function's first
+        # parameter is a stack value or another local.
+        return "the frame calls super() without arguments, which needs the frame's own first argument"
     return None
 
 

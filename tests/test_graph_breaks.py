@@ -1733,3 +1733,29 @@ def test_function_with_a_break_applied_with_keyword_arguments():
         return _LoudScale.apply(x, scale=2.0) + 1, _LoudScale.apply(x, 3.0)
 
     differ(f, t())
+
+
+class _SuperBase:
+    def get(self, x):
+        return x * 2
+
+
+class _SuperDerived(_SuperBase):
+    def get(self, x):
+        y = x + 1
+        print("between")  # a break here cannot resume: super() reads the frame's first argument
+        return super().get(y) + 1
+
+
+def test_a_frame_calling_super_after_a_break_runs_eagerly():
+    d = _SuperDerived()
+
+    def f(x):
+        return d.get(x)
+
+    # f breaks at the call; get itself cannot be resumed after its print, so it runs
+    # eagerly as a whole (a resume function's first parameter is not `self`: super()
+    # found no method there)
+    info = differ(f, t(), top="break")
+    kinds = [e.kind for e in everything(info.opt, info.backend)]
+    assert "eager" in kinds, kinds
