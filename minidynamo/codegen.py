@@ -16,9 +16,19 @@ from .sources import Namespace
 MISS = object()  # returned by an entry whose guards fail
 
 
+def code_signature(fn) -> inspect.Signature:
+    """The parameters CPython binds a call of `fn` to: its code's, whatever `__signature__`
+    a library set on it (a forward made to look like the function it dispatches to)."""
+    if "__signature__" not in getattr(fn, "__dict__", ()):
+        return inspect.signature(fn, follow_wrapped=False)
+    bare = types.FunctionType(fn.__code__, fn.__globals__, fn.__name__, fn.__defaults__, fn.__closure__)
+    bare.__kwdefaults__ = fn.__kwdefaults__
+    return inspect.signature(bare, follow_wrapped=False)
+
+
 def signature_parts(fn, ns: Namespace) -> tuple[str, str]:
     """(parameter list text, call argument text) reproducing `fn`'s signature."""
-    sig = inspect.signature(fn, follow_wrapped=False)
+    sig = code_signature(fn)
     params, call = [], []
     saw_posonly = saw_star = False
     for p in sig.parameters.values():

@@ -4,7 +4,6 @@ without running anything (tensor work runs on fake tensors, no backend is called
 one is given)."""
 from __future__ import annotations
 
-import inspect
 import keyword
 import re
 from dataclasses import dataclass, field
@@ -13,6 +12,7 @@ import torch
 
 from .dynamic import DynamicPolicy
 from .api import OptimizedFunction, OptimizedModule, _not_optimizable
+from .codegen import code_signature
 from .convert import compile_call
 from .exc import HINTS, BackendError
 
@@ -186,7 +186,7 @@ def explain(fn, backend=None):
 
     def run(*args, **kwargs):
         try:
-            inspect.signature(fn).bind(*args, **kwargs)
+            code_signature(fn).bind(*args, **kwargs)
         except TypeError:
             # CPython binds the arguments before the body runs: the call raises the very
             # TypeError an eager call raises, and runs nothing.

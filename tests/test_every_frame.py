@@ -422,3 +422,34 @@ def test_torch_compile_of_a_function_the_hook_optimized_is_unaffected():
                    any(isinstance(d, torch.SymInt) for d in v.shape) for v in inputs)
     assert [dynamic(e) for e in seen.example_inputs] == [False, True]
     torch._dynamo.reset()
+
+
+def make_dispatching_module(func):
+    """A module whose forward takes *args but advertises `func`'s parameters through
+    `__signature__` (as kernel hubs make their function modules)."""
+    import inspect
+
+    class Func(nn.Module):
+        def forward(self, *args, **kwargs):
+            if len(LOG) > 1000:
+                print("never")
+            return func(*args, **kwargs) * 2
+
+    Func.forward.__signature__ = inspect.Signature(
+        [inspect.Parameter("self", inspect.Parameter.POSITIONAL_OR_KEYWORD),
+         *inspect.signature(func).parameters.values()])
+    return Func()
+
+
+def rotate(q, k, scale=1.0):
+    return q * scale + k
+
+
+def test_a_forward_with_an_advertised_signature_binds_as_its_code_does():
+    m = make_dispatching_module(rotate)
+
+    def f(q, k):
+        return m(q, k, scale=3.0) + m(q, k)
+
+    check(f, (t(), t(seed=1)), kind="graph")  # bound to q, k, `args` was unbound in the trace
+    check(type(m).forward, (m, t(), t(seed=1)), kind="graph")  # the optimized frame itself

@@ -8,7 +8,6 @@ a child translator sharing the same OutputGraph.
 from __future__ import annotations
 
 import builtins
-import inspect
 import sys
 
 from .._compat import CO_ASYNC_GENERATOR, CO_COROUTINE, CO_GENERATOR, CO_ITERABLE_COROUTINE, VERSION
@@ -19,6 +18,7 @@ from ..logs import get_logger
 from ..sources import GlobalSource, LocalSource
 from ..variables.base import NULL
 from ..variables.builder import wrap
+from ..codegen import code_signature
 from ..variables.functions import CellVariable, bind_arguments
 from .opcodes.binary import BinaryOps
 from .opcodes.build import BuildOps
@@ -245,7 +245,7 @@ def trace(output: OutputGraph, fn, args: tuple, kwargs: dict, stop_at: int | Non
     if code.co_flags & _NOT_PLAIN:
         unsupported("generator", f"{fn.__qualname__} is a generator or coroutine function")
     try:
-        bound = inspect.signature(fn, follow_wrapped=False).bind(*args, **kwargs)
+        bound = code_signature(fn).bind(*args, **kwargs)
     except TypeError as e:
         unsupported("exceptions", f"TypeError: {fn.__name__}() {e}")
     bound.apply_defaults()
