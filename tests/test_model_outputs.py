@@ -426,3 +426,16 @@ def test_transformers_model_output_passed_in_and_at_a_break():
 
     check_objects(read, Args(outputs.CausalLMOutputWithPast(logits=t(seed=1)), t()), graphs=1)
     check_objects(at_break, t(), kind="break")
+
+
+def test_names_only_the_metaclass_has_are_missing_on_instances():
+    class Named:
+        def __init__(self, t):
+            self.t = t
+
+    def f(x):
+        obj, out = Named(x), LossOut(logits=x)
+        return (getattr(obj, "__name__", None), hasattr(out, "__name__"), getattr(out, "mro", 1),
+                callable(obj), obj.t + 1)
+
+    check(f, t(), kind="graph", graphs=1)

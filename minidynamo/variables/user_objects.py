@@ -13,14 +13,14 @@ builtin bases) decline.
 """
 from __future__ import annotations
 
-import inspect
 import types
+from dataclasses import dataclass
 
 import torch
 
 from ..exc import unsupported
 from ..guards import Guard
-from ..sources import AttrSource, ObjectSource
+from ..sources import AttrSource, ObjectSource, Source
 from .base import VariableTracker
 from .constant import ConstantVariable
 from .dicts import DictVariable
@@ -103,16 +103,16 @@ def _class_var(cls) -> ClassVariable:
     return ClassVariable(cls, ObjectSource(cls, cls.__qualname__))
 
 
-def _static(cls, name):
-    try:
-        return inspect.getattr_static(cls, name)
-    except AttributeError:
-        return None
-
-
 def defining_class(cls, name):
     """The class of `cls`'s MRO whose own namespace holds `name`, or None."""
     return next((klass for klass in cls.__mro__ if name in vars(klass)), None)
+
+
+def _static(cls, name):
+    """`name` as `cls` gives it to its instances: from the first class of its MRO that holds
+    it (inspect.getattr_static of a class would also search its metaclass: `type.__name__`)."""
+    owner = defining_class(cls, name)
+    return None if owner is None else vars(owner)[name]
 
 
 def python_method(cls, name):
@@ -123,6 +123,31 @@ def python_method(cls, name):
         return None
     fn = vars(owner)[name]
     return fn if isinstance(fn, types.FunctionType) else None
+
+
+def class_defines(cls, name) -> bool:
+    """Whether a class of `cls`'s MRO holds `name` (what its instances can find there)."""
+    return any(name in vars(klass) for klass in cls.__mro__)
+
+
+@dataclass(frozen=True, eq=False)
+class ClassDefinesSource(Source):
+    """`class_defines(cls, name)`, asked again by the entry."""
+
+    cls: type
+    attr: str
+
+    def expr(self, ns):
+        return f"{ns.bind(class_defines, 'class_defines')}({ns.bind(self.cls, 'cls')}, {self.attr!r})"
+
+    def name(self):
+        return f"{self.cls.__qualname__}.{self.attr} (defined on the class)"
+
+    def __eq__(self, other):
+        return isinstance(other, ClassDefinesSource) and other.cls is self.cls and other.attr == self.attr
+
+    def __hash__(self):
+        return hash((id(self.cls), self.attr))
 
 
 def _guard_attr(tx, cls, name, value):
@@ -186,9 +211,8 @@ class InstanceAttributes(VariableTracker):
                 _guard_attr(tx, self.cls, "__getattr__", getattr_hook)
                 return UserFunctionVariable(getattr_hook).call_function(tx, [self, ConstantVariable(name)], {})
             # hasattr()/getattr() with a default go on: the class must not gain it later
-            klass = ObjectSource(self.cls, self.cls.__qualname__)
             for missing in (name,) if getattr_hook is not None else (name, "__getattr__"):
-                tx.output.guards.add(Guard("HASATTR", klass, False, {"attr": missing}))
+                tx.output.guards.add(Guard("EQUALS_MATCH", ClassDefinesSource(self.cls, missing), False))
             unsupported("exceptions", f"AttributeError: {self.cls.__qualname__!r} object has no attribute {name!r}")
         if isinstance(static, types.FunctionType):
             _guard_attr(tx, self.cls, name, static)
