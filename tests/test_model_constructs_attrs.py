@@ -646,3 +646,20 @@ def test_backward_writing_an_outside_object_runs_at_backward_time():
     assert state.backwards == 1
     opt(x).backward()
     assert state.backwards == 2
+
+
+def test_instances_do_not_see_their_metaclass_attributes():
+    # kernels' layer code: `getattr(fn, "__name__", None)` on a module is None (`__name__` is
+    # the class's, through type): the read was a broken graph
+    class Func(torch.nn.Module):
+        def forward(self, x):
+            return x * 2
+
+    class Plain:
+        pass
+
+    def f(m, p, x):
+        name = getattr(m, "__name__", None) or getattr(m, "kernel_layer_name", None)
+        return m(x), name, hasattr(m, "__qualname__"), getattr(p, "__name__", "none"), hasattr(p, "__mro__")
+
+    check(f, (Func(), Plain(), t()), kind="graph")

@@ -136,7 +136,7 @@ class UserObjectVariable(VariableTracker):
                 if d is not None and name in d:
                     return wrap(tx, d[name], self._attr_source(name))
         inst_dict = getattr(obj, "__dict__", None)
-        static = inspect.getattr_static(cls, name, _ABSENT)  # (a class attribute may be None)
+        static = on_class(cls, name)
         is_data_descriptor = static is not _ABSENT and hasattr(type(static), "__set__")
         if inst_dict is not None and name in inst_dict and not is_data_descriptor:
             return wrap(tx, inst_dict[name], self._attr_source(name))
@@ -154,7 +154,8 @@ class UserObjectVariable(VariableTracker):
                 unsupported("construct", f"{cls.__qualname__}.__getattr__ is not traced")
             if self.source is not None:  # hasattr/getattr with a default go on: pin the absence
                 from ..guards import Guard  # (instance, class, a module's parameters/buffers/submodules)
-                plain_module = getattr(cls, "__getattr__", None) is torch.nn.Module.__getattr__
+                plain_module = getattr(cls, "__getattr__", None) is torch.nn.Module.__getattr__ \
+                    and not hasattr(cls, name)  # (that guard asks the class, whose metaclass may answer)
                 tx.output.guards.add(Guard("HASATTR", self.source, False, {"attr": name, "module": plain_module}))
             unsupported("exceptions", f"AttributeError: {cls.__qualname__!r} object has no attribute {name!r}")
         if isinstance(static, staticmethod):
@@ -186,12 +187,12 @@ class UserObjectVariable(VariableTracker):
                                        f"the call: {why}")
         from ..guards import Guard
         guards, cls = tx.output.guards, type(self.value)
-        on_class = self._class_source()
-        guards.add(Guard("ID_MATCH", AttrSource(on_class, "__setattr__"), inspect.getattr_static(cls, "__setattr__")))
-        if inspect.getattr_static(cls, name, _ABSENT) is _ABSENT:
-            guards.add(Guard("HASATTR", on_class, False, {"attr": name}))
+        class_source = self._class_source()
+        guards.add(Guard("ID_MATCH", AttrSource(class_source, "__setattr__"), inspect.getattr_static(cls, "__setattr__")))
+        if on_class(cls, name) is _ABSENT:
+            guards.add(Guard("HASATTR", class_source, False, {"attr": name}))
         else:
-            guards.add(Guard("ID_MATCH", AttrSource(on_class, name), getattr(cls, name)))
+            guards.add(Guard("ID_MATCH", AttrSource(class_source, name), getattr(cls, name)))
         if isinstance(self.value, torch.nn.Module):
             guards.add(Guard("EQUALS_MATCH", ModuleTablesSource(self.source, name), False))
         record_store(tx.output, self)
@@ -211,7 +212,9 @@ class UserObjectVariable(VariableTracker):
             return f"{cls.__qualname__}.__setattr__ is not traced"
         if inspect.getattr_static(cls, "__getattribute__") not in _GENERIC_GETATTRIBUTE:
             return f"{cls.__qualname__}.__getattribute__ is not traced"
-        static = inspect.getattr_static(cls, name, _ABSENT)
+        static = on_class(cls, name)
+        if name in _METACLASS_DATA or static is _ABSENT and hasattr(cls, name):
+            return f"{name!r} is an attribute of its class's metaclass (not modelled)"
         if static is not _ABSENT and (hasattr(type(static), "__set__") or hasattr(type(static), "__delete__")):
             return f"{name!r} is a {type(static).__name__} of its class, which takes the write"
         if static is not _ABSENT and hasattr(type(static), "__get__") and not isinstance(
@@ -308,6 +311,17 @@ class UserObjectVariable(VariableTracker):
         if inspect.getattr_static(type(obj), "__call__", None) is not None:
             return self.call_method(tx, "__call__", args, kwargs)
         unsupported("exceptions", f"TypeError: {type(obj).__qualname__!r} object is not callable")
+
+
+def on_class(cls, name: str):
+    """What an instance of `cls` finds for `name` on its class (the MRO's dicts; unlike
+    inspect.getattr_static(cls, ...), not the metaclass's: `obj.__name__` is not
+    `cls.__name__`), or _ABSENT. A class attribute may be None."""
+    for klass in cls.__mro__:
+        d = vars(klass)
+        if name in d:
+            return d[name]
+    return _ABSENT
 
 
 _OBJECT_CLASS = vars(object)["__class__"]  # what `obj.__class__` is unless a class overrides it
