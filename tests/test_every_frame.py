@@ -453,3 +453,31 @@ def test_a_forward_with_an_advertised_signature_binds_as_its_code_does():
 
     check(f, (t(), t(seed=1)), kind="graph")  # bound to q, k, `args` was unbound in the trace
     check(type(m).forward, (m, t(), t(seed=1)), kind="graph")  # the optimized frame itself
+
+
+ACTIVE_BY_ID: dict = {}
+
+
+class Dispatching(nn.Module):
+    def forward(self, x):
+        replacement = ACTIVE_BY_ID.get(id(self))  # a kernel hub's registry, keyed by id
+        return replacement(x) if replacement is not None else x * 2
+
+
+MODULE_A, MODULE_B = Dispatching(), Dispatching()
+
+
+def test_id_of_a_module_is_a_constant_pinned_by_identity():
+    ACTIVE_BY_ID.clear()
+    ACTIVE_BY_ID[id(MODULE_B)] = torch.cos
+
+    def fa(x):
+        return MODULE_A(x) + 1
+
+    def fb(x):
+        return MODULE_B(x) + 1
+
+    info = check(fa, t(), kind="graph")
+    check(fb, t(), kind="graph")  # the registry's entry for B: cos
+    assert any(g.kind == "ID_MATCH" and "MODULE_A" in g.source.name() for g in info.entries[0].guards)
+    ACTIVE_BY_ID.clear()

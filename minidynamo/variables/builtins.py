@@ -524,6 +524,23 @@ def _scalar_ctor(fn):
     return handler
 
 
+def _id(tx, args, kwargs):
+    """id() of an object the entry pins by identity (a module, a user object or a function
+    reached from the frame): a constant under an ID_MATCH guard, as torch.compile answers
+    it. Tensors and objects made in the trace decline: their identity is new each call."""
+    from ..guards import Guard
+    from .functions import UserFunctionVariable
+    from .objects import UserObjectVariable
+    if len(args) != 1 or kwargs or args[0].source is None:
+        return None
+    v = args[0]
+    value = v.value if isinstance(v, UserObjectVariable) else v.fn if isinstance(v, UserFunctionVariable) else None
+    if value is None:
+        return None
+    tx.output.guards.add(Guard("ID_MATCH", v.source, value))
+    return ConstantVariable(id(value))
+
+
 def _bool(tx, args, kwargs):
     if len(args) == 1 and not kwargs:
         return ConstantVariable(args[0].truthy(tx))
@@ -540,7 +557,7 @@ _HANDLERS = {
     map: _lazy("make_map"), filter: _lazy("make_filter"), sorted: _sorted, callable: _callable,
     any: _any_all(any), all: _any_all(all), functools.reduce: _reduce,
     itertools.tee: _lazy("make_tee"), itertools.chain.from_iterable: _lazy("chain_from_iterable"),
-    functools.cmp_to_key: _lazy("make_cmp_to_key"),
+    functools.cmp_to_key: _lazy("make_cmp_to_key"), id: _id,
 }
 # C functions outside builtins that are traced as builtins (itertools' classes are classes:
 # iterutils registers their constructors).
