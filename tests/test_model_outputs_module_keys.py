@@ -218,3 +218,14 @@ def test_a_global_set_of_classes_is_read_and_guarded_by_its_members():
         REGISTERED.discard(nn.Sequential)
     assert backend.calls == 2
     check(f, Args(model(), t()), kind="graph", graphs=1)
+
+
+TREE = torch.nn.Sequential(torch.nn.Linear(3, 3), torch.nn.ReLU(), torch.nn.Sequential(torch.nn.Linear(3, 3)))
+
+
+def test_module_iterators_consumed_whole_and_sets_of_children():
+    def f(x):
+        n = len(list(TREE.modules())) + len(list(TREE.children())) + len(set(TREE.children()))
+        return x * n
+
+    check(f, torch.ones(3), kind="graph")

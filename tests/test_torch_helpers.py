@@ -463,13 +463,8 @@ def test_parameter_list_index_out_of_range_and_slice():
 
 # --- parameters() and buffers() ------------------------------------------------------------
 # Module.parameters() walks named_modules() with a set of modules and a set of tensors as
-# memos (`if self not in memo`, `if v in memo`): modules and tensors as set keys are
-# dicts.py's (another change); these check the walk once it traces.
-_SET_KEYS = pytest.mark.xfail(reason="modules and tensors as set keys (Module.named_modules' and "
-                                     "_named_members' memos) are not traced yet", strict=False)
-
-
-@_SET_KEYS
+# memos (`if self not in memo`, `if v in memo`): modules and tensors as set keys (dicts.py,
+# identity_keys.py).
 @pytest.mark.parametrize("fn", [
     lambda m, x: x.to(next(m.parameters()).dtype) * 2,
     lambda m, x: x.to(next(m.parameters()).device) * 2,

@@ -12,7 +12,7 @@ from ..variables.constant import ConstantVariable, fold
 from ..variables.dicts import DictVariable, DictViewVariable, SetVariable
 from ..variables.lists import BaseListVariable, IteratorVariable, ListVariable, TupleVariable
 from ..variables.tensor import TensorVariable
-from ..variables.user_objects import NewObjectVariable, user_binary, user_class, user_compare
+from ..variables.user_objects import InstanceAttributes, user_binary, user_class, user_compare
 
 BINARY = {name: getattr(operator, name) for name in (
     "add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "matmul", "lshift", "rshift",
@@ -170,7 +170,7 @@ def is_same(a: VariableTracker, b: VariableTracker, tx=None):
             tx.output.guards.add(Guard("ALIAS_MATCH", a.source or ObjectSource(a.value, a.describe()), same,
                                        {"other": b.source or ObjectSource(b.value, b.describe())}))
         return same
-    if isinstance(a, NewObjectVariable) or isinstance(b, NewObjectVariable):
+    if isinstance(a, InstanceAttributes) or isinstance(b, InstanceAttributes):
         return False  # an object made in the trace is itself only (a is b was caught above)
     # One object has one type: trackers of different Python types are different objects.
     # (Two trackers of one type may stand for one object reached two ways: undecided.)

@@ -167,7 +167,7 @@ def _iterable_call(ctor):
         if ctor is set or ctor is frozenset:
             s = SetVariable(set_type=ctor)
             for i in items:
-                s.values.add(i.as_python_constant())
+                s.add(tx, i)  # constants, and objects hashed by identity (dicts.py)
             return s
         return None
     return handler

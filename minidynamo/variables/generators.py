@@ -362,6 +362,9 @@ def _snapshot(v, gen, seen=None):
                 tuple(_snapshot(x, gen, seen) for x in items.values()))
     if isinstance(v, SetVariable):
         return ("set", frozenset(v.values))
+    from .objects import UserObjectVariable
+    if isinstance(v, UserObjectVariable) and v.source is not None:  # a module reached from the frame
+        return ("object", tuple((k, id(x)) for k, x in v.stored.items()))
     own = getattr(v, "consumer_snapshot", None)  # a tracker that says what can be read of it
     if own is not None:
         return own(lambda item: _snapshot(item, gen, seen))
