@@ -182,6 +182,9 @@ def is_same(a: VariableTracker, b: VariableTracker, tx=None):
 
 
 def contains(tx, container: VariableTracker, item: VariableTracker):
+    custom = getattr(container, "contains", None)  # `name in os.environ`
+    if custom is not None:
+        return custom(tx, item)
     if isinstance(container, (DictVariable, SetVariable)):
         return container.call_method(tx, "__contains__", [item], {})
     if _is_tensor(container):
