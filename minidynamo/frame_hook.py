@@ -92,6 +92,13 @@ def _load():
         # torch.compile reads every cache entry of a code it compiles (recompile counts and
         # reasons): ours go into a region of their own where torch has regions.
         api.isolate = getattr(ef, "set_eval_frame_isolate_recompiles_id", None)
+        api.guard_manager = _GuardManager
+        if api.isolate is None:  # it sees them then: as entries it skips when it explains recompiles
+            from torch._dynamo.guards import DeletedGuardManagerWrapper
+
+            def foreign():
+                return DeletedGuardManagerWrapper("an entry of minidynamo's frame hook")
+            api.guard_manager = foreign
         api.run = api.Strategy(api.Action.DEFAULT, api.Action.DEFAULT)
         api.skip = api.Strategy(api.Action.SKIP, api.Action.DEFAULT)
         api.skip_tree = api.Strategy(api.Action.SKIP, api.Action.SKIP)
@@ -222,8 +229,8 @@ def _callback(frame, cache_entry, frame_state):
 
 class _GuardManager:
     """torch's cache entry reads `.root` (no guards: the trampoline's target checks its
-    own) and `.diff_guard_root`; torch.compile, where it sees the entry (a torch without
-    regions), its ID_MATCH'd objects, scopes and verbose check."""
+    own) and `.diff_guard_root`; the rest is what torch.compile would read of an entry it
+    saw (it does not: ours are in a region of their own)."""
 
     def __init__(self):
         self.root, self.diff_guard_root = _Torch.api.RootGuardManager(), None
@@ -239,7 +246,7 @@ class _GuardManager:
 
 class _Guarded:
     def __init__(self, code, original):
-        self.code, self.guard_manager, self.compile_id = code, _GuardManager(), None
+        self.code, self.guard_manager, self.compile_id = code, _Torch.api.guard_manager(), None
         self.trace_annotation = f"minidynamo {original.co_name}"
 
 
