@@ -1,5 +1,6 @@
 """Why a compiler broke a graph or ran a frame eagerly, read from its own records while
-a model runs (bench/models_run.py): one Reason per record, with the file:line it names.
+a model runs (bench/models_run.py): one Reason per record, with the file:line it names;
+and why it compiled again (its `recompiles` log: one line per recompile).
 
 - minidynamo: the `fallbacks` and `graph_breaks` log channels; each record's arguments
   carry the Unsupported (category, detail, `file:line: source`) and the frame's name.
@@ -53,13 +54,16 @@ def split_where(where: str | None) -> tuple[str, str]:
 
 class Records(logging.Handler):
     """A handler installed on some loggers while a `with` block runs (levels raised, not
-    propagated), turning their records into Reasons; `call` tags them first/warm."""
+    propagated), turning their records into Reasons (`call` tags them first/warm), and
+    the records of RECOMPILES into one line each."""
 
     LOGGERS: tuple = ()
+    RECOMPILES: tuple = ()
 
     def __init__(self):
         super().__init__(logging.DEBUG)
         self.reasons: list[Reason] = []
+        self.recompiles: list[str] = []
         self.call = "first"
         self._saved = {}
 
@@ -67,13 +71,20 @@ class Records(logging.Handler):
         raise NotImplementedError
 
     def emit(self, record):
+        if record.name in self.RECOMPILES:
+            if record.levelno >= logging.INFO:  # minidynamo's debug lines repeat the guard
+                lines = [x.strip() for x in record.getMessage().strip().splitlines()]
+                guard = next((x for x in lines[1:] if x.startswith("- ")), None)  # torch's
+                text = re.sub(r"\s+", " ", lines[0] + (f" {guard}" if guard else ""))
+                self.recompiles.append(re.sub(r"\S*/(?:site|dist)-packages/", "", text)[:400])
+            return
         r = self.reason(record)
         if r is not None:
             r.call = self.call
             self.reasons.append(r)
 
     def loggers(self) -> list:
-        return [logging.getLogger(name) for name in self.LOGGERS]
+        return [logging.getLogger(name) for name in self.LOGGERS + self.RECOMPILES]
 
     def __enter__(self):
         for log in self.loggers():
@@ -93,6 +104,7 @@ class Records(logging.Handler):
 class MinidynamoRecords(Records):
     CHANNELS = {"minidynamo.fallbacks": "eager", "minidynamo.graph_breaks": "break"}
     LOGGERS = tuple(CHANNELS)
+    RECOMPILES = ("minidynamo.recompiles",)
 
     def reason(self, record):
         from minidynamo import Unsupported
@@ -106,6 +118,22 @@ class MinidynamoRecords(Records):
 
 class DynamoRecords(Records):
     LOGGERS = tuple(f"torch._dynamo.{m}.__graph_breaks" for m in ("symbolic_convert", "convert_frame", "exc"))
+    RECOMPILES = ("torch._dynamo.guards.__recompiles",)
+
+    def emit(self, record):
+        if record.name in self.RECOMPILES:  # torch's are debug records
+            record.levelno = logging.INFO
+        super().emit(record)
+
+    def __enter__(self):
+        import torch._logging
+        torch._logging.set_logs(recompiles=True)  # torch asks its log state, not the logger
+        return super().__enter__()
+
+    def __exit__(self, *exc):
+        import torch._logging
+        super().__exit__(*exc)
+        torch._logging.set_logs()
 
     def reason(self, record):
         lines = record.getMessage().splitlines()

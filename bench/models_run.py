@@ -42,6 +42,7 @@ class ToolResult:
     graphs: int = 0  # graphs made during the first call
     ops: int = 0  # call_function/call_method/call_module nodes in those graphs
     graphs_total: int = 0  # graphs made by all the calls (recompiles included)
+    recompiles: list = dataclasses.field(default_factory=list)  # why, one line each
     breaks: int = 0  # graph breaks (first call)
     fallbacks: int = 0  # frames run eagerly as a whole (first call)
     reasons: list = dataclasses.field(default_factory=list)  # Reason, as dicts
@@ -172,6 +173,7 @@ def run_tool(tool: str, base, spec, task: str, inputs: dict, reference):
         res.graphs = res.graphs_total
         res.ops = sum(CountingBackend.ops(g) for g in backend.graphs)
     reasons = records.reasons
+    res.recompiles = records.recompiles
     if tool == "minidynamo":
         res.breaks = sum(1 for r in reasons if r.kind == "break" and r.call == "first")
     elif tool == "torch.compile" and res.first_s is None:
