@@ -22,6 +22,13 @@ def _reader(name: str):
     return functools.partial(os.environ.get, name)
 
 
+class _EnvironRead(CallSource):
+    """`os.environ.get(name)`, named as written (CallSource names a call without arguments)."""
+
+    def name(self):
+        return self.label
+
+
 class EnvironVariable(VariableTracker):
     """The process's `os.environ` (guarded by identity)."""
 
@@ -36,7 +43,7 @@ class EnvironVariable(VariableTracker):
             unsupported("construct", f"os.environ read with {key.describe()}, not a str")
         name = key.as_python_constant()
         value = os.environ.get(name)
-        tx.output.guards.add(Guard("EQUALS_MATCH", CallSource(_reader(name), f"os.environ.get({name!r})"), value))
+        tx.output.guards.add(Guard("EQUALS_MATCH", _EnvironRead(_reader(name), f"os.environ.get({name!r})"), value))
         return value
 
     def var_getattr(self, tx, name):
