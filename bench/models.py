@@ -83,10 +83,11 @@ def run_worker(name: str, tool: str, tasks: list, timeout: float, threads: int) 
 
 def merge(parts: list) -> dict:
     """One model/task's result from its workers' (one per compiler): their tools side by
-    side, eager's from the first worker that has it; a worker's harness error stands as
-    that compiler's result {"error": ...}."""
+    side, eager's from the first worker in COMPILERS order that has it (each compiler's
+    own process's eager time is in its result, "eager_per_call_ms"); a worker's harness
+    error stands as that compiler's result {"error": ...}."""
     out = {"tools": {}}
-    for part in parts:
+    for part in sorted(parts, key=lambda p: COMPILERS.index(p["worker"])):
         tool = part["worker"]
         if "error" in part:
             out["tools"][tool] = {"tool": tool, "error": part["error"]}

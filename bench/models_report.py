@@ -226,6 +226,11 @@ def table_text(results: list, markdown: bool) -> str:
 
 # --- summary ------------------------------------------------------------------------------
 
+def _eager_ms(r: dict, t: dict) -> float | None:
+    """Eager's ms/call measured in the same process as the tool's `t` (else the table's)."""
+    return t.get("eager_per_call_ms") or _tool(r, "eager").get("per_call_ms")
+
+
 def summary(results: list) -> dict:
     shares = [s for s in map(share, results) if s is not None]
     out = {"model/tasks": len(results),
@@ -239,6 +244,11 @@ def summary(results: list) -> dict:
             out[f"{tool}: {what}"] = sum(1 for t in ts if status(t) == what)
         out[f"{tool}: graph breaks"] = sum(t.get("breaks") or 0 for t in ts)
         out[f"{tool}: eager frames"] = sum(t.get("fallbacks") or 0 for t in ts)
+        firsts = [t["first_s"] for t in ts if status(t) == "ok" and t.get("first_s") is not None]
+        out[f"{tool}: median first call s"] = round(statistics.median(firsts), 2) if firsts else None
+        ratios = [t["per_call_ms"] / _eager_ms(r, t) for r, t in zip(results, ts)
+                  if status(t) == "ok" and t.get("per_call_ms") and _eager_ms(r, t)]
+        out[f"{tool}: median ms/call over eager's"] = round(statistics.median(ratios), 2) if ratios else None
     return out
 
 

@@ -259,5 +259,6 @@ def measure(spec, task: str, compilers=TOOLS[1:]) -> dict:
     for tool in compilers:
         res, _ = run_tool(tool, base, spec, task, inputs, reference)
         out["tools"][tool] = dataclasses.asdict(res)
+        out["tools"][tool]["eager_per_call_ms"] = eager.per_call_ms  # this process's baseline
     out["names"] = model_class_names(base)
     return out
