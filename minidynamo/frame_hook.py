@@ -60,10 +60,6 @@ TORCH_OPTIMIZED = {os.path.join("nn", "modules", "container.py"): ("forward",)}
 # Class bodies and modules (no CO_OPTIMIZED) run in a namespace, not as a function's call.
 _CO_OPTIMIZED = 0x1
 # A function reading its caller's frame must run where it was called, not under an entry.
-# A closure runs plainly too (but for `__class__`, a method's cell for `super()`): its
-# function is often made per call, and the optimized function kept per closure would keep
-# the cells' values (activations) alive. What it calls is still offered: a decorator's
-# wrapper runs plainly, the function it wraps optimized.
 _FRAME_READERS = frozenset({"currentframe", "_getframe", "f_back", "stack", "getouterframes"})
 _UNSTARTED_ONLY = CO_GENERATOR | CO_COROUTINE | CO_ASYNC_GENERATOR | CO_ITERABLE_COROUTINE
 _PLACEHOLDER = 1.2345678901234e-300  # stands for the HookedCode in a trampoline's constants
@@ -282,6 +278,10 @@ def _decide(code) -> str:
             or code.co_name.startswith("<") and code.co_name != "<lambda>" or _FRAME_READERS & set(code.co_names):
         return "skip"  # not a call to redirect: a class body, a generator resumed, a frame reader
     where = _by_place(code, filename)
+    # A closure runs plainly (but for `__class__`, a method's cell for `super()`): its
+    # function is often made per call, and an optimized function kept per closure would
+    # keep the cells' values (activations) alive. What it calls is still offered: a
+    # decorator's wrapper runs plainly, the function it wraps optimized.
     if where == "optimize" and any(name != "__class__" for name in code.co_freevars):
         return "plain"
     return where
