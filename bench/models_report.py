@@ -189,7 +189,7 @@ def note(r: dict) -> str:
         elif t.get("mismatch"):
             out.append(f"{tool} wrong: {t['mismatch']}")
         if t.get("graphs_total", 0) > t.get("graphs", 0) and tool != "eager":
-            why = f" ({t['recompiles'][0]})" if t.get("recompiles") else ""
+            why = f" ({t['recompiles'][0][:160]})" if t.get("recompiles") else ""
             out.append(f"{tool}: {t['graphs_total'] - t['graphs']} more graphs on later calls{why}")
     return "; ".join(out)
 
