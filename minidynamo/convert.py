@@ -177,10 +177,9 @@ def holder(submodules: dict) -> torch.nn.Module:
 
 
 def _defaults_guards(fn) -> list[Guard]:
-    """The generated entry copies fn's defaults and its graph is fn's code: pin them, so
-    editing fn.__defaults__ or assigning fn.__code__ re-traces."""
+    """The generated entry copies fn's defaults: pin them, so editing fn.__defaults__ re-traces."""
     src = ObjectSource(fn, fn.__name__)
-    out = [Guard("ID_MATCH", AttrSource(src, "__code__"), fn.__code__)]
+    out = []
     if fn.__defaults__ is not None:
         out.append(Guard("ID_MATCH", AttrSource(src, "__defaults__"), fn.__defaults__))
     if fn.__kwdefaults__ is not None:

@@ -89,11 +89,15 @@ def _load():
         # reasons): ours go into a region of their own where torch has regions.
         api.isolate = getattr(ef, "set_eval_frame_isolate_recompiles_id", None)
         api.guard_manager = _GuardManager
-        if api.isolate is None:  # it sees them then: as entries it skips when it explains recompiles
+        if api.isolate is None:
+            # It sees them then, and runs them too: an entry that passes only inside our
+            # regions, and that it skips when it explains its recompiles.
             from torch._dynamo.guards import DeletedGuardManagerWrapper
 
             def foreign():
-                return DeletedGuardManagerWrapper("an entry of minidynamo's frame hook")
+                manager = DeletedGuardManagerWrapper("an entry of minidynamo's frame hook")
+                manager.root.add_lambda_guard(_in_our_region, ["inside a region of minidynamo's frame hook"])
+                return manager
             api.guard_manager = foreign
         api.run = api.Strategy(api.Action.DEFAULT, api.Action.DEFAULT)
         api.skip = api.Strategy(api.Action.SKIP, api.Action.DEFAULT)
@@ -144,6 +148,11 @@ class Region:
             api.set(top[0])
             if top[2] is not None:
                 api.isolate(top[2])
+
+
+def _in_our_region(f_locals) -> bool:
+    stack = getattr(_tls, "stack", None)
+    return bool(stack) and stack[-1] is not None
 
 
 def _stack() -> list:
@@ -210,7 +219,8 @@ def _callback(frame, cache_entry, frame_state):
     try:
         decision = _decide(code)
         if decision in ("optimize", "plain"):
-            trampoline = _trampoline(code, HookedCode(code, "a closure" if decision == "plain" else None))
+            trampoline = _trampoline(code, HookedCode(code, "generated code" if code.co_filename.startswith("<")
+                                                      else "a closure" if decision == "plain" else None))
             if trampoline is not None:
                 return SimpleNamespace(frame_exec_strategy=api.run, apply_to_code=False,
                                        guarded_code=_Guarded(trampoline, code))
@@ -274,9 +284,11 @@ def _decide(code) -> str:
     filename = code.co_filename
     if filename.startswith("<minidynamo") or filename.startswith(_own_dir):
         return "skip_tree"
-    if not code.co_flags & _CO_OPTIMIZED or code.co_flags & _UNSTARTED_ONLY or filename.startswith("<") \
+    if not code.co_flags & _CO_OPTIMIZED or code.co_flags & _UNSTARTED_ONLY or filename.startswith("<frozen") \
             or code.co_name.startswith("<") and code.co_name != "<lambda>" or _FRAME_READERS & set(code.co_names):
         return "skip"  # not a call to redirect: a class body, a generator resumed, a frame reader
+    if filename.startswith("<"):
+        return "plain"  # exec'd code (fx's, the user's): never marked, torch.compile may want it
     where = _by_place(code, filename)
     # A closure runs plainly (but for `__class__`, a method's cell for `super()`): its
     # function is often made per call, and an optimized function kept per closure would
@@ -330,7 +342,7 @@ class HookedCode:
         fn = types.FunctionType(plain_code(code), globals_, code.co_name, None, cells)
         fn.__qualname__ = self.qualname
         fn.__module__ = globals_.get("__name__")
-        if self.plain == "a closure":  # made per call, often: kept nowhere (nor its cells' values)
+        if self.plain in ("a closure", "generated code"):  # kept nowhere (nor its cells' values)
             return _PlainCall(fn, backend)
         if self.plain is not None or len(self.functions) >= _VARIANT_LIMIT:
             self.plain = self.plain or f"more than {_VARIANT_LIMIT} globals or classes"

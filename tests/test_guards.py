@@ -488,16 +488,3 @@ def test_python_tensor_guard_tells_inference_tensors_apart(monkeypatch):
     torch.testing.assert_close(opt(y), f(y))
     assert opt.guard_failures()[-1].reason == "tensor 'x' is_inference mismatch: expected False, actual True"
 
-
-def test_assigning_the_functions_code_retraces():
-    def f(x):
-        return x * 2
-
-    def g(x):
-        return x * 3
-
-    opt = minidynamo.optimize(f)
-    x = torch.ones(2)
-    assert torch.equal(opt(x), f(x))
-    f.__code__ = g.__code__  # the function now computes x * 3
-    assert torch.equal(opt(x), f(x)) and torch.equal(f(x), x * 3)
