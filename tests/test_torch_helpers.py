@@ -476,3 +476,12 @@ def test_parameters_and_buffers(fn):
     m = nn.Sequential(nn.Linear(4, 4), nn.BatchNorm1d(4))
     m.layers = nn.ModuleList([nn.Linear(4, 4)])
     check(fn, (m, torch.randn(2, 4)), kind="graph", graphs=1)
+
+
+def test_api_usage_logging_is_dropped_from_the_trace():
+    # torchvision's models log their use (torchvision.utils._log_api_usage_once)
+    def f(x):
+        torch._C._log_api_usage_once("minidynamo.test.usage")
+        return x + 1
+
+    check(f, torch.ones(3), kind="graph")

@@ -106,11 +106,17 @@ _GUARDED_QUERIES = (
 )
 
 
+# torch's API-usage telemetry (a C++ log, once per name and process; torchvision's models
+# and Module.__init__ call it): no result and nothing a call could observe, so a trace
+# drops it, as torch.compile does.
+_TELEMETRY = ("torch._C._log_api_usage_once",)
+
+
 @functools.lru_cache(maxsize=None)
 def _query_kinds() -> dict:
     kinds = {}
     for kind, names in (("trace", _TRACE_ANSWERS), ("state", _STATE_QUERIES), ("process", _PROCESS_CONSTANTS),
-                        ("guarded", _GUARDED_QUERIES)):
+                        ("guarded", _GUARDED_QUERIES), ("telemetry", _TELEMETRY)):
         for dotted in names:
             fn = _resolve(dotted)
             if fn is not None:
@@ -124,7 +130,7 @@ def _trace_answers() -> dict:
 
 
 def query_kind(fn) -> str | None:
-    """'trace', 'state', 'process' or 'guarded' for a known pure query, else None."""
+    """'trace', 'state', 'process', 'guarded' or 'telemetry' for a known pure query, else None."""
     try:
         return _query_kinds().get(fn)
     except TypeError:

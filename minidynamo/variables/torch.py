@@ -185,6 +185,10 @@ class TorchVariable(ObjectConstantVariable):
         fn = self.value
         pargs = [a.as_python_constant() for a in args]
         pkwargs = {k: v.as_python_constant() for k, v in kwargs.items()}
+        if kind == "telemetry":
+            if len(pargs) != 1 or pkwargs or not isinstance(pargs[0], str):
+                fold(tx, fn, pargs, pkwargs, qualified_name(fn))  # eager's TypeError
+            return ConstantVariable(None)
         if kind == "trace":
             if pargs or pkwargs:  # eager's TypeError
                 fold(tx, fn, pargs, pkwargs, qualified_name(fn))
