@@ -21,11 +21,10 @@ from __future__ import annotations
 
 import collections
 import keyword
-from dataclasses import dataclass
 
 from .exc import unsupported
 from .guards import Guard
-from .sources import AttrSource, ItemSource, Source
+from .sources import AttrSource, ItemSource, ReadBeforeWrites
 from .variables.constant import ConstantVariable
 from .variables.dicts import DictVariable
 from .variables.lists import ListVariable
@@ -102,25 +101,6 @@ def _attr(rb, target: str, name: str) -> str:
 
 
 # --- values read through what the writes replace --------------------------------------
-@dataclass(frozen=True)
-class ReadBeforeWrites(Source):
-    """A value from outside that the entry read into `temp` before its writes replaced
-    where it came from (`original`): rebuilt from `temp`, named as `original`."""
-
-    original: Source
-    temp: str
-
-    def expr(self, ns):
-        return self.temp
-
-    def name(self):
-        return self.original.name()
-
-    @property
-    def depth(self):
-        return self.original.depth
-
-
 def read_before_writes(rb, output) -> None:
     """Trackers from outside whose source reads through something the writes replace (an
     attribute set, a dict key or list slot that ends up holding another value) are read

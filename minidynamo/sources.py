@@ -238,6 +238,25 @@ class CallSource(Source):
         return hash(id(self.fn))
 
 
+@dataclass(frozen=True)
+class ReadBeforeWrites(Source):
+    """A value from outside that the entry read into `temp` before its writes replaced
+    where it came from (`original`): rebuilt from `temp`, named as `original`."""
+
+    original: Source
+    temp: str
+
+    def expr(self, ns):
+        return self.temp
+
+    def name(self):
+        return self.original.name()
+
+    @property
+    def depth(self):
+        return self.original.depth
+
+
 @dataclass(frozen=True, eq=False)
 class TermsSource(Source):
     """The sizes a shape-environment guard reads, as one tuple (`(x.size(0), y.size(1))`):

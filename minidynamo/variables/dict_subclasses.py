@@ -28,7 +28,7 @@ from dataclasses import dataclass
 
 from ..exc import unsupported
 from ..guards import Guard
-from ..sources import AttrSource, Source
+from ..sources import AttrSource, ReadBeforeWrites, Source
 from .base import VariableTracker
 from .collections_types import OrderedDictVariable
 from .constant import ConstantVariable
@@ -121,24 +121,6 @@ class BaseItemSource(Source):
     @property
     def depth(self):
         return self.base.depth + 1
-
-
-@dataclass(frozen=True)
-class ReadFirstSource(Source):
-    """A value read into `temp` before a write-back replaced where it came from."""
-
-    original: Source
-    temp: str
-
-    def expr(self, ns):
-        return self.temp
-
-    def name(self):
-        return self.original.name()
-
-    @property
-    def depth(self):
-        return self.original.depth
 
 
 # --- the trackers ---------------------------------------------------------------------------
@@ -323,12 +305,12 @@ class _DictObject(InstanceAttributes):
             under = source
             while under is not None and under not in replaced:
                 under = getattr(under, "base", None)
-            original = var.source.original if isinstance(var.source, ReadFirstSource) else var.source
+            original = var.source.original if isinstance(var.source, ReadBeforeWrites) else var.source
             if under is None or original != source or isinstance(var, ConstantVariable):
                 continue  # (the entry's code may be written more than once: from the original each time)
             temp = rb.temp()
             rb.prelude.append(f"{temp} = {source.expr(rb.ns)}")
-            var.source = ReadFirstSource(source, temp)
+            var.source = ReadBeforeWrites(source, temp)
 
 
 class DictObjectVariable(_DictObject, DictVariable):
