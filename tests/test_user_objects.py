@@ -3,6 +3,8 @@ methods in operators: traced into one graph, compared with eager (results, the s
 returned objects, exceptions), and rebuilt exactly when they escape."""
 from __future__ import annotations
 
+import abc
+import collections.abc
 import contextlib
 import dataclasses
 import io
@@ -427,3 +429,39 @@ def test_item_assignment_on_a_user_object():
         return s["a"] + 1
 
     check(f, t(), kind="graph")
+
+
+class LayerView(collections.abc.Sequence):
+    """transformers' per-layer config view: an ABC-based class made inside the forward."""
+
+    def __init__(self, n, scale):
+        self.n, self.scale = n, scale
+
+    def __len__(self):
+        return self.n
+
+    def __getitem__(self, i):
+        return self.scale * (i + 1)
+
+
+class Unfinished(abc.ABC):
+    @abc.abstractmethod
+    def run(self):
+        ...
+
+
+def test_object_of_an_abc_subclass_is_made_in_the_trace():
+    def f(x):
+        view = LayerView(3, 2)
+        return x * view[1] + len(view), isinstance(view, collections.abc.Sequence), view
+
+    info = check(f, (t(),), kind="graph")
+    assert info.backend.calls == 1
+
+
+def test_abstract_class_made_in_the_trace_raises_as_eager():
+    def f(x):
+        Unfinished()
+        return x + 1
+
+    check(f, (t(),), kind="break", reason="exceptions")

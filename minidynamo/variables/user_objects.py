@@ -13,6 +13,7 @@ builtin bases) decline.
 """
 from __future__ import annotations
 
+import abc
 import types
 from dataclasses import dataclass
 
@@ -50,7 +51,9 @@ def is_python_class(klass) -> bool:
 def metaclass_problem(meta) -> str | None:
     """Why classes of metaclass `meta` are not modelled (None: it only acts on classes)."""
     for klass in meta.__mro__:
-        if klass in (type, object):
+        # ABCMeta's isinstance/issubclass hooks answer by the class, as issubclass does;
+        # its only effect on making an instance (abstract methods left) is checked there.
+        if klass in (type, object, abc.ABCMeta):
             continue
         if not is_python_class(klass):
             return f"its metaclass {meta.__qualname__} is not modelled"
@@ -320,6 +323,8 @@ def _construct(tx, cls, args, kwargs):
     why = why_not_modelled(cls)
     if why is not None:
         unsupported("call", f"creating a {cls.__qualname__} object while tracing: {why}")
+    if getattr(cls, "__abstractmethods__", None):
+        unsupported("exceptions", f"TypeError: can't instantiate abstract class {cls.__qualname__}")
     obj = NewObjectVariable(cls)
     if _static(cls, "__init__") is object.__init__:
         if args or kwargs:
