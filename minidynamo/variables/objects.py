@@ -306,8 +306,8 @@ class UserObjectVariable(VariableTracker):
         if isinstance(obj, torch.nn.Module):
             if inspect.getattr_static(type(obj), "__call__") is not torch.nn.Module.__call__:
                 return self.call_method(tx, "__call__", args, kwargs)  # the class's own __call__
-            _guard_no_hooks(tx, obj, self.source)
-            return self.call_method(tx, "forward", args, kwargs)
+            from .module_calls import call_module
+            return call_module(tx, self, args, kwargs)
         if inspect.getattr_static(type(obj), "__call__", None) is not None:
             return self.call_method(tx, "__call__", args, kwargs)
         unsupported("exceptions", f"TypeError: {type(obj).__qualname__!r} object is not callable")
