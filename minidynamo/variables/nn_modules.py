@@ -76,11 +76,9 @@ CONTAINERS = (nn.Sequential, nn.ModuleList, nn.ModuleDict)
 
 _module_py = nn.modules.module
 # Process-wide hooks that run while a module is built (a submodule, a buffer or a
-# parameter registered, even None) and while it is called.
+# parameter registered, even None); those run while it is called are module_calls.py's.
 _REGISTRATION_HOOKS = tuple(a for a in ("_global_module_registration_hooks", "_global_buffer_registration_hooks",
                                         "_global_parameter_registration_hooks") if hasattr(_module_py, a))
-_CALL_HOOKS = tuple(a for a in ("_global_forward_hooks", "_global_forward_pre_hooks", "_global_backward_hooks",
-                                "_global_backward_pre_hooks") if hasattr(_module_py, a))
 _MODULE_PY_SOURCE = ObjectSource(_module_py, "torch.nn.modules.module")
 
 
@@ -145,9 +143,9 @@ class NewModuleVariable(UserObjectVariable):
         unsupported("construct", f"setting {name!r} on a {self.describe()}")
 
     def call_function(self, tx, args, kwargs):
-        # A fresh module has no hooks of its own; the process-wide ones are guarded.
-        _guard_no_global_hooks(tx, _CALL_HOOKS, f"calling a {self.describe()}")
-        return self.call_method(tx, "forward", args, kwargs)
+        # A fresh module has no hooks of its own; the process-wide ones are traced.
+        from .module_calls import call_new_module  # it imports the builder, which imports this module
+        return call_new_module(tx, self, args, kwargs, lambda a, k: self.call_method(tx, "forward", a, k))
 
     def rebuild_new(self, rb):
         args = [rb.expr(a) for a in self.ctor_args] + [f"{k}={rb.expr(v)}" for k, v in self.ctor_kwargs.items()]
@@ -260,9 +258,12 @@ class NewContainerVariable(VariableTracker):
         if self.cls is not nn.Sequential:
             unsupported("exceptions", f"NotImplementedError: Module [{self.cls.__name__}] is missing the "
                                       "required \"forward\" function")
+        from .module_calls import call_new_module  # it imports the builder, which imports this module
+        return call_new_module(tx, self, args, kwargs, lambda a, k: self._forward(tx, a, k))
+
+    def _forward(self, tx, args, kwargs):
         if len(args) != 1 or kwargs:
             unsupported("exceptions", "TypeError: Sequential.forward() takes one input")
-        _guard_no_global_hooks(tx, _CALL_HOOKS, f"calling a {self.describe()}")
         out = args[0]
         for child in list(self.children.values()):
             out = child.call_function(tx, [out], {})
