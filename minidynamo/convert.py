@@ -318,7 +318,7 @@ def compile_call(fn, args, kwargs, backend, *, name: str, slow=None, fullgraph: 
             gm._minidynamo_kernels = output.kernels  # the graph owns its Triton side table
             example_inputs = [inp.example for inp in output.inputs]
             compiled = compile_with(backend, gm, example_inputs)
-            inputs = ", ".join(inp.source.expr(ns) for inp in output.inputs)
+            inputs = ", ".join(_input_exprs(output, ns).values())
             body.append(f"    {out_name} = {ns.bind(compiled, 'compiled')}({inputs})")
             if output.final_grad_mode != state.expected["grad mode"]:
                 # A graph that changes grad mode (`torch.set_grad_enabled(False)` as a
@@ -460,10 +460,21 @@ def _var_namer(fn, ns):
     return var_name
 
 
+def _input_exprs(output, ns) -> dict:
+    """placeholder node -> the expression the entry fetches it by: a local where the guards
+    fetched it already (a parameter whose TENSOR_MATCH read it), else its source's path,
+    its modules read from the guards' locals (guards.py plan_hoisting)."""
+    ns.hoisted = output.guards.plan_hoisting(ns, [inp.source for inp in output.inputs])
+    try:
+        return {inp.node: inp.source.ref(ns) for inp in output.inputs}
+    finally:
+        ns.hoisted = {}
+
+
 def _inline_graph(fn, output, ns, tail, body) -> bool:
     """Append the graph's statements and the return to `body`; False if it cannot be."""
     var_name = _var_namer(fn, ns)
-    input_exprs = {inp.node: inp.source.expr(ns) for inp in output.inputs}
+    input_exprs = _input_exprs(output, ns)
     lines = codegen.graph_lines(output.graph, ns, input_exprs, var_name)
     if lines is None:
         return False

@@ -14,7 +14,8 @@ from dataclasses import dataclass, field
 
 import torch
 
-from .sources import Namespace, Source
+from .sources import (LocalSource, Namespace, ObjectSource, ReadBeforeWrites, Source, TensorsSource,
+                      TermsSource)
 
 # Cost classes: structural checks run before the tensor checks they protect.
 _COST = {"GLOBAL_STATE": -1, "TYPE_MATCH": 0, "ID_MATCH": 0, "EQUALS_MATCH": 0, "LEN_MATCH": 0,
@@ -44,8 +45,8 @@ class Guard:
             from .dynamic import render
             return render(self.expected, self.meta["inputs"], ns)
         if kind == "TENSOR_ALIASING":  # expected: the aliasing.AliasingCheck of the traced inputs
-            return f"{ns.bind(self.expected, 'check_aliasing')}({self.source.expr(ns)})"
-        e = self.source.expr(ns)
+            return f"{ns.bind(self.expected, 'check_aliasing')}({self.source.ref(ns)})"
+        e = self.source.ref(ns)
         if kind == "ID_MATCH":
             return f"{e} is {ns.bind(self.expected, 'id')}"
         if kind == "TYPE_MATCH":
@@ -88,7 +89,7 @@ class Guard:
         if kind == "NO_HOOKS":  # every hook dict named is empty
             return "not (" + " or ".join(f"{e}.{a}" for a in self.meta["attrs"]) + ")"
         if kind == "ALIAS_MATCH":  # two sources are (or are not) the same object
-            return f"{e} {'is' if self.expected else 'is not'} {self.meta['other'].expr(ns)}"
+            return f"{e} {'is' if self.expected else 'is not'} {self.meta['other'].ref(ns)}"
         if kind == "TENSOR_MATCH":
             m = self.meta
             device = m["device"]
@@ -121,7 +122,7 @@ class Guard:
         c_check = self.meta.get("c_check") if self.kind == "TENSOR_MATCH" else None
         if c_check is None:
             return self.code(ns)
-        e = self.source.expr(ns)
+        e = self.source.ref(ns)
         return f"{ns.bind(c_check, 'check_' + e if e.isidentifier() else 'tensor_check')}({e})"
 
     def explain(self, actual) -> str:
@@ -408,6 +409,7 @@ class GuardSet:
 
     def __init__(self):
         self._guards: dict = {}
+        self._plan: dict | None = None  # source -> local, once planned (plan_hoisting)
 
     def add(self, guard: Guard) -> None:
         key = (guard.kind, guard.source, guard.meta.get("other"), guard.meta.get("attr"),
@@ -429,9 +431,68 @@ class GuardSet:
         """Python expressions, one per guard: shown to users, and what a failure is explained by."""
         return [g.code(ns) for g in self.ordered()]
 
+    def plan_hoisting(self, ns: Namespace, also=()) -> dict:
+        """Name the values to fetch once per call (see check_expressions): those several
+        guards read, or a guard and one of `also` (the graph's inputs, a model's parameters
+        reached through the same modules), each given a local here. The entry's body may
+        read them (`ns.hoisted`) once the guards have passed."""
+        guards = self.ordered()
+        counts: dict = {}
+        for reads in [_reads(g) for g in guards] + [_chain(s) for s in also]:
+            for s in set(reads):
+                counts[s] = counts.get(s, 0) + 1
+        read_by_guards = {s for g in guards for s in _reads(g)}
+        self._plan = {}
+        for g in guards:
+            for s in _reads(g):
+                if counts[s] > 1 and s not in self._plan and not isinstance(s, _PLAIN_SOURCES) \
+                        and s in read_by_guards:
+                    self._plan[s] = ns.local("p")
+        return dict(self._plan)
+
     def check_expressions(self, ns: Namespace) -> list[str]:
-        """What the entry function runs, one per guard (C checks for tensors where available)."""
-        return [g.check_code(ns) for g in self.ordered()]
+        """What the entry function runs, in order: one check per guard (C checks for tensors
+        where available), and before the first guard reading a value that several guards
+        read (`model.layers[0]`, reached through Module.__getattr__ at each step), an
+        assignment of it to a local, `(_md_p3 := ...) is _md_p3`, which later checks read:
+        each shared prefix is fetched once per call, where it first was."""
+        if getattr(self, "_plan", None) is None:
+            self.plan_hoisting(ns)
+        plan = self._plan
+        out: list[str] = []
+        ns.hoisted = assigned = {}
+        try:
+            for g in self.ordered():
+                for prefix in _reads(g):
+                    name = plan.get(prefix)
+                    if name is not None and prefix not in assigned:
+                        out.append(f"({name} := {prefix.ref(ns)}) is {name}")
+                        assigned[prefix] = name
+                out.append(g.check_code(ns))
+        finally:
+            ns.hoisted = {}
+        return out
+
+
+def _chain(source) -> list:
+    """`source` and the sources it is read through, outermost first (`m`, `m.layers`, ...)."""
+    out = []
+    while isinstance(source, Source):
+        out.append(source)
+        source = getattr(source, "base", None)
+    return out[::-1]
+
+
+# Sources whose expression is a name already (or a tuple of others): nothing to hoist.
+_PLAIN_SOURCES = (LocalSource, ObjectSource, ReadBeforeWrites, TensorsSource, TermsSource)
+
+
+def _reads(guard: Guard) -> list:
+    """The sources a guard's check reads, each after the ones it is read through."""
+    roots = [guard.source, guard.meta.get("other")]
+    if isinstance(guard.source, TensorsSource):
+        roots = [*guard.source.sources, guard.meta.get("other")]
+    return [s for root in roots if isinstance(root, Source) for s in _chain(root)]
 
 
 def _unequal_to_itself(v) -> bool:

@@ -21,9 +21,22 @@ class Namespace:
         self.values: dict[str, object] = {}
         self._by_id: dict[int, str] = {}
         self._reserved: set[str] = set()  # local variable names of the generated code
+        # Sources whose value the code being rendered has already put in a local (guards.py
+        # hoists a prefix many guards share): `Source.ref` renders those as the local.
+        self.hoisted: dict = {}
 
     def reserve(self, name: str) -> None:
         self._reserved.add(name)
+
+    def local(self, hint: str) -> str:
+        """A fresh local variable name for generated code."""
+        base = self.prefix + hint
+        name, n = base, 1
+        while name in self.values or name in self._reserved:
+            n += 1
+            name = f"{base}{n}"
+        self._reserved.add(name)
+        return name
 
     def bind(self, obj, hint: str = "o") -> str:
         name = self._by_id.get(id(obj))
@@ -73,6 +86,11 @@ class Source:
 
     def expr(self, ns: Namespace) -> str:
         raise NotImplementedError
+
+    def ref(self, ns: Namespace) -> str:
+        """`expr(ns)`, or the local the value is already in (`ns.hoisted`)."""
+        hoisted = ns.hoisted
+        return (hoisted and hoisted.get(self)) or self.expr(ns)
 
     def name(self) -> str:
         """A human-readable name for messages (`x`, `G['SCALE']`, `x[0]`, `obj.w`)."""
@@ -163,8 +181,8 @@ class AttrSource(Source):
 
     def expr(self, ns):
         if self.attr.isidentifier() and not keyword.iskeyword(self.attr):
-            return f"{self.base.expr(ns)}.{self.attr}"
-        return f"getattr({self.base.expr(ns)}, {self.attr!r})"
+            return f"{self.base.ref(ns)}.{self.attr}"
+        return f"getattr({self.base.ref(ns)}, {self.attr!r})"
 
     def name(self):
         return f"{self.base.name()}.{self.attr}"
@@ -181,8 +199,8 @@ class ItemSource(Source):
 
     def expr(self, ns):
         if type(self.key) in (int, str, bool, float, type(None)):
-            return f"{self.base.expr(ns)}[{self.key!r}]"
-        return f"{self.base.expr(ns)}[{ns.bind(self.key, 'key')}]"
+            return f"{self.base.ref(ns)}[{self.key!r}]"
+        return f"{self.base.ref(ns)}[{ns.bind(self.key, 'key')}]"
 
     def name(self):
         return f"{self.base.name()}[{self.key!r}]"
@@ -208,7 +226,7 @@ class IteratorSource(Source):
     part: str
 
     def expr(self, ns):
-        return f"{ns.bind(iterator_state, 'iterator_state')}({self.base.expr(ns)})[{int(self.part == 'pos')}]"
+        return f"{ns.bind(iterator_state, 'iterator_state')}({self.base.ref(ns)})[{int(self.part == 'pos')}]"
 
     def name(self):
         return f"{'position' if self.part == 'pos' else 'sequence'} of iterator {self.base.name()}"
@@ -282,7 +300,7 @@ class TensorsSource(Source):
     sources: tuple
 
     def expr(self, ns):
-        return "(" + "".join(s.expr(ns) + ", " for s in self.sources) + ")"
+        return "(" + "".join(s.ref(ns) + ", " for s in self.sources) + ")"
 
     def name(self):
         return ", ".join(s.name() for s in self.sources)
