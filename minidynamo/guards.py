@@ -175,7 +175,8 @@ class Guard:
         if kind == "NO_HOOKS":
             added = [f"{a.strip('_').replace('_', ' ')} ({len(getattr(actual, a))})"
                      for a in self.meta["attrs"] if getattr(actual, a, None)]
-            return (f"{name} now has hooks: {', '.join(added)}; hooks are not traced",
+            return (f"{name} now has hooks: {', '.join(added)} (traced anew: forward hooks go into the "
+                    "graph, backward hooks break it)",
                     "no hooks", ", ".join(added))
         if kind == "NOT_IN_DICT":
             attr = self.meta["attr"]
