@@ -4,7 +4,8 @@ Reading an attribute wraps it with an `AttrSource` (so it is guarded and, for te
 read at call time); methods are inlined with `self` bound; `obj.__class__` is the class,
 guarded. Writing a plain attribute of an object from outside is a side effect the entry
 makes after the graph (`UserObjectVariable.store_attr`, side_effects.py); a write that
-runs code of the class's (`__setattr__`, a property, a slot) declines the trace.
+runs code of the class's (a property, a slot) declines the trace. A class's own
+`__getattribute__` / `__setattr__` in Python is inlined (attribute_protocols.py).
 """
 from __future__ import annotations
 
@@ -17,6 +18,9 @@ import torch
 
 from ..exc import Unsupported, unsupported
 from ..sources import AttrSource, ItemSource, ObjectSource, Source
+from .attribute_protocols import (GenericAttrSource, InstanceDictView,
+                                  call_getattribute, call_setattr, dict_source, guard_generic_miss, guard_not_in_dict,
+                                  own_getattribute, own_setattr, plain_writeback)
 from .base import ObjectConstantVariable, VariableTracker
 from .constant import ConstantVariable
 from .functions import UserFunctionVariable, UserMethodVariable
@@ -119,14 +123,32 @@ class UserObjectVariable(VariableTracker):
     def describe(self):
         return f"{type(self.value).__qualname__} object"
 
+    def is_module(self) -> bool:
+        return isinstance(self.value, torch.nn.Module)
+
+    def _generic_class(self) -> bool:
+        """Whether the class looks attributes up as object does (guards may then read
+        `obj.name`; else they read past its own __getattribute__)."""
+        return own_getattribute(type(self.value)) is None
+
     def _attr_source(self, name):
-        return AttrSource(self.source, name) if self.source is not None else None
+        if self.source is None:
+            return None
+        return AttrSource(self.source, name) if self._generic_class() else GenericAttrSource(self.source, name)
 
     def var_getattr(self, tx, name):
+        hook = own_getattribute(type(self.value))
+        if hook is not None:  # the class's own __getattribute__ answers (attribute_protocols.py)
+            return call_getattribute(tx, self, name, hook)
+        return self.generic_getattr(tx, name)
+
+    def generic_getattr(self, tx, name):
+        """object.__getattribute__ (Module's tables and __getattr__ for modules): data
+        descriptors of the class, the instance dictionary, then the class."""
         from .builder import wrap
         obj = self.value
         cls = type(obj)
-        if name in self.stored:  # set by the trace: a plain instance attribute (see store_attr)
+        if name in self.stored:  # set by the trace: a plain instance attribute (see set_plain)
             return self.stored[name]
         if name == "__class__" and inspect.getattr_static(cls, name) is _OBJECT_CLASS:
             return wrap(tx, cls, self._attr_source(name))  # guarded by identity, as `type(obj)` is
@@ -135,9 +157,12 @@ class UserObjectVariable(VariableTracker):
                 d = obj.__dict__.get(table)
                 if d is not None and name in d:
                     return wrap(tx, d[name], self._attr_source(name))
-        inst_dict = getattr(obj, "__dict__", None)
+        inst_dict = _instance_dict(obj)
         static = on_class(cls, name)
         is_data_descriptor = static is not _ABSENT and hasattr(type(static), "__set__")
+        if name == "__dict__" and isinstance(inst_dict, dict) and type(static) is types.GetSetDescriptorType \
+                and self.source is not None and not self.is_module():
+            return InstanceDictView(self)  # read key by key (`vars(obj).get(k)`)
         if inst_dict is not None and name in inst_dict and not is_data_descriptor:
             return wrap(tx, inst_dict[name], self._attr_source(name))
         if static is not _ABSENT and self.source is not None:
@@ -152,7 +177,9 @@ class UserObjectVariable(VariableTracker):
                 return TorchSettingsVariable(obj, self.source).var_getattr(tx, name)
             if hasattr(cls, "__getattr__") and not isinstance(obj, torch.nn.Module):
                 unsupported("construct", f"{cls.__qualname__}.__getattr__ is not traced")
-            if self.source is not None:  # hasattr/getattr with a default go on: pin the absence
+            if self.source is not None and not self._generic_class():
+                guard_generic_miss(tx, self.source, name)  # (hasattr() would run the class's hook)
+            elif self.source is not None:  # hasattr/getattr with a default go on: pin the absence
                 from ..guards import Guard  # (instance, class, a module's parameters/buffers/submodules)
                 plain_module = getattr(cls, "__getattr__", None) is torch.nn.Module.__getattr__ \
                     and not hasattr(cls, name)  # (that guard asks the class, whose metaclass may answer)
@@ -174,21 +201,41 @@ class UserObjectVariable(VariableTracker):
 
     # --- attribute writes -----------------------------------------------------------
     def store_attr(self, tx, name, value):
-        """`obj.name = value`: where that is object.__setattr__ putting `value` into the
-        instance dictionary (or, on a module, Module.__setattr__ doing so: a value that is
-        no tensor or module, a name none of its tables holds), the trace keeps it in
-        `stored` and the entry sets it after the graph, in order with the other writes
-        (side_effects.py). Guarded: the object's class (TYPE_MATCH, from the builder), its
-        `__setattr__`, and that `name` on the class stays what it was (absent, or the same
-        plain value or function: never a data descriptor that would take the write)."""
+        """`obj.name = value`: the class's own `__setattr__` in Python is inlined (its
+        `object.__setattr__` is `set_plain`); object's (or, on a module,
+        Module.__setattr__ putting a value that is no tensor or module under a name none of
+        its tables holds) is `set_plain`, the class's `__setattr__` pinned."""
+        cls = type(self.value)
+        hook = own_setattr(cls)
+        if hook is not None and not self.is_module() and self.source is not None:
+            call_setattr(tx, self, name, value, hook)
+            return
         why = self._why_not_stored(name, value)
         if why is not None:
             unsupported("side_effect", f"setting attribute {name!r} on {self.describe()}, which outlives "
                                        f"the call: {why}")
         from ..guards import Guard
+        tx.output.guards.add(Guard("ID_MATCH", AttrSource(self._class_source(), "__setattr__"),
+                                   inspect.getattr_static(cls, "__setattr__")))
+        self.set_plain(tx, name, value)
+
+    def set_plain(self, tx, name, value):
+        """object.__setattr__ putting `value` into the instance dictionary: the trace keeps
+        it in `stored` and the entry sets it after the graph, in order with the other writes
+        (side_effects.py). Guarded: the object's class (TYPE_MATCH, from the builder) and
+        that `name` on the class stays what it was (absent, or the same plain value or
+        function: never a data descriptor that would take the write)."""
+        why = self._why_not_plain(name, value)
+        if why is not None:
+            unsupported("side_effect", f"setting attribute {name!r} on {self.describe()}, which outlives "
+                                       f"the call: {why}")
+        read = tx.output.wrapped.get(ItemSource(dict_source(self.source), name))
+        if read is not None and not isinstance(read[1], ConstantVariable):
+            unsupported("side_effect", f"setting attribute {name!r} on {self.describe()} after reading it "
+                                       "through its __dict__ (that read is rebuilt after the write)")
+        from ..guards import Guard
         guards, cls = tx.output.guards, type(self.value)
         class_source = self._class_source()
-        guards.add(Guard("ID_MATCH", AttrSource(class_source, "__setattr__"), inspect.getattr_static(cls, "__setattr__")))
         if on_class(cls, name) is _ABSENT:
             guards.add(Guard("HASATTR", class_source, False, {"attr": name}))
         else:
@@ -198,19 +245,35 @@ class UserObjectVariable(VariableTracker):
         record_store(tx.output, self)
         self.stored[name] = value
 
+    @property
+    def writeback(self):
+        """How side_effects.py writes the attributes the trace set: None, `obj.name = v`;
+        where the class's own __setattr__ (traced already) would run again, through
+        object.__setattr__ (`attribute_protocols.plain_writeback`)."""
+        if self.is_module() or own_setattr(type(self.value)) is None:
+            return None
+        return lambda rb, target, temp: plain_writeback(self, rb, target, temp)
+
     def _why_not_stored(self, name, value) -> str | None:
-        """Why `obj.name = value` is not modelled (None: it is)."""
+        """Why `obj.name = value` through the class's `__setattr__` is not modelled (None:
+        it is)."""
+        cls = type(self.value)
+        setter = inspect.getattr_static(cls, "__setattr__")
+        if self.is_module() and setter is not torch.nn.Module.__setattr__ or \
+                not self.is_module() and own_setattr(cls) is not None:
+            return f"{cls.__qualname__}.__setattr__ is not traced"
+        return self._why_not_plain(name, value)
+
+    def _why_not_plain(self, name, value) -> str | None:
+        """Why object.__setattr__(obj, name, value) is not modelled (None: it is)."""
         obj, cls = self.value, type(self.value)
         if self.source is None:
             return "it is not reachable from the function's inputs"
-        if not isinstance(getattr(obj, "__dict__", None), dict):
+        if not isinstance(_instance_dict(obj), dict):
             return "it has no instance dictionary"
-        module = isinstance(obj, torch.nn.Module)
-        setter = inspect.getattr_static(cls, "__setattr__")
-        generic = setter is torch.nn.Module.__setattr__ if module else setter in _GENERIC_SETATTR
-        if not generic:
-            return f"{cls.__qualname__}.__setattr__ is not traced"
-        if inspect.getattr_static(cls, "__getattribute__") not in _GENERIC_GETATTRIBUTE:
+        module = self.is_module()
+        hook = own_getattribute(cls)
+        if hook is not None and not isinstance(hook, types.FunctionType):
             return f"{cls.__qualname__}.__getattribute__ is not traced"
         static = on_class(cls, name)
         if name in _METACLASS_DATA or static is _ABSENT and hasattr(cls, name):
@@ -241,10 +304,16 @@ class UserObjectVariable(VariableTracker):
 
     def _class_source(self):
         """Where guards read the object's class: `obj.__class__`, or `type(obj)` where its
-        class overrides `__class__` (a proxy's property answers another class)."""
-        if inspect.getattr_static(type(self.value), "__class__") is _OBJECT_CLASS:
+        class overrides `__class__` (a proxy's property answers another class) or has a
+        `__getattribute__` of its own."""
+        if inspect.getattr_static(type(self.value), "__class__") is _OBJECT_CLASS and self._generic_class():
             return AttrSource(self.source, "__class__")
         return TypeOfSource(self.source)
+
+    def guard_class_function(self, tx, name, fn):
+        """That the class's `name` (a dunder CPython looks up on the type) stays `fn`."""
+        from ..guards import Guard
+        tx.output.guards.add(Guard("ID_MATCH", AttrSource(self._class_source(), name), fn))
 
     def _logger_method(self, tx, name):
         """`logger.debug` and its kind on a logging.Logger whose class keeps logging's own
@@ -279,7 +348,7 @@ class UserObjectVariable(VariableTracker):
         else:
             return  # a plain class attribute is read through the instance's own source
         if shadowable:
-            guards.add(Guard("NOT_IN_DICT", self.source, None, {"attr": name}))
+            guard_not_in_dict(tx, self.source, name, self._generic_class())
 
     def call_method(self, tx, name, args, kwargs):
         return self.var_getattr(tx, name).call_function(tx, args, kwargs)
@@ -328,9 +397,14 @@ _OBJECT_CLASS = vars(object)["__class__"]  # what `obj.__class__` is unless a cl
 _ABSENT = object()  # no attribute of that name on the class
 # Names whose `cls.name` the metaclass answers (type's and object's data descriptors).
 _METACLASS_DATA = frozenset(k for klass in type.__mro__ for k, v in vars(klass).items() if hasattr(type(v), "__set__"))
-# Instance attribute access as object's: SimpleNamespace has slot wrappers of its own for it.
-_GENERIC_SETATTR = (object.__setattr__, vars(types.SimpleNamespace).get("__setattr__"))
-_GENERIC_GETATTRIBUTE = (object.__getattribute__, vars(types.SimpleNamespace).get("__getattribute__"))
+
+
+def _instance_dict(obj):
+    """The object's `__dict__` as object's descriptor gives it (past the class's hooks), or None."""
+    try:
+        return object.__getattribute__(obj, "__dict__")
+    except AttributeError:
+        return None
 
 
 def _is_tensor_or_module(v) -> bool:

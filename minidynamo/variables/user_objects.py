@@ -22,6 +22,7 @@ import torch
 from ..exc import unsupported
 from ..guards import Guard
 from ..sources import AttrSource, ObjectSource, Source
+from .attribute_protocols import GenericGetattribute, PlainSetattr, own_getattribute
 from .base import VariableTracker
 from .constant import ConstantVariable
 from .dicts import DictVariable
@@ -339,10 +340,18 @@ register_constructor(is_user_class, _construct)
 
 # --- object.__setattr__, setattr(), delattr() on a modelled object ----------------------
 def object_setattr(tx, args, kwargs):
-    """`object.__setattr__(obj, name, value)` (frozen dataclasses' __init__)."""
-    if len(args) == 3 and not kwargs and isinstance(args[0], InstanceAttributes) and args[1].is_python_constant():
-        args[0].set_plain(tx, args[1].as_python_constant(), args[2])
-        return ConstantVariable(None)
+    """`object.__setattr__(obj, name, value)` (frozen dataclasses' __init__, a class's own
+    __setattr__ storing past itself)."""
+    if len(args) == 3 and not kwargs and (isinstance(args[0], InstanceAttributes) or
+                                          isinstance(args[0], UserObjectVariable) and not args[0].is_module()):
+        return PlainSetattr(args[0]).call_function(tx, args[1:], {})
+    return None
+
+
+def object_getattribute(tx, args, kwargs):
+    """`object.__getattribute__(obj, name)`: the generic lookup, past the class's own hook."""
+    if len(args) == 2 and not kwargs and isinstance(args[0], (InstanceAttributes, UserObjectVariable)):
+        return GenericGetattribute(args[0]).call_function(tx, args[1:], {})
     return None
 
 
@@ -391,6 +400,10 @@ class SuperVariable(VariableTracker):
             attr = vars(klass)[name]
             if attr is object.__init__:
                 return _ObjectInit(self.obj)
+            if name == "__getattribute__" and own_getattribute(klass) is None:
+                return GenericGetattribute(self.obj)  # the generic lookup, past the class's own hook
+            if attr is object.__setattr__ and isinstance(self.obj, (InstanceAttributes, UserObjectVariable)):
+                return PlainSetattr(self.obj)
             if klass is not object and not is_python_class(klass) and isinstance(self.obj, InstanceAttributes):
                 return self.obj.builtin_attr(tx, name, klass)  # dict's own, on a dict subclass's object
             if klass is not object:
@@ -403,8 +416,6 @@ class SuperVariable(VariableTracker):
                 return UserMethodVariable(UserFunctionVariable(attr.__func__), _class_var(obj_type))
             if isinstance(attr, property) and attr.fget is not None:
                 return UserFunctionVariable(attr.fget).call_function(tx, [self.obj], {})
-            if attr is object.__setattr__ and isinstance(self.obj, InstanceAttributes):
-                return _ObjectSetattr(self.obj)
             if not hasattr(type(attr), "__get__"):
                 from .builder import wrap
                 return wrap(tx, attr, AttrSource(ObjectSource(klass, klass.__qualname__), name))
@@ -427,16 +438,6 @@ class _ObjectInit(VariableTracker):
     def call_function(self, tx, args, kwargs):
         if args or kwargs:
             unsupported("exceptions", "TypeError: object.__init__() takes exactly one argument")
-        return ConstantVariable(None)
-
-
-class _ObjectSetattr(_ObjectInit):
-    """object.__setattr__ bound through super() on a modelled object."""
-
-    def call_function(self, tx, args, kwargs):
-        if len(args) != 2 or kwargs or not args[0].is_python_constant():
-            unsupported("construct", "super().__setattr__ with these arguments")
-        self.obj.set_plain(tx, args[0].as_python_constant(), args[1])
         return ConstantVariable(None)
 
 
@@ -475,11 +476,13 @@ def _register_builtins():
     from .builtins import _HANDLERS
     _HANDLERS.setdefault(super, call_super)
     _HANDLERS.setdefault(object.__setattr__, object_setattr)
+    _HANDLERS.setdefault(object.__getattribute__, object_getattribute)
     _HANDLERS.setdefault(setattr, _setattr)
     _HANDLERS.setdefault(delattr, _delattr)
     from .builder import register_wrapper
     from .builtins import BuiltinVariable
-    register_wrapper(lambda v: v is object.__setattr__, lambda tx, v, source: BuiltinVariable(v, source))
+    register_wrapper(lambda v: v is object.__setattr__ or v is object.__getattribute__,
+                     lambda tx, v, source: BuiltinVariable(v, source))
 
 
 _register_builtins()
