@@ -70,7 +70,27 @@ class CountingBackend:
 
     @staticmethod
     def ops(gm) -> int:
-        return sum(1 for n in gm.graph.nodes if n.op in ("call_function", "call_method", "call_module"))
+        """Calls in the graph; an autograd.Function applied as one node (minidynamo keeps
+        it whole, with its forward and backward as bodies) counts as its forward body's
+        calls, as torch.compile, which inlines the forward where no grad is needed, counts."""
+        total = 0
+        for n in gm.graph.nodes:
+            if n.op not in ("call_function", "call_method", "call_module"):
+                continue
+            body = _forward_body(gm, n)
+            total += CountingBackend.ops(body) if body is not None else 1
+        return total
+
+
+def _forward_body(gm, node):
+    """The forward body of an autograd.Function node (its first get_attr argument), else None."""
+    if "autograd_function" not in (getattr(node.target, "__name__", None) or str(node.target)):
+        return None
+    for a in node.args:
+        if isinstance(a, torch.fx.Node) and a.op == "get_attr":
+            body = getattr(gm, a.target, None)
+            return body if isinstance(body, torch.fx.GraphModule) else None
+    return None
 
 
 # --- steps --------------------------------------------------------------------------------
