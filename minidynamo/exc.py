@@ -86,6 +86,26 @@ def unsupported(category: str, detail: str, hint: str | None = None, no_break: s
     raise error
 
 
+def raising(exc_class: type, detail: str):
+    """Decline a `raise` of `exc_class` (the eager run raises it). The error says which
+    class (`raised`), and the translator adds where (`raised_at`: the frame and the index of
+    its instruction), so a caller that models CPython catching it (the sequence protocol's
+    IndexError: variables/iteration_protocol.py) can tell it escaped unhandled."""
+    error = Unsupported("exceptions", detail, format_location(current_location.get()))
+    error.raised = exc_class
+    raise error
+
+
+def exception_made(tx, exc_class: type):
+    """Decline making an exception object (only ever made to be raised): where the next
+    instruction raises it (`raise IndexError(...)`), as `raising` does."""
+    detail = f"raising {exc_class.__qualname__} (the eager run raises it)"
+    insts, at = tx.instructions, tx.ip
+    if at < len(insts) and insts[at].opname == "RAISE_VARARGS" and insts[at].arg == 1:
+        raising(exc_class, detail)
+    unsupported("exceptions", detail)
+
+
 # Calls whose result depends on the frame that makes them: run natively in a graph break's
 # helper they would see that helper's frame (its locals, globals, class cell), so they never
 # break; a call reaching one runs eagerly whole.

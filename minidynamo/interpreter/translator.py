@@ -132,6 +132,8 @@ class InstructionTranslator(GeneratorOps, LoadStoreOps, StackOps, BinaryOps, Jum
         except _Return as r:
             return r.value
         except Unsupported as e:
+            if getattr(e, "raised", None) is not None and getattr(e, "raised_at", None) is None:
+                e.raised_at = (self, start)  # the frame the raise is in, innermost first
             if getattr(e, "no_break", None) is not None:
                 pass  # no frame may break for it (exc.READS_FRAME)
             elif not self.is_root:

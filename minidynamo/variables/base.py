@@ -65,6 +65,10 @@ class VariableTracker:
 
     def iter_items(self, tx) -> list:
         """The items iterating over this value yields, as VariableTrackers."""
+        from .iteration_protocol import user_iterator, drain
+        it = user_iterator(tx, self)  # an object of a user class: its __iter__
+        if it is not None:
+            return drain(tx, it)
         unsupported("construct", f"iterating over {self.describe()}")
 
     def unpack_sequence(self, tx) -> list:

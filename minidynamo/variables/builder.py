@@ -46,7 +46,7 @@ def wrap(tx, value, source):
     hit = memo.get(source)
     if hit is not None and hit[0] is value:
         return hit[1]
-    if type(value) in (list, dict):  # one object reached by two names is one tracker
+    if type(value) in (list, dict) or _shared_object(value):  # one object reached by two names is one tracker
         seen = tx.output.containers.get(id(value))
         if seen is not None and seen[0] is value:
             _guard(tx, "ALIAS_MATCH", source, True, other=seen[2])
@@ -54,9 +54,16 @@ def wrap(tx, value, source):
             return seen[1]
     var = _wrap(tx, value, source)
     memo[source] = (value, var)
-    if type(value) in (list, dict):
+    if type(value) in (list, dict) or _shared_object(value) and isinstance(var, UserObjectVariable):
         tx.output.containers[id(value)] = (value, var, source)
     return var
+
+
+def _shared_object(value) -> bool:
+    """An object of a user class with a __setattr__ of its own (a config): its writes are kept on one tracker."""
+    from .attribute_protocols import own_setattr
+    return not isinstance(value, (type, torch.nn.Module, torch.Tensor)) and type(value).__module__ != "builtins" \
+        and hasattr(type(value), "__dict__") and own_setattr(type(value)) is not None
 
 
 def _is_argument(source) -> bool:
@@ -217,7 +224,9 @@ _ITERATORS = (type(iter([])), type(iter(())), type(iter(range(0))))
 
 def _identity_hashed_class(k) -> bool:
     """A class whose metaclass keeps type's identity __eq__ and __hash__."""
-    return isinstance(k, type) and type(k).__eq__ is type.__eq__ and type(k).__hash__ is type.__hash__
+    import typing
+    return isinstance(k, type) and type(k).__eq__ is type.__eq__ and type(k).__hash__ is type.__hash__ \
+        or isinstance(k, typing._SpecialForm)
 
 
 def _made_per_call(fn) -> bool:

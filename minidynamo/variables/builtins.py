@@ -11,7 +11,7 @@ import operator
 
 import torch
 
-from ..exc import READS_FRAME, Unsupported, unsupported
+from ..exc import exception_made, READS_FRAME, Unsupported, unsupported
 from .base import ObjectConstantVariable
 from .constant import ConstantVariable, fold
 from .dicts import DictVariable, SetVariable
@@ -60,7 +60,7 @@ class BuiltinVariable(ObjectConstantVariable):
     def call_function(self, tx, args, kwargs):
         fn = self.value
         if isinstance(fn, type) and issubclass(fn, BaseException):  # only ever made to be raised
-            unsupported("exceptions", f"raising {fn.__name__} (the eager run raises it)")
+            exception_made(tx, fn)
         handler = _HANDLERS.get(fn)
         if handler is not None:
             result = handler(tx, args, kwargs)

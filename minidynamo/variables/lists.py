@@ -365,6 +365,10 @@ def iterator_of(tx, v) -> "IteratorVariable":
     make = getattr(v, "make_iterator", None)  # a container whose iterator is its own type (deque)
     if make is not None:
         return make(tx)
+    from .iteration_protocol import user_iterator
+    made = user_iterator(tx, v)  # an object of a user class: its __iter__
+    if made is not None:
+        return made
     return IteratorVariable(v.iter_items(tx))
 
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import torch
 
-from ..exc import Unsupported, unsupported
+from ..exc import exception_made, Unsupported, unsupported
 from ..sources import AttrSource, ItemSource, ObjectSource, Source
 from .attribute_protocols import (GenericAttrSource, InstanceDictView,
                                   call_getattribute, call_setattr, dict_source, guard_generic_miss, guard_not_in_dict,
@@ -97,7 +97,7 @@ class ClassVariable(ObjectConstantVariable):
         if cm is not None:
             return cm
         if issubclass(self.value, BaseException):  # only ever made to be raised
-            unsupported("exceptions", f"raising {self.value.__qualname__} (the eager run raises it)")
+            exception_made(tx, self.value)
         made = construct(tx, self.value, args, kwargs)
         if made is not None:
             return made

@@ -3,7 +3,7 @@ eagerly and Python raises (or handles) for real. Generator bodies: opcodes/gener
 from __future__ import annotations
 
 from ..._compat import PY314
-from ...exc import unsupported
+from ...exc import raising, unsupported
 from ...variables.base import NULL
 from ...variables.contexts import ContextManagerVariable
 
@@ -14,7 +14,12 @@ class ControlOps:
         raise _Return(self.pop())
 
     def RAISE_VARARGS(self, inst):
-        unsupported("exceptions", "a raise statement (the exception is raised by the eager run)")
+        detail = "a raise statement (the exception is raised by the eager run)"
+        value = self.stack[-1] if inst.arg == 1 and self.stack else None
+        cls = value.as_python_constant() if value is not None and value.is_python_constant() else None
+        if isinstance(cls, type) and issubclass(cls, BaseException):  # `raise IndexError`
+            raising(cls, detail)
+        unsupported("exceptions", detail)
 
     def LOAD_ASSERTION_ERROR(self, inst):
         unsupported("exceptions", "a failing assert (the AssertionError is raised by the eager run)")
