@@ -646,3 +646,32 @@ def test_function_inside_a_backward_runs_that_backward_as_a_frame():
     gm = opt.backend.graphs[-1]
     (node,) = [n for n in gm.graph.nodes if is_function_node(n)]
     assert "inside another Function's backward" in node.meta["eager_backward"], node.meta
+
+
+class NeedsGradInBackwardFrame(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, w):
+        ctx.save_for_backward(x, w)
+        ctx.scale = float(x.abs().max())  # data-dependent: the apply runs natively, its ctx is real
+        return x * w * ctx.scale
+
+    @staticmethod
+    def backward(ctx, g):
+        x, w = ctx.saved_tensors
+        grads = (g * w * ctx.scale, g * x * ctx.scale if ctx.needs_input_grad[1] else None, None)
+        return grads[:len(ctx.needs_input_grad)]
+
+
+@pytest.mark.parametrize("w_grad", [True, False])
+def test_needs_input_grad_read_in_a_backward_frame(w_grad):
+    # liger's fused linear cross entropy: `.item()` in the forward, and in the backward
+    # `gradients[:len(ctx.needs_input_grad)]` read off the real ctx (a C attribute)
+    import minidynamo.api as api
+    minidynamo.reset()
+    w = t(4).requires_grad_(w_grad)
+    check_grad(lambda x: NeedsGradInBackwardFrame.apply(x, w).sum(), t(4), kind="break", functions=0,
+               fullgraph_check=False)
+    entries = [(c.name, e) for c in list(api._all_caches) for e in c.entries]
+    backward = [(name, e) for name, e in entries if "backward" in name]
+    assert backward and not any("needs_input_grad" in str(e.break_reason or e.reason) for _, e in backward), \
+        [(name, e.kind, str(e.break_reason or e.reason)) for name, e in backward]

@@ -196,6 +196,8 @@ class UserObjectVariable(VariableTracker):
                 unsupported("exceptions", f"AttributeError: property {name!r} has no getter")
             return UserFunctionVariable(static.fget).call_function(tx, [self], {})
         if hasattr(type(static), "__get__"):
+            if static in _CTX_READS and self.source is not None:  # a backward's ctx, passed in
+                return wrap(tx, getattr(obj, name), self._attr_source(name))
             unsupported("construct", f"descriptor {name!r} of {cls.__qualname__} is not traced")
         return wrap(tx, static, self._attr_source(name))
 
@@ -393,6 +395,10 @@ def on_class(cls, name: str):
     return _ABSENT
 
 
+# What a backward reads off its autograd.Function's ctx (a C object): tuples, of bools
+# (guarded by value) and of the saved tensors (inputs of the graph), read like any other.
+_CTX_READS = tuple(vars(torch._C._FunctionBase)[n] for n in ("needs_input_grad", "saved_tensors")
+                   if n in vars(torch._C._FunctionBase))
 _OBJECT_CLASS = vars(object)["__class__"]  # what `obj.__class__` is unless a class overrides it
 _ABSENT = object()  # no attribute of that name on the class
 # Names whose `cls.name` the metaclass answers (type's and object's data descriptors).
