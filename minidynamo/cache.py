@@ -26,22 +26,11 @@ breaks_log = get_logger("graph_breaks")
 MAX_FAILURE_RECORDS = 256  # the newest guard failures kept per function
 
 
-# What identifies a call for the past-the-limit dispatcher, per kind of the guard that
-# keeps failing: the values that guard reads (`{}`: the guarded expression).
-_KEYS = {
-    "TENSOR_MATCH": ("type({})", "{}.dtype", "{}.device", "{}.shape", "{}.stride()", "{}.requires_grad"),
-    "EQUALS_MATCH": ("type({})", "{}"),
-    "TYPE_MATCH": ("type({})",),
-    "LEN_MATCH": ("type({})", "len({})"),
-    "DICT_KEYS": ("type({})", "tuple({})"),
-    "ID_MATCH": ("id({})",),
-    "SHAPE_ENV": ("{}",),
-}
-
-
 def _key_exprs(guard, ns) -> list[str]:
+    """What identifies a call for the past-the-limit dispatcher: the values the guard that
+    keeps failing reads (its kind's `call_key`)."""
     e = guard.source.expr(ns)
-    return [k.format(e) for k in _KEYS[guard.kind]]
+    return [k.format(e) for k in guard.call_key]
 
 
 class RecompileError(RuntimeError):
@@ -156,7 +145,7 @@ class FunctionCache:
         (kind, source), _ = found
         for entry in self.entries:
             for g in entry.guards:
-                if g.kind == kind and g.source.name() == source and kind in _KEYS:
+                if g.kind == kind and g.source.name() == source and g.call_key is not None:
                     return g
         return None
 

@@ -488,3 +488,97 @@ def test_python_tensor_guard_tells_inference_tensors_apart(monkeypatch):
     torch.testing.assert_close(opt(y), f(y))
     assert opt.guard_failures()[-1].reason == "tensor 'x' is_inference mismatch: expected False, actual True"
 
+
+
+def _kinds_in_use() -> set:
+    """Every kind name the package builds a guard of: `Guard("KIND", ...)`, builder's
+    `_guard(tx, "KIND", ...)`."""
+    import pathlib
+    import re
+    root = pathlib.Path(minidynamo.__file__).parent
+    pattern = re.compile(r'(?:Guard\(|_guard\(\w+, )"([A-Z_]+)"')
+    return {k for path in root.rglob("*.py") for k in pattern.findall(path.read_text())}
+
+
+def test_every_guard_kind_is_one_class():
+    """Each kind in use is a Guard subclass named as the kind, holding its cost, code,
+    explanation and key; `Guard(name, ...)` builds it and `kind` is its name."""
+    from minidynamo.guard_kinds import KINDS, Guard
+    from minidynamo.sources import LocalSource
+    used = _kinds_in_use()
+    assert len(used) >= 13 and used <= set(KINDS), used - set(KINDS)
+    for name, cls in KINDS.items():
+        assert issubclass(cls, Guard) and cls.__name__ == name == cls.kind
+        assert isinstance(cls.cost, int)
+        assert cls.code is not Guard.code, name  # each kind renders its own expression
+        for member in ("mismatch", "key", "describe", "check_code", "reads"):
+            assert callable(getattr(cls, member)), (name, member)
+        assert cls.call_key is None or all("{}" in k for k in cls.call_key)
+        g = Guard(name, LocalSource("x"), None, {"attr": "a", "attrs": ("_h",), "other": LocalSource("y")})
+        assert type(g) is cls and isinstance(g, Guard) and g.kind == name and g.key()[:2] == (name, g.source)
+    with pytest.raises(ValueError, match="unknown guard kind 'NO_SUCH_KIND'"):
+        Guard("NO_SUCH_KIND", LocalSource("x"))
+
+
+class _Holder:
+    def m(self):
+        return 1
+
+
+class _OtherHolder:
+    pass
+
+
+def test_guard_kinds_explain_failures_in_the_same_words():
+    """The plain words of a failing guard, kind by kind, as the recompile records say them."""
+    from minidynamo.guards import Guard, tensor_guard
+    from minidynamo.sources import LocalSource
+
+    def says(guard, actual):
+        return guard.explain(actual)
+    x, y, o = LocalSource("x"), LocalSource("y"), LocalSource("o")
+    assert says(tensor_guard(x, torch.zeros(8)), torch.zeros(16)) == \
+        "tensor 'x' size mismatch at dim 0: expected 8, actual 16"
+    assert says(Guard("EQUALS_MATCH", LocalSource("k"), 2), 3) == "k changed: expected 2, actual 3"
+    assert says(Guard("EQUALS_MATCH", LocalSource("k"), True), 1) == \
+        "k changed: expected True (bool), actual 1 (int)"
+    assert says(Guard("TYPE_MATCH", o, _Holder), _OtherHolder()) == \
+        "o type changed: expected _Holder, actual _OtherHolder"
+    xs = LocalSource("xs")
+    assert says(Guard("LEN_MATCH", xs, 2, {"type": list}), [1, 2, 3]) == "xs length changed: expected 2, actual 3"
+    assert says(Guard("LEN_MATCH", xs, 2, {"type": list}), (1, 2)) == "xs type changed: expected list, actual tuple"
+    assert says(Guard("DICT_KEYS", LocalSource("d"), ("a",), {"type": dict}), {"a": 1, "b": 2}) == \
+        "d keys changed: expected ['a'], actual ['a', 'b']"
+    with_attr = _Holder()
+    with_attr.m = 2
+    assert says(Guard("NOT_IN_DICT", o, None, {"attr": "m"}), with_attr) == \
+        "o now has an instance attribute 'm' (shadowing its class's)"
+    assert says(Guard("ALIAS_MATCH", x, True, {"other": y}), None) == \
+        "x and y were the same object when traced, now different objects"
+    assert says(Guard("ID_MATCH", LocalSource("fn"), g_fn), g_other) == \
+        "fn is a different object: expected function 'g_fn', actual function 'g_other'"
+    assert says(Guard("HASATTR", o, False, {"attr": "k"}), None) == "o now has an attribute 'k'"
+    lin = torch.nn.Linear(2, 2)
+    handle = lin.register_forward_hook(lambda *a: None)
+    try:
+        assert says(Guard("NO_HOOKS", LocalSource("m"), None, {"attrs": ("_forward_hooks",)}), lin) == \
+            ("m now has hooks: forward hooks (1) (traced anew: forward hooks go into the graph, "
+             "backward hooks break it)")
+    finally:
+        handle.remove()
+
+
+def test_guard_set_dedups_by_the_kinds_key():
+    """One guard per kind and source, told apart further by what the kind says (the
+    attribute a HASATTR asks about, the other source of an ALIAS_MATCH)."""
+    from minidynamo.guards import Guard, GuardSet
+    from minidynamo.sources import LocalSource
+    o, gs = LocalSource("o"), GuardSet()
+    gs.add(Guard("TYPE_MATCH", o, _Holder))
+    gs.add(Guard("TYPE_MATCH", o, _Holder))
+    gs.add(Guard("HASATTR", o, False, {"attr": "a"}))
+    gs.add(Guard("HASATTR", o, False, {"attr": "b"}))
+    gs.add(Guard("HASATTR", o, False, {"attr": "b"}))
+    gs.add(Guard("ALIAS_MATCH", o, False, {"other": LocalSource("p")}))
+    gs.add(Guard("GLOBAL_STATE", o, None))
+    assert [g.kind for g in gs.ordered()] == ["GLOBAL_STATE", "TYPE_MATCH", "HASATTR", "HASATTR", "ALIAS_MATCH"]
