@@ -1,10 +1,12 @@
 """Guards: the assumptions a trace made, compiled into one check function per cache entry.
 
 Each guard is a Python boolean expression over a `Source`; what each kind means (its code,
-cost, explanation, key) is its class in guard_kinds.py. `GuardSet.compile()` joins
-them, cheapest first, into the source text of one function with the user's own signature
-(so arguments bind exactly as in the original call), `exec`s it once, and keeps the text:
-it is what `explain()` shows and what a failure is explained against.
+cost, explanation, key) is its class in guard_kinds.py. A trace's `GuardSet` orders them,
+cheapest first, and renders them (`check_expressions`, with the values several guards read
+fetched once: `plan_hoisting`) for convert.py, which joins them into the one `and` chain at
+the top of the entry function (the user's own signature, so arguments bind exactly as in
+the original call); `expressions()` is the readable form `explain()` shows and a failure is
+explained against.
 """
 from __future__ import annotations
 
