@@ -95,6 +95,9 @@ class OutputGraph:
         # the entry writes their final contents back after the graph (see side_effects.py).
         self.mutated: dict = {}  # id(tracker) → (tracker, what was done first)
         self.containers: dict = {}  # id(list or dict read from the frame) → (it, tracker, source)
+        # Calls whose only effect is output, made after the graph in order (side_effects.py):
+        # (function, the object it is called on, constant args, constant kwargs).
+        self.deferred_calls: list = []
 
     def record_append(self, var) -> None:
         """An outside list the trace appended to without reading it (see ListVariable)."""

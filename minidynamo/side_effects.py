@@ -91,7 +91,17 @@ def writeback_lines(rb, output) -> list[str]:
             temp = rb.temp()
             contents.append(f"{temp} = [{', '.join(rb.expr(i) for i in var.items)}]")
             applies.append(f"{target}[:] = {temp}")
-    return contents + applies
+    return contents + applies + _deferred_call_lines(rb, output)
+
+
+def _deferred_call_lines(rb, output) -> list[str]:
+    """The calls the trace left for after the graph (`logger.warning_once(msg)`), in order."""
+    lines = []
+    for fn, obj, args, kwargs in output.deferred_calls:
+        parts = [obj.source.expr(rb.ns), *(rb.expr(ConstantVariable(a)) for a in args),
+                 *(f"{k}={rb.expr(ConstantVariable(v))}" for k, v in kwargs.items())]
+        lines.append(f"{rb.ns.bind(fn, 'deferred')}({', '.join(parts)})")
+    return lines
 
 
 def _attr(rb, target: str, name: str) -> str:

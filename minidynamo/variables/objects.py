@@ -9,6 +9,7 @@ runs code of the class's (a property, a slot) declines the trace. A class's own
 """
 from __future__ import annotations
 
+import functools
 import inspect
 import logging
 import types
@@ -196,6 +197,11 @@ class UserObjectVariable(VariableTracker):
                 unsupported("exceptions", f"AttributeError: property {name!r} has no getter")
             return UserFunctionVariable(static.fget).call_function(tx, [self], {})
         if hasattr(type(static), "__get__"):
+            if isinstance(obj, logging.Logger) and _logs_once(static) and self.source is not None:
+                from ..guards import Guard
+                tx.output.guards.add(Guard("ID_MATCH", AttrSource(self._class_source(), name), static))
+                tx.output.guards.add(Guard("NOT_IN_DICT", self.source, None, {"attr": name}))
+                return LoggedOnceVariable(static, self)
             if static in _CTX_READS and self.source is not None:  # a backward's ctx, passed in
                 return wrap(tx, getattr(obj, name), self._attr_source(name))
             unsupported("construct", f"descriptor {name!r} of {cls.__qualname__} is not traced")
@@ -525,6 +531,39 @@ class LoggerCallVariable(UserMethodVariable):
             return super().call_function(tx, args, kwargs)
         from ..guards import Guard
         tx.output.guards.add(Guard("EQUALS_MATCH", EnabledForSource(logger.source, level), False))
+        return ConstantVariable(None)
+
+
+def _logs_once(static) -> bool:
+    """transformers' (and diffusers', accelerate's) `Logger.warning_once` / `info_once`: an
+    lru_cache over a method that logs, so a message is logged once per process."""
+    wrapped = getattr(static, "__wrapped__", None)
+    return type(static) is functools._lru_cache_wrapper and isinstance(wrapped, types.FunctionType) \
+        and wrapped.__name__ in ("warning_once", "info_once") \
+        and (wrapped.__module__ or "").split(".")[0] in ("transformers", "diffusers", "accelerate")
+
+
+class LoggedOnceVariable(VariableTracker):
+    """`logger.warning_once(msg)`: its only effect is output (a record logged the first time a
+    message is seen), so the trace does not break for it: the entry makes the same call after
+    the graph, in order with its other writes, and the lru_cache decides as in eager."""
+
+    __slots__ = ("fn", "logger")
+
+    def __init__(self, fn, logger):
+        super().__init__(None)
+        self.fn, self.logger = fn, logger
+
+    def call_function(self, tx, args, kwargs):
+        if not all(a.is_python_constant() for a in [*args, *kwargs.values()]):
+            unsupported("side_effect", f"{self.fn.__wrapped__.__name__}() with a value computed in the trace")
+        values = [a.as_python_constant() for a in args]
+        named = {k: v.as_python_constant() for k, v in kwargs.items()}
+        try:
+            hash((*values, *named.items()))  # lru_cache hashes them: an unhashable one raises
+        except TypeError:
+            unsupported("exceptions", f"TypeError: unhashable argument to {self.fn.__wrapped__.__name__}()")
+        tx.output.deferred_calls.append((self.fn, self.logger, values, named))
         return ConstantVariable(None)
 
 
