@@ -151,3 +151,35 @@ def test_patched_iter_recompiles():
     assert len(got) == len(want) == 1
     torch.testing.assert_close(got[0], want[0])
     assert backend.calls == 2
+
+
+class Cache:
+    def __init__(self, n):
+        self.layers = [i * 1.0 for i in range(n)]
+        self.seen = 0
+
+
+def test_generator_consumed_whole_yielding_objects_made_in_the_trace():
+    # transformers' ModelOutput.to_tuple(): tuple(self[k] for k in self.keys()), with a
+    # DynamicCache made in the forward among the values
+    def f(x):
+        d = {"logits": x * 2, "cache": Cache(2)}
+        out = tuple(d[k] for k in d)
+        return out[0] + out[1].layers[1], out[1]
+
+    check(f, (t(),), kind="graph")
+
+
+def test_generator_changing_an_object_it_yielded_still_declines():
+    def f(x):
+        caches = [Cache(1), Cache(2)]
+
+        def gen():
+            for c in caches:
+                yield c
+                c.seen += 1  # after the consumer took it: tuple() reads the final state
+
+        out = tuple(gen())
+        return x + out[0].seen + out[1].seen
+
+    check(f, (t(),), kind="eager", reason="generator")

@@ -365,6 +365,11 @@ def _snapshot(v, gen, seen=None):
     from .objects import UserObjectVariable
     if isinstance(v, UserObjectVariable) and v.source is not None:  # a module reached from the frame
         return ("object", tuple((k, id(x)) for k, x in v.stored.items()))
+    from .user_objects import NewObjectVariable
+    if type(v) is NewObjectVariable:  # an object made in the trace: its attributes, as a dict's items
+        attrs = v.attrs
+        return ("new object", tuple((k, id(x)) for k, x in attrs.items()),
+                tuple(_snapshot(x, gen, seen) for x in attrs.values()))
     own = getattr(v, "consumer_snapshot", None)  # a tracker that says what can be read of it
     if own is not None:
         return own(lambda item: _snapshot(item, gen, seen))
