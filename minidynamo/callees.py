@@ -115,7 +115,8 @@ def optimized_module_call(fn, backend):
     with its forward optimized on its own, while the module runs plainly (its class's
     forward, no hooks); else the module itself is called. None: not such a module."""
     import torch
-    from .variables.objects import UserObjectVariable, hooks_present
+    from .variables.module_calls import hooks_present
+    from .variables.objects import UserObjectVariable
     if not isinstance(fn, UserObjectVariable) or not isinstance(fn.value, torch.nn.Module):
         return None
     cls = type(fn.value)

@@ -113,17 +113,15 @@ class GuardSet:
         guards read, or a guard and one of `also` (the graph's inputs, a model's parameters
         reached through the same modules), each given a local here. The entry's body may
         read them (`ns.hoisted`) once the guards have passed."""
-        guards = self.ordered()
+        guard_reads = [g.reads() for g in self.ordered()]
         counts: dict = {}
-        for reads in [g.reads() for g in guards] + [chain(s) for s in also]:
+        for reads in guard_reads + [chain(s) for s in also]:
             for s in set(reads):
                 counts[s] = counts.get(s, 0) + 1
-        read_by_guards = {s for g in guards for s in g.reads()}
         self._plan = {}
-        for g in guards:
-            for s in g.reads():
-                if counts[s] > 1 and s not in self._plan and not isinstance(s, _PLAIN_SOURCES) \
-                        and s in read_by_guards:
+        for reads in guard_reads:  # named in the order the guards first read them
+            for s in reads:
+                if counts[s] > 1 and s not in self._plan and not isinstance(s, _PLAIN_SOURCES):
                     self._plan[s] = ns.local("p")
         return dict(self._plan)
 
@@ -133,7 +131,7 @@ class GuardSet:
         read (`model.layers[0]`, reached through Module.__getattr__ at each step), an
         assignment of it to a local, `(_md_p3 := ...) is _md_p3`, which later checks read:
         each shared prefix is fetched once per call, where it first was."""
-        if getattr(self, "_plan", None) is None:
+        if self._plan is None:
             self.plan_hoisting(ns)
         plan = self._plan
         out: list[str] = []

@@ -118,13 +118,19 @@ def read_before_writes(rb, output) -> None:
     return old` returns the old object, as eager does. (Constants are rebuilt by value.)"""
     if not output.mutated:
         return
-    replaced = _replaced_sources(output)
+    read_first(rb, output.wrapped, _replaced_sources(output))
+
+
+def read_first(rb, wrapped: dict, replaced: set) -> None:
+    """Each tracker of `wrapped` (source -> (value, tracker)) read through one of the
+    `replaced` sources is read into a temporary first and rebuilt from it."""
     if not replaced:
         return
-    for source, (_, var) in output.wrapped.items():
+    for source, (_, var) in wrapped.items():
         original = var.source.original if isinstance(var.source, ReadBeforeWrites) else var.source
         if original != source or isinstance(var, ConstantVariable) or not _under(original, replaced):
-            continue  # (a tracker reached by two names is rebuilt from its first)
+            continue  # (a tracker reached by two names is rebuilt from its first; the entry's
+            # code may be written more than once: from the original each time)
         temp = rb.temp()
         rb.prelude.append(f"{temp} = {original.expr(rb.ns)}")  # before anything the entry writes
         var.source = ReadBeforeWrites(original, temp)

@@ -30,12 +30,16 @@ class Namespace:
 
     def local(self, hint: str) -> str:
         """A fresh local variable name for generated code."""
-        base = self.prefix + hint
+        name = self._fresh(self.prefix + hint)
+        self._reserved.add(name)
+        return name
+
+    def _fresh(self, base: str) -> str:
+        """`base`, or `base2`, `base3`, ...: the first that names nothing yet."""
         name, n = base, 1
         while name in self.values or name in self._reserved:
             n += 1
             name = f"{base}{n}"
-        self._reserved.add(name)
         return name
 
     def bind(self, obj, hint: str = "o") -> str:
@@ -46,11 +50,7 @@ class Namespace:
             for existing, value in self.values.items():
                 if type(value) is type(obj) and value == obj:
                     return existing
-        base = self.prefix + _readable(obj, hint)
-        name, n = base, 1
-        while name in self.values or name in self._reserved:
-            n += 1
-            name = f"{base}{n}"
+        name = self._fresh(self.prefix + _readable(obj, hint))
         self.values[name] = obj
         self._by_id[id(obj)] = name
         return name

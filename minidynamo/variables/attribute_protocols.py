@@ -49,20 +49,30 @@ def _generic_slot(hook, name: str) -> bool:
     return ctypes.c_void_p.from_address(id(owner) + offset).value == generic
 
 
-def _on_class(cls, name):
-    """What an instance of `cls` finds for `name` on its class's MRO (None: nothing)."""
+def class_attribute(cls, name):
+    """`name` as `cls` gives it to its instances: from the first class of its MRO that holds
+    it, or None (inspect.getattr_static of a class would also search its metaclass:
+    `type.__name__`)."""
     return next((vars(klass)[name] for klass in cls.__mro__ if name in vars(klass)), None)
+
+
+def instance_dict(obj):
+    """The object's `__dict__` as object's descriptor gives it (past the class's hooks), or None."""
+    try:
+        return _object_getattribute(obj, "__dict__")
+    except AttributeError:
+        return None
 
 
 def own_getattribute(cls):
     """The class's `__getattribute__` where it is not object's generic one, else None."""
-    hook = _on_class(cls, "__getattribute__")
+    hook = class_attribute(cls, "__getattribute__")
     return None if hook in GENERIC_GETATTRIBUTE or _generic_slot(hook, "__getattribute__") else hook
 
 
 def own_setattr(cls):
     """The class's `__setattr__` where it is not object's generic one, else None."""
-    hook = _on_class(cls, "__setattr__")
+    hook = class_attribute(cls, "__setattr__")
     return None if hook in GENERIC_SETATTR or _generic_slot(hook, "__setattr__") else hook
 
 
@@ -102,10 +112,8 @@ def generic_finds(obj, name: str) -> bool:
     in its instance dictionary (no descriptor is run)."""
     if any(name in vars(klass) for klass in type(obj).__mro__):
         return True
-    try:
-        return name in _object_getattribute(obj, "__dict__")
-    except AttributeError:
-        return False
+    found = instance_dict(obj)
+    return found is not None and name in found
 
 
 @dataclass(frozen=True)

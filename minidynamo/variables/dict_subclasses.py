@@ -28,7 +28,7 @@ from dataclasses import dataclass
 
 from ..exc import unsupported
 from ..guards import Guard
-from ..sources import AttrSource, ReadBeforeWrites, Source
+from ..sources import AttrSource, Source
 from .base import VariableTracker
 from .collections_types import OrderedDictVariable
 from .constant import ConstantVariable
@@ -296,21 +296,10 @@ class _DictObject(InstanceAttributes):
     def _read_replaced_first(self, rb) -> None:
         """What the trace read from an item the write-back replaces (`old = o["a"]; o["a"] = new;
         return old`) is read into a temporary before the write-back, and rebuilt from it."""
+        from ..side_effects import read_first  # (it imports the trackers: a cycle)
         wrapped = self.outside.wrapped
-        replaced = {source for source, (_, var) in wrapped.items() if isinstance(source, BaseItemSource)
-                    and source.base == self.source and self.items.get(source.key) is not var}
-        if not replaced:
-            return
-        for source, (_, var) in wrapped.items():
-            under = source
-            while under is not None and under not in replaced:
-                under = getattr(under, "base", None)
-            original = var.source.original if isinstance(var.source, ReadBeforeWrites) else var.source
-            if under is None or original != source or isinstance(var, ConstantVariable):
-                continue  # (the entry's code may be written more than once: from the original each time)
-            temp = rb.temp()
-            rb.prelude.append(f"{temp} = {source.expr(rb.ns)}")
-            var.source = ReadBeforeWrites(source, temp)
+        read_first(rb, wrapped, {source for source, (_, var) in wrapped.items() if isinstance(source, BaseItemSource)
+                                 and source.base == self.source and self.items.get(source.key) is not var})
 
 
 class DictObjectVariable(_DictObject, DictVariable):

@@ -44,6 +44,11 @@ _GLOBAL = tuple(a for a in ("_global_forward_hooks", "_global_forward_pre_hooks"
                             "_global_backward_pre_hooks") if hasattr(_module_py, a))
 
 
+def hooks_present(module) -> list:
+    """The hook dicts, the module's own and the process-wide ones, that are not empty."""
+    return [a for a in _OWN if getattr(module, a, None)] + [a for a in _GLOBAL if getattr(_module_py, a, None)]
+
+
 def call_module(tx, module, args, kwargs):
     """`module(*args, **kwargs)` for a UserObjectVariable of an nn.Module whose class keeps
     Module.__call__: its forward, with its forward hooks and the process-wide ones traced

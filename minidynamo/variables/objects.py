@@ -21,7 +21,7 @@ from ..exc import exception_made, Unsupported, unsupported
 from ..sources import AttrSource, ItemSource, ObjectSource, Source
 from .attribute_protocols import (GenericAttrSource, InstanceDictView,
                                   call_getattribute, call_setattr, dict_source, guard_generic_miss, guard_not_in_dict,
-                                  own_getattribute, own_setattr, plain_writeback)
+                                  instance_dict, own_getattribute, own_setattr, plain_writeback)
 from .base import ObjectConstantVariable, VariableTracker
 from .constant import ConstantVariable
 from .functions import UserFunctionVariable, UserMethodVariable
@@ -158,7 +158,7 @@ class UserObjectVariable(VariableTracker):
                 d = obj.__dict__.get(table)
                 if d is not None and name in d:
                     return wrap(tx, d[name], self._attr_source(name))
-        inst_dict = _instance_dict(obj)
+        inst_dict = instance_dict(obj)
         static = on_class(cls, name)
         is_data_descriptor = static is not _ABSENT and hasattr(type(static), "__set__")
         if name == "__dict__" and isinstance(inst_dict, dict) and type(static) is types.GetSetDescriptorType \
@@ -198,9 +198,8 @@ class UserObjectVariable(VariableTracker):
             return UserFunctionVariable(static.fget).call_function(tx, [self], {})
         if hasattr(type(static), "__get__"):
             if isinstance(obj, logging.Logger) and _logs_once(static) and self.source is not None:
-                from ..guards import Guard
-                tx.output.guards.add(Guard("ID_MATCH", AttrSource(self._class_source(), name), static))
-                tx.output.guards.add(Guard("NOT_IN_DICT", self.source, None, {"attr": name}))
+                self.guard_class_function(tx, name, static)
+                guard_not_in_dict(tx, self.source, name, self._generic_class())
                 return LoggedOnceVariable(static, self)
             if static in _CTX_READS and self.source is not None:  # a backward's ctx, passed in
                 return wrap(tx, getattr(obj, name), self._attr_source(name))
@@ -277,7 +276,7 @@ class UserObjectVariable(VariableTracker):
         obj, cls = self.value, type(self.value)
         if self.source is None:
             return "it is not reachable from the function's inputs"
-        if not isinstance(_instance_dict(obj), dict):
+        if not isinstance(instance_dict(obj), dict):
             return "it has no instance dictionary"
         module = self.is_module()
         hook = own_getattribute(cls)
@@ -409,14 +408,6 @@ _OBJECT_CLASS = vars(object)["__class__"]  # what `obj.__class__` is unless a cl
 _ABSENT = object()  # no attribute of that name on the class
 # Names whose `cls.name` the metaclass answers (type's and object's data descriptors).
 _METACLASS_DATA = frozenset(k for klass in type.__mro__ for k, v in vars(klass).items() if hasattr(type(v), "__set__"))
-
-
-def _instance_dict(obj):
-    """The object's `__dict__` as object's descriptor gives it (past the class's hooks), or None."""
-    try:
-        return object.__getattribute__(obj, "__dict__")
-    except AttributeError:
-        return None
 
 
 def _is_tensor_or_module(v) -> bool:
@@ -565,36 +556,3 @@ class LoggedOnceVariable(VariableTracker):
             unsupported("exceptions", f"TypeError: unhashable argument to {self.fn.__wrapped__.__name__}()")
         tx.output.deferred_calls.append((self.fn, self.logger, values, named))
         return ConstantVariable(None)
-
-
-# What Module.__call__ consults before it calls forward: the module's own hooks and the
-# process-wide ones (torch.nn.modules.module.register_module_forward_hook, ...).
-_MODULE_HOOKS = ("_forward_hooks", "_forward_pre_hooks", "_backward_hooks", "_backward_pre_hooks")
-_GLOBAL_HOOKS = ("_global_forward_hooks", "_global_forward_pre_hooks", "_global_backward_hooks",
-                 "_global_backward_pre_hooks")
-
-
-def hooks_present(module) -> list:
-    """The hook dicts, the module's own and the process-wide ones, that are not empty."""
-    module_py = torch.nn.modules.module
-    return [a for a in _MODULE_HOOKS if getattr(module, a, None)] + \
-        [a for a in _GLOBAL_HOOKS if getattr(module_py, a, None)]
-
-
-def _guard_no_hooks(tx, module, source):
-    """Calling a module is calling its forward only while it has no hooks: decline if it
-    has some, else guard that none is added (hooks are not traced)."""
-    from ..guards import Guard
-    from ..sources import ObjectSource
-    module_py = torch.nn.modules.module
-    own = [a for a in _MODULE_HOOKS if hasattr(module, a)]
-    shared = [a for a in _GLOBAL_HOOKS if hasattr(module_py, a)]
-    present = hooks_present(module)
-    if present:
-        unsupported("call", f"{type(module).__qualname__} has hooks ({', '.join(present)}), which are not traced")
-    if source is None:
-        unsupported("call", f"calling a {type(module).__qualname__} that is not reachable from the "
-                            "function's inputs (its hooks could not be checked on later calls)")
-    tx.output.guards.add(Guard("NO_HOOKS", source, None, {"attrs": tuple(own)}))
-    tx.output.guards.add(Guard("NO_HOOKS", ObjectSource(module_py, "torch.nn.modules.module"), None,
-                               {"attrs": tuple(shared)}))

@@ -22,7 +22,7 @@ import torch
 from ..exc import unsupported
 from ..guards import Guard
 from ..sources import AttrSource, ObjectSource, Source
-from .attribute_protocols import GenericGetattribute, PlainSetattr, own_getattribute
+from .attribute_protocols import GenericGetattribute, PlainSetattr, class_attribute, own_getattribute
 from .base import VariableTracker
 from .constant import ConstantVariable
 from .dicts import DictVariable
@@ -112,13 +112,6 @@ def defining_class(cls, name):
     return next((klass for klass in cls.__mro__ if name in vars(klass)), None)
 
 
-def _static(cls, name):
-    """`name` as `cls` gives it to its instances: from the first class of its MRO that holds
-    it (inspect.getattr_static of a class would also search its metaclass: `type.__name__`)."""
-    owner = defining_class(cls, name)
-    return None if owner is None else vars(owner)[name]
-
-
 def python_method(cls, name):
     """`cls`'s `name` where a Python class of its MRO defines it as a function, else None
     (a builtin base's method, or nothing)."""
@@ -204,13 +197,13 @@ class InstanceAttributes(VariableTracker):
         if owner is not None and owner is not object and not is_python_class(owner):
             # dict's methods (the only data descriptor there, __dict__, was answered above)
             return self.attrs[name] if name in self.attrs else self.builtin_attr(tx, name, owner)
-        static = _static(self.cls, name)
+        static = class_attribute(self.cls, name)
         if static is not None and hasattr(type(static), "__set__"):  # a data descriptor wins
             return self._descriptor(tx, name, static)
         if name in self.attrs:
             return self.attrs[name]
         if static is None:
-            getattr_hook = _static(self.cls, "__getattr__")
+            getattr_hook = class_attribute(self.cls, "__getattr__")
             if isinstance(getattr_hook, types.FunctionType):
                 _guard_attr(tx, self.cls, "__getattr__", getattr_hook)
                 return UserFunctionVariable(getattr_hook).call_function(tx, [self, ConstantVariable(name)], {})
@@ -232,7 +225,7 @@ class InstanceAttributes(VariableTracker):
         unsupported("construct", f"descriptor {name!r} of {self.cls.__qualname__} is not traced")
 
     def store_attr(self, tx, name, value):
-        setter = _static(self.cls, "__setattr__")
+        setter = class_attribute(self.cls, "__setattr__")
         if setter is not object.__setattr__:  # the class's own __setattr__ decides
             if not isinstance(setter, types.FunctionType):
                 unsupported("construct", f"{self.cls.__qualname__}.__setattr__ is not traced")
@@ -243,7 +236,7 @@ class InstanceAttributes(VariableTracker):
 
     def set_plain(self, tx, name, value):
         """object.__setattr__: a data descriptor's setter, else the instance dictionary."""
-        static = _static(self.cls, name)
+        static = class_attribute(self.cls, name)
         if static is not None and hasattr(type(static), "__set__"):
             if isinstance(static, property) and static.fset is not None:
                 _guard_attr(tx, self.cls, name, static)
@@ -254,7 +247,7 @@ class InstanceAttributes(VariableTracker):
         self.attrs[name] = value
 
     def delete_attr(self, tx, name):
-        if _static(self.cls, "__delattr__") is not object.__delattr__:
+        if class_attribute(self.cls, "__delattr__") is not object.__delattr__:
             unsupported("construct", f"{self.cls.__qualname__}.__delattr__ is not traced")
         if name not in self.attrs:
             unsupported("exceptions", f"AttributeError: {name!r}")
@@ -266,13 +259,13 @@ class InstanceAttributes(VariableTracker):
         return self.var_getattr(tx, name).call_function(tx, args, kwargs)
 
     def call_function(self, tx, args, kwargs):
-        if _static(self.cls, "__call__") is None:
+        if class_attribute(self.cls, "__call__") is None:
             unsupported("exceptions", f"TypeError: {self.cls.__qualname__!r} object is not callable")
         return self.call_method(tx, "__call__", args, kwargs)
 
     def truthy(self, tx):
         for name in ("__bool__", "__len__"):
-            if _static(self.cls, name) is not None:
+            if class_attribute(self.cls, name) is not None:
                 result = self.call_method(tx, name, [], {})
                 return result.truthy(tx) if name == "__bool__" else result.as_python_constant() != 0
         return True
@@ -311,7 +304,7 @@ class NewObjectVariable(InstanceAttributes):
 
 def init_object(tx, cls, obj, args, kwargs) -> None:
     """`cls.__init__(obj, *args, **kwargs)` inlined, where a Python class defines it."""
-    init = _static(cls, "__init__")
+    init = class_attribute(cls, "__init__")
     if not isinstance(init, types.FunctionType):
         unsupported("call", f"{cls.__qualname__}.__init__ is not a Python function")
     _guard_attr(tx, cls, "__init__", init)
@@ -327,7 +320,7 @@ def _construct(tx, cls, args, kwargs):
     if getattr(cls, "__abstractmethods__", None):
         unsupported("exceptions", f"TypeError: can't instantiate abstract class {cls.__qualname__}")
     obj = NewObjectVariable(cls)
-    if _static(cls, "__init__") is object.__init__:
+    if class_attribute(cls, "__init__") is object.__init__:
         if args or kwargs:
             unsupported("exceptions", f"TypeError: {cls.__qualname__}() takes no arguments")
         return obj
@@ -504,7 +497,7 @@ def user_class(v):
 
 def _python_dunder(v, name) -> bool:
     cls = user_class(v)
-    return cls is not None and isinstance(_static(cls, name), types.FunctionType)
+    return cls is not None and isinstance(class_attribute(cls, name), types.FunctionType)
 
 
 def _is_not_implemented(v) -> bool:
@@ -524,7 +517,7 @@ def _reflected_first(a, b, reflected) -> bool:
     subclass of the left's that overrides it."""
     ta, tb = user_class(a) or a.python_type(), user_class(b)
     return tb is not None and tb is not ta and issubclass(tb, ta) and _python_dunder(b, reflected) and \
-        _static(tb, reflected) is not _static(ta, reflected)
+        class_attribute(tb, reflected) is not class_attribute(ta, reflected)
 
 
 def user_binary(tx, name: str, a, b, inplace: bool):
@@ -587,7 +580,7 @@ def enter_user_context(tx, cm):
     cls = user_class(cm)
     if cls is None:
         return None
-    enter, exit_ = _static(cls, "__enter__"), _static(cls, "__exit__")
+    enter, exit_ = class_attribute(cls, "__enter__"), class_attribute(cls, "__exit__")
     if not (isinstance(enter, types.FunctionType) and isinstance(exit_, types.FunctionType)):
         return None
     exit_method = cm.var_getattr(tx, "__exit__")  # guarded like any method read
