@@ -96,6 +96,24 @@ def raising(exc_class: type, detail: str):
     raise error
 
 
+class Raised(Unsupported):
+    """An exception raised in the trace (`value`: its ExceptionVariable), on its way to a
+    handler. The translator whose handler covers the instruction it passes through catches
+    it (interpreter/opcodes/exceptions.py); one that leaves the frame being optimized is a
+    decline like any other, so the eager run raises it. `origin` is where it was raised
+    (translator, instruction index), `through` the call it last left a frame through
+    (caller translator, index of its call), `catchable` whether every frame it passed was
+    one the trace models exactly (else no frame may catch it any more)."""
+
+    def __init__(self, value, origin, detail: str):
+        super().__init__("exceptions", detail, format_location(current_location.get()))
+        self.value = value
+        self.raised = value.exc_type
+        self.origin = origin
+        self.through = None
+        self.catchable = True
+
+
 def exception_made(tx, exc_class: type):
     """Decline making an exception object (only ever made to be raised): where the next
     instruction raises it (`raise IndexError(...)`), as `raising` does."""

@@ -54,6 +54,9 @@ class Inst:
     origin: int | None = None
     first: bool = True
     in_try: bool = False  # inside the body of a user try statement (breaks.py)
+    # 3.11+: the exception table's entry covering it, (handler index, stack depth, push
+    # lasti), or None: where an exception raised by it goes (interpreter/unwind.py).
+    handler: tuple | None = None
 
     def __repr__(self):
         tgt = f" -> {self.target}" if self.target is not None else ""
@@ -197,7 +200,7 @@ def normalize(code) -> list[Inst]:
             continue
         if isinstance(item, bc.TryBegin):
             try_begins.append((len(insts), item.target))
-            open_ranges[id(item)] = [len(insts), None, item.target]
+            open_ranges[id(item)] = [len(insts), None, item.target, item.stack_depth, item.push_lasti]
             try_ranges.append(open_ranges[id(item)])
             continue
         if isinstance(item, bc.TryEnd):
@@ -247,10 +250,14 @@ def normalize(code) -> list[Inst]:
         and not _with_cleanup(insts, label_index[target])
     )
     user_handlers = {h for _, h in marks}
-    for start, end, target in try_ranges:
+    for start, end, target, depth, lasti in try_ranges:
+        covered = insts[start:len(insts) if end is None else end]
         if label_index.get(target) in user_handlers:
-            for inst in insts[start:len(insts) if end is None else end]:
+            for inst in covered:
                 inst.in_try = True
+        if label_index.get(target) is not None and isinstance(depth, int):
+            for inst in covered:
+                inst.handler = (label_index[target], depth, bool(lasti))
     if not PY311:
         _mark_try_blocks(insts)
     if marks:
@@ -316,6 +323,13 @@ def _insert_setup_except(insts: list[Inst], marks: list[tuple[int, int]]) -> lis
     for inst in out:
         if inst.target is not None and inst.opname != "SETUP_EXCEPT":
             inst.target = inst.target + shift[inst.target] - (1 if inst.target in mark_set else 0)
+    for inst in out:
+        if inst.handler is not None:
+            h = inst.handler[0]
+            inst.handler = (h + shift[h] - (1 if h in mark_set else 0),) + inst.handler[1:]
+    for i, inst in enumerate(out):
+        if inst.opname == "SETUP_EXCEPT":
+            inst.handler = out[i + 1].handler  # covered as the instruction it stands before
     return out
 
 

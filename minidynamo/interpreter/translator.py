@@ -11,7 +11,7 @@ import builtins
 import sys
 
 from .._compat import CO_ASYNC_GENERATOR, CO_COROUTINE, CO_GENERATOR, CO_ITERABLE_COROUTINE, VERSION
-from ..exc import Unsupported, current_location, format_location, unsupported
+from ..exc import Raised, Unsupported, current_location, format_location, unsupported
 from ..graph import OutputGraph
 from ..instructions import normalize
 from ..logs import get_logger
@@ -24,6 +24,7 @@ from .opcodes.binary import BinaryOps
 from .opcodes.build import BuildOps
 from .opcodes.calls import CallOps
 from .opcodes.control import ControlOps
+from .opcodes.exceptions import ExceptionOps
 from .opcodes.generators import GeneratorOps
 from .opcodes.jumps import JumpOps
 from .opcodes.load_store import LoadStoreOps
@@ -61,7 +62,7 @@ class _Yield(Exception):
 
 
 class InstructionTranslator(GeneratorOps, LoadStoreOps, StackOps, BinaryOps, JumpOps, BuildOps, CallOps,
-                            ControlOps):
+                            ExceptionOps, ControlOps):
     dispatch: dict = {}
 
     def __init_subclass__(cls, **kw):
@@ -94,6 +95,8 @@ class InstructionTranslator(GeneratorOps, LoadStoreOps, StackOps, BinaryOps, Jum
         # the instruction it happened at, and `stop_at` (an instruction count) stops it there.
         self.is_root = False
         self.stop_at = None
+        self.exc_info = None  # the exception being handled (an except/finally block), if any
+        self.direct_call = None  # the index of the call instruction inlining a function now
 
     # --- the run loop --------------------------------------------------------------
     def run(self):
@@ -128,10 +131,18 @@ class InstructionTranslator(GeneratorOps, LoadStoreOps, StackOps, BinaryOps, Jum
                 handler = dispatch.get(inst.opname)
                 if handler is None:
                     unsupported("opcode", f"opcode {inst.opname} is not supported (Python {VERSION})")
-                handler(self, inst)
+                try:
+                    handler(self, inst)
+                except Raised as e:
+                    if not self.catch(e, start):
+                        raise
         except _Return as r:
             return r.value
         except Unsupported as e:
+            if isinstance(e, Raised) and self.is_root and getattr(e, "break_at", None) is None:
+                made = e.value.made_at  # made by a call of this frame: break there, as before
+                if made is not None and made[0] is self:
+                    e.break_at = made[1:]
             if getattr(e, "raised", None) is not None and getattr(e, "raised_at", None) is None:
                 e.raised_at = (self, start)  # the frame the raise is in, innermost first
             if getattr(e, "no_break", None) is not None:
@@ -173,7 +184,13 @@ class InstructionTranslator(GeneratorOps, LoadStoreOps, StackOps, BinaryOps, Jum
                 from ..variables.generators import GeneratorVariable
                 return GeneratorVariable(self.start_generator(fn_var, args, kwargs), fn_var, args, kwargs)
             unsupported("generator", f"calling {fn_var.describe()}, a coroutine or async generator function")
-        return self._child(fn_var, args, kwargs).run()
+        direct, self.direct_call = self.direct_call, None  # only the call instruction's own callee
+        child = self._child(fn_var, args, kwargs)
+        try:
+            return child.run()
+        except Raised as e:
+            e.through = (self, direct) if direct is not None else None
+            raise
 
     def start_generator(self, fn_var, args: list, kwargs: dict) -> "InstructionTranslator":
         """A child translator over a generator function's body, not yet run: a
@@ -190,8 +207,10 @@ class InstructionTranslator(GeneratorOps, LoadStoreOps, StackOps, BinaryOps, Jum
             unsupported("construct", f"call depth over {MAX_INLINE_DEPTH} (recursion?) at {fn_var.describe()}")
         f_locals = bind_arguments(fn_var, self, code, list(args), dict(kwargs))
         cells = make_cells(code, f_locals, fn_var.closure_cells(self))
-        return InstructionTranslator(self.output, code, f_locals, cells, fn_var.get_globals(),
-                                     self.depth + 1, self.counter, self.logs)
+        child = InstructionTranslator(self.output, code, f_locals, cells, fn_var.get_globals(),
+                                      self.depth + 1, self.counter, self.logs)
+        child.exc_info = self.exc_info  # a bare raise in a callee re-raises the caller's
+        return child
 
     def run_to_yield(self):
         """Run until the generator yields; the yielded value."""

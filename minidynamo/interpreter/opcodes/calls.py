@@ -13,9 +13,12 @@ from __future__ import annotations
 from ..._compat import PY311, PY313
 from ...exc import unsupported
 from ...variables.base import NULL
+from ...variables.builtins import BuiltinVariable
+from ...variables.constant import ConstantVariable
 from ...variables.dicts import DictVariable
-from ...variables.functions import NestedFunctionVariable
-from ...variables.lists import TupleVariable
+from ...variables.exceptions import ExceptionVariable, exception_class
+from ...variables.functions import NestedFunctionVariable, UserFunctionVariable, UserMethodVariable
+from ...variables.lists import IteratorVariable, TupleVariable
 
 
 def _split_kwargs(args: list, names) -> tuple[list, dict]:
@@ -26,6 +29,29 @@ def _split_kwargs(args: list, names) -> tuple[list, dict]:
 
 
 class CallOps:
+    def call(self, fn, args: list, kwargs: dict):
+        """`fn(*args, **kwargs)` by a call instruction of this frame."""
+        cls = exception_class(fn)
+        if cls is not None:  # an exception object (opcodes/exceptions.py raises and catches it)
+            return self.made_here(cls, args, kwargs)
+        if isinstance(fn, BuiltinVariable) and len(args) == 1 and not kwargs:
+            arg = args[0]
+            if fn.value is next and isinstance(arg, IteratorVariable):
+                item = arg.next_item()
+                if item is None:
+                    self.throw(self.made_here(StopIteration), "StopIteration from next()")
+                return item
+            if fn.value in (str, repr) and isinstance(arg, ExceptionVariable):
+                return ConstantVariable(arg.text(fn.value))
+        if isinstance(fn, (UserFunctionVariable, NestedFunctionVariable, UserMethodVariable)):
+            # Inlined directly: an exception its frames raise may be caught by this frame.
+            self.direct_call = self.ip - 1
+            try:
+                return fn.call_function(self, args, kwargs)
+            finally:
+                self.direct_call = None
+        return fn.call_function(self, args, kwargs)
+
     def KW_NAMES(self, inst):  # 3.11/3.12
         self.kw_names = inst.arg
 
@@ -44,7 +70,7 @@ class CallOps:
             else:
                 fn, args = lower, [upper, *args]
         args, kwargs = _split_kwargs(args, names)
-        self.push(fn.call_function(self, args, kwargs))
+        self.push(self.call(fn, args, kwargs))
 
     def CALL(self, inst):
         names, self.kw_names = self.kw_names, None
@@ -57,13 +83,13 @@ class CallOps:
     def CALL_FUNCTION(self, inst):  # 3.10
         args = self.popn(inst.arg)
         fn = self.pop()
-        self.push(fn.call_function(self, args, {}))
+        self.push(self.call(fn, args, {}))
 
     def CALL_FUNCTION_KW(self, inst):  # 3.10
         names = self.pop().as_python_constant()
         args, kwargs = _split_kwargs(self.popn(inst.arg), names)
         fn = self.pop()
-        self.push(fn.call_function(self, args, kwargs))
+        self.push(self.call(fn, args, kwargs))
 
     def CALL_FUNCTION_EX(self, inst):
         # 3.14 always has the kwargs slot (NULL without keywords); normalize gave it
@@ -88,7 +114,7 @@ class CallOps:
             if not isinstance(k, str):
                 unsupported("exceptions", "TypeError: keywords must be strings")
             kwargs[k] = v
-        self.push(fn.call_function(self, args, kwargs))
+        self.push(self.call(fn, args, kwargs))
 
     def CALL_INTRINSIC_1(self, inst):  # 3.12+
         name = getattr(inst.arg, "name", str(inst.arg))

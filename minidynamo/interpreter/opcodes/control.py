@@ -1,9 +1,9 @@
-"""Return, raise, exception handling, with: raise declines the trace, so the call runs
-eagerly and Python raises (or handles) for real. Generator bodies: opcodes/generators.py."""
+"""Return, assert, try-block markers, with. Raising and catching: opcodes/exceptions.py;
+generator bodies: opcodes/generators.py."""
 from __future__ import annotations
 
 from ..._compat import PY314
-from ...exc import raising, unsupported
+from ...exc import unsupported
 from ...variables.base import NULL
 from ...variables.contexts import ContextManagerVariable
 
@@ -13,25 +13,15 @@ class ControlOps:
         from ..translator import _Return
         raise _Return(self.pop())
 
-    def RAISE_VARARGS(self, inst):
-        detail = "a raise statement (the exception is raised by the eager run)"
-        value = self.stack[-1] if inst.arg == 1 and self.stack else None
-        cls = value.as_python_constant() if value is not None and value.is_python_constant() else None
-        if isinstance(cls, type) and issubclass(cls, BaseException):  # `raise IndexError`
-            raising(cls, detail)
-        unsupported("exceptions", detail)
-
     def LOAD_ASSERTION_ERROR(self, inst):
         unsupported("exceptions", "a failing assert (the AssertionError is raised by the eager run)")
 
-    # A try body is traced as straight-line code: the trace never raises (whatever would
-    # raise declines first, and inside a try body the whole call then runs eagerly, so the
-    # eager run raises and handles it); handlers are never reached, a finally's normal copy
-    # runs inline.
+    # A try body is traced as straight-line code; a raise jumps to its handler through the
+    # instructions' exception-table entries (opcodes/exceptions.py), not through these.
     def SETUP_EXCEPT(self, inst):  # pseudo-instruction from normalize() (3.11+)
         pass
 
-    def SETUP_FINALLY(self, inst):  # 3.10: the block's handler is never reached in a trace
+    def SETUP_FINALLY(self, inst):  # 3.10: the block's handler is never reached (nothing is caught)
         pass
 
     def BEFORE_WITH(self, inst):  # 3.11+: ... cm → ..., cm.__exit__, cm.__enter__()

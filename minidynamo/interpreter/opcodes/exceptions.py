@@ -1,0 +1,141 @@
+"""Raising and catching exceptions in the trace (3.11+'s exception table).
+
+`raise` makes an `exc.Raised` carrying the exception's tracker (variables/exceptions.py).
+The run loop hands it to `catch` for the instruction it came from: where the table covers
+that instruction, the stack is cut to the entry's depth, lasti (an int, unused by the
+handlers' RERAISE here) and the exception are pushed, and the trace goes on at the handler,
+as CPython's exception_unwind does (https://docs.python.org/3.11/library/dis.html,
+"exception table"). Handlers then run as ordinary code: PUSH_EXC_INFO, CHECK_EXC_MATCH,
+POP_EXCEPT, RERAISE; `except E as e` clears `e` with its own STORE_FAST/DELETE_FAST.
+
+A frame catches only an exception it models exactly: raised by its own instruction, or
+left by a Python function its call instruction inlined directly (the frames between ran
+nothing but their bytecode). One that came out of a model of a builtin (a map's
+function, a generator pulled by list()), a generator's body, or that reaches a with
+statement's exit, is caught by no frame any more: it declines as before, so the eager run
+raises and handles it. 3.10's block stack is not modeled: there nothing is caught.
+Where an exception made in the optimized frame itself leaves it uncaught, the frame breaks
+at the call that made it, as it did when making one declined.
+"""
+from __future__ import annotations
+
+from ..._compat import PY311
+from ...exc import Raised, raising, unsupported
+from ...variables.constant import ConstantVariable
+from ...variables.exceptions import ExceptionVariable, exception_class, make_exception, matches
+
+_RAISE_DETAIL = "a raise statement (the exception is raised by the eager run)"
+
+
+def _raise_detail(exc) -> str:
+    # The class's name is in the text: models that catch a decline read it (hasattr's
+    # AttributeError), as they read exc.exception_made's.
+    return f"raising {exc.exc_type.__qualname__} (the eager run raises it)"
+
+
+def _none(v) -> bool:
+    return isinstance(v, ConstantVariable) and v.value is None
+
+
+class ExceptionOps:
+    # --- raising -------------------------------------------------------------------
+    def throw(self, exc: ExceptionVariable, detail: str | None = None):
+        """Raise `exc` at the current instruction."""
+        raise Raised(exc, (self, self.ip - 1), detail or _raise_detail(exc))
+
+    def made_here(self, cls, args=(), kwargs=None) -> ExceptionVariable:
+        """`cls(*args)` made by the current instruction."""
+        return make_exception(self, cls, list(args), kwargs or {}, (self, self.ip - 1, self.counter[0]))
+
+    def _as_exception(self, value):
+        """What `raise value` raises: an instance, or a class called without arguments."""
+        if isinstance(value, ExceptionVariable):
+            return value
+        cls = exception_class(value)
+        if cls is not None:
+            return self.made_here(cls)
+        return None
+
+    def RAISE_VARARGS(self, inst):
+        cause = self.pop() if inst.arg == 2 else None
+        if inst.arg == 0:  # bare `raise`: the exception being handled
+            if self.exc_info is None:
+                unsupported("exceptions", "a bare raise outside a handler the trace entered "
+                                          "(the eager run re-raises the caller's exception)")
+            self.throw(self.exc_info)
+        value = self.pop()
+        exc = self._as_exception(value)
+        if exc is None:
+            cls = value.as_python_constant() if value.is_python_constant() else None
+            if isinstance(cls, type) and issubclass(cls, BaseException):
+                raising(cls, _RAISE_DETAIL)
+            unsupported("exceptions", _RAISE_DETAIL)
+        if cause is not None:  # raise ... from cause
+            if _none(cause):
+                exc.cause = None
+            else:
+                cause_exc = self._as_exception(cause)
+                if cause_exc is None:
+                    unsupported("exceptions", "TypeError: exception causes must derive from BaseException")
+                exc.cause = cause_exc
+            exc.suppress_context = True
+        if self.exc_info is not None and self.exc_info is not exc:
+            exc.context = self.exc_info  # raised while handling another
+        self.throw(exc)
+
+    # --- catching ------------------------------------------------------------------
+    def catch(self, e: Raised, index: int) -> bool:
+        """Go on at the handler covering instruction `index` for `e`, raised by it or by
+        the call it made: False where this frame does not catch it (it propagates)."""
+        if not e.catchable:
+            return False
+        if not (e.origin == (self, index) or e.through == (self, index)) or self.generator or not PY311:
+            e.catchable = False
+            return False
+        entry = self.instructions[index].handler
+        if entry is None:
+            return False  # the frame's caller may catch it
+        target, depth, lasti = entry
+        if self._with_exit(target):
+            e.catchable = False  # a with statement's __exit__ would get it: not modeled
+            return False
+        assert depth <= len(self.stack), (depth, len(self.stack))
+        del self.stack[depth:]
+        if lasti:
+            self.push(ConstantVariable(index))
+        self.push(e.value)
+        self.ip = target
+        return True
+
+    def _with_exit(self, target: int) -> bool:
+        insts = self.instructions
+        while insts[target].opname == "SETUP_EXCEPT":
+            target += 1
+        return insts[target].opname == "PUSH_EXC_INFO" and insts[target + 1].opname == "WITH_EXCEPT_START"
+
+    # --- handlers ------------------------------------------------------------------
+    def PUSH_EXC_INFO(self, inst):  # 3.11+: exc → previous exc_info, exc
+        exc = self.pop()
+        self.push(ConstantVariable(None) if self.exc_info is None else self.exc_info)
+        self.exc_info = exc
+        self.push(exc)
+
+    def POP_EXCEPT(self, inst):  # 3.11+: previous exc_info →, restored
+        prev = self.pop()
+        self.exc_info = None if _none(prev) else prev
+
+    def CHECK_EXC_MATCH(self, inst):  # 3.11+: exc, type → exc, bool
+        spec = self.pop()
+        exc = self.stack[-1]
+        if not isinstance(exc, ExceptionVariable):
+            unsupported("exceptions", f"matching {exc.describe()} against an except clause")
+        self.push(ConstantVariable(matches(exc, spec)))
+
+    def RERAISE(self, inst):  # 3.11+: [lasti,] exc → raised again from here
+        exc = self.pop()
+        if not isinstance(exc, ExceptionVariable):
+            unsupported("exceptions", f"re-raising {exc.describe()}")
+        self.throw(exc)
+
+    def WITH_EXCEPT_START(self, inst):  # never reached: `catch` does not enter a with's cleanup
+        unsupported("exceptions", "an exception leaving a with block")

@@ -1,0 +1,145 @@
+"""Exception objects made in the trace (`ValueError("bad")`, `raise KeyError`), as the
+translator raises and catches them (interpreter/unwind.py).
+
+An ExceptionVariable is its class and its args (trackers), plus what CPython sets when it
+is raised: `__cause__`, `__context__`, `__suppress_context__`. Only classes whose
+construction and text are CPython's own are modeled: the builtin exception classes, and
+user subclasses of them that add no methods or attributes (`class ShapeError(ValueError):
+pass`). Such a class's `str(e)` / `repr(e)` and attributes like `StopIteration.value` or
+`OSError.errno` come from a real instance made from constant args at trace time (C code
+only, no code of the user's runs). An exception object never leaves the trace: returning
+it or holding it across a graph break declines (nothing rebuilds it).
+"""
+from __future__ import annotations
+
+from ..exc import unsupported
+from .base import VariableTracker
+from .constant import ConstantVariable
+from .lists import TupleVariable
+
+# What a class body leaves in the class's __dict__ without adding behaviour.
+_PLAIN_CLASS_KEYS = {"__module__", "__qualname__", "__doc__", "__dict__", "__weakref__", "__firstlineno__",
+                     "__static_attributes__", "__annotations__", "__orig_bases__", "__parameters__",
+                     "__annotate__", "__annotate_func__", "__annotations_cache__"}
+# A builtin exception class whose own entries are only these behaves as BaseException does
+# (C's SimpleExtendsException): its args are stored as given, its text is str(args).
+_SIMPLE_BUILTIN_KEYS = {"__new__", "__init__", "__doc__"}
+_CONSTANT_TYPES = (int, float, str, bool, bytes, type(None))
+
+
+def why_not_modeled(cls) -> str | None:
+    """Why objects of exception class `cls` are not modeled (None: they are)."""
+    if type(cls) is not type:
+        return f"{cls.__qualname__} has a metaclass"
+    for base in cls.__mro__:
+        if base.__module__ == "builtins":
+            continue
+        extra = set(vars(base)) - _PLAIN_CLASS_KEYS
+        if extra:
+            return (f"the exception class {base.__qualname__} defines {', '.join(sorted(extra))} (only "
+                    "builtin exception classes and subclasses that add nothing are modeled)")
+    return None
+
+
+def _simple(cls) -> bool:
+    """Args stored as given, text from args: no C attributes of its own."""
+    return all(base.__module__ != "builtins" or base is object or set(vars(base)) <= _SIMPLE_BUILTIN_KEYS
+               or base is BaseException for base in cls.__mro__)
+
+
+def make_exception(tx, cls, args: list, kwargs: dict, made_at=None) -> "ExceptionVariable":
+    """The tracker of `cls(*args, **kwargs)`; declines what is not modeled."""
+    why = why_not_modeled(cls)
+    if why is not None:
+        unsupported("exceptions", f"making a {cls.__qualname__}: {why}")
+    if kwargs:
+        unsupported("exceptions", f"making a {cls.__qualname__} with keyword arguments")
+    real = None
+    if all(a.is_python_constant() for a in args):
+        try:
+            real = cls(*[a.as_python_constant() for a in args])  # C code only (why_not_modeled)
+        except Exception as e:  # noqa: BLE001 - the eager run raises it
+            unsupported("exceptions", f"{type(e).__name__} making a {cls.__qualname__}: {e}")
+        if type(real) is not cls:  # OSError(errno, ...) picks a subclass
+            unsupported("exceptions", f"{cls.__qualname__}(...) made a {type(real).__qualname__}")
+    elif not _simple(cls):
+        unsupported("exceptions", f"a {cls.__qualname__} made from values known only at run time")
+    return ExceptionVariable(cls, list(args), real, made_at)
+
+
+class ExceptionVariable(VariableTracker):
+    """An exception object made in the trace (see the module docstring)."""
+
+    __slots__ = ("exc_type", "args", "real", "made_at", "cause", "context", "suppress_context")
+
+    def __init__(self, exc_type, args, real=None, made_at=None):
+        super().__init__(None)
+        self.exc_type = exc_type
+        self.args = args
+        self.real = real  # an equal instance made from constant args, for its text and C attributes
+        self.made_at = made_at  # (translator, instruction index, step) of the call that made it
+        self.cause = None
+        self.context = None
+        self.suppress_context = False
+
+    def python_type(self):
+        return self.exc_type
+
+    def describe(self):
+        return f"{self.exc_type.__name__} exception made in the trace"
+
+    def __repr__(self):
+        return f"ExceptionVariable({self.exc_type.__name__}, {self.args!r})"
+
+    def text(self, conversion) -> str:
+        """str(e) / repr(e): CPython's, from the args (constants only)."""
+        if self.real is None:
+            unsupported("exceptions", f"{conversion.__name__}() of a {self.describe()} whose args are "
+                                      "known only at run time")
+        return conversion(self.real)
+
+    def var_getattr(self, tx, name):
+        if name == "args":
+            return TupleVariable(list(self.args))
+        if name == "__class__":
+            from .builder import wrap
+            return wrap(tx, self.exc_type, None)
+        if name in ("__cause__", "__context__"):
+            value = self.cause if name == "__cause__" else self.context
+            return ConstantVariable(None) if value is None else value
+        if name == "__suppress_context__":
+            return ConstantVariable(self.suppress_context)
+        if name == "value" and issubclass(self.exc_type, StopIteration):
+            return self.args[0] if self.args else ConstantVariable(None)
+        if self.real is not None and _c_attribute(self.exc_type, name):
+            value = getattr(self.real, name)
+            if isinstance(value, _CONSTANT_TYPES):
+                return ConstantVariable(value)
+        if not hasattr(self.exc_type, name):
+            unsupported("exceptions", f"AttributeError: {self.exc_type.__name__!r} object has no "
+                                      f"attribute {name!r}")
+        unsupported("exceptions", f"attribute {name!r} of a {self.describe()} is not modeled")
+
+
+def _c_attribute(cls, name: str) -> bool:
+    """`name` is a data attribute a builtin exception class defines (OSError.errno)."""
+    return any(base.__module__ == "builtins" and name in vars(base) and not callable(vars(base)[name])
+               for base in cls.__mro__) and not name.startswith("__")
+
+
+def exception_class(v):
+    """The exception class a tracker stands for (`except ValueError`), else None."""
+    if not v.is_python_constant():
+        return None
+    value = v.as_python_constant()
+    return value if isinstance(value, type) and issubclass(value, BaseException) else None
+
+
+def matches(exc: ExceptionVariable, spec) -> bool:
+    """`except spec:` catches `exc` (CHECK_EXC_MATCH / 3.10's JUMP_IF_NOT_EXC_MATCH)."""
+    if isinstance(spec, TupleVariable):  # nested tuples are accepted too
+        return any([matches(exc, item) for item in spec.items])  # every item checked, as CPython does
+    cls = exception_class(spec)
+    if cls is None:
+        unsupported("exceptions", f"TypeError: catching {spec.describe()}, which is not an exception class")
+    return issubclass(exc.exc_type, cls)
