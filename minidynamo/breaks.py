@@ -65,6 +65,9 @@ def why_no_break(tx, index: int, fullgraph: bool) -> str | None:
     why = why_no_break_at(tx.instructions[index], fullgraph)
     if why is not None:
         return why
+    if tx.exc_info is not None:
+        return ("inside an except or finally block entered in the trace (the exception it handles "
+                "exists only in the trace)")
     if tx.output.picked_storages:
         return ("min()/max() picked a tensor by a tensor comparison before it: the pick is one of the "
                 "candidates in eager, a new tensor here, which a break would hand on as a separate object")

@@ -424,3 +424,108 @@ def test_failing_assert_and_torch_check_stay_eager():
     check(f, t(), kind="eager")
     with pytest.raises(RuntimeError):
         minidynamo.optimize(backend=CountingBackend())(g)(t())
+
+
+def test_fstring_of_exception():
+    def f(x, log):
+        try:
+            raise_shape(x, 0)
+        except ShapeError as e:
+            log.append(f"caught: {e} / {e!r} / {e.args[0]:>40}")
+        return x + 1
+
+    check(f, (t(), []), kind=CAUGHT)
+
+
+def test_no_graph_break_inside_a_handler_entered_in_the_trace():
+    def f(x, log):
+        y = x + 1
+        try:
+            raise ValueError("v")
+        except ValueError:
+            print("handled")  # a decline inside the handler: the whole call runs eagerly
+            y = y * 2
+        return y
+
+    def g(x, log):
+        try:
+            raise ValueError("v")
+        except ValueError:
+            print("handling")
+            raise  # the eager run re-raises the ValueError, not a RuntimeError
+
+    check(f, (t(), []), kind="eager")
+    check(g, (t(), []), kind="eager")
+
+
+def test_graph_break_after_the_handler_keeps_the_graph_before():
+    def f(x, log):
+        y = x + 1
+        try:
+            raise ValueError("v")
+        except ValueError:
+            y = y * 2
+        print("after")
+        return y - 1
+
+    check(f, (t(), []), kind="break" if PY >= (3, 11) else "eager", fullgraph_check=PY >= (3, 11))
+
+
+def test_bare_raise_in_callee_called_from_handler():
+    def rethrow():
+        raise
+
+    def f(x, log):
+        try:
+            try:
+                raise KeyError("k")
+            except KeyError:
+                rethrow()
+        except KeyError as e:
+            log.append(str(e))
+        return x + 1
+
+    check(f, (t(), []), kind=CAUGHT)
+
+
+def test_side_effects_in_every_path_once():
+    def callee(lst, n):
+        lst.append(("callee", n))
+        if n % 2:
+            raise OtherError(n)
+        return n
+
+    def f(x, lst):
+        total = 0
+        for n in range(4):
+            try:
+                lst.append(("try", n))
+                total += callee(lst, n)
+                lst.append(("no raise", n))
+            except OtherError as e:
+                lst.append(("except", e.args))
+            else:
+                lst.append(("else", n))
+            finally:
+                lst.append(("finally", n))
+        return x * total
+
+    info = check(f, (t(), []), kind=CAUGHT)
+    if CAUGHT == "graph":
+        assert info.graphs == 1
+
+
+def test_exception_escapes_a_callee_after_partial_work():
+    def callee(x, lst):
+        lst.append("callee")
+        raise ValueError("out of the function")
+
+    def f(x, lst):
+        y = x + 1
+        try:
+            callee(x, lst)
+        finally:
+            lst.append("finally")
+        return y
+
+    check(f, (t(), []), kind="eager")

@@ -98,6 +98,11 @@ class ExceptionVariable(VariableTracker):
                                       "known only at run time")
         return conversion(self.real)
 
+    def real_for_format(self):
+        """The equal instance format() and the f-string conversions read (constant args only)."""
+        self.text(str)
+        return self.real
+
     def var_getattr(self, tx, name):
         if name == "args":
             return TupleVariable(list(self.args))

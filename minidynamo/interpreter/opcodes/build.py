@@ -4,12 +4,15 @@ from __future__ import annotations
 from ...exc import unsupported
 from ...variables.constant import ConstantVariable, fold
 from ...variables.dicts import DictVariable, SetVariable
+from ...variables.exceptions import ExceptionVariable
 from ...variables.lists import ListVariable, TupleVariable
 
 _CONVERSIONS = {0: None, 1: str, 2: repr, 3: ascii}
 
 
 def _constant_for_format(tx, v, what):
+    if isinstance(v, ExceptionVariable):  # f"{e}": formatted as CPython formats it
+        return v.real_for_format()
     if not v.is_python_constant():
         unsupported("data_dependent" if "tensor" in v.describe() else "construct",
                     f"formatting {v.describe()} in {what}")
