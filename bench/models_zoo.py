@@ -242,6 +242,15 @@ MODELS: list[ModelSpec] = [
               seq2seq, model_loss),
     ModelSpec("mbart", "encoder-decoder", "transformers",
               hf("MBartForConditionalGeneration", "MBartConfig", **BART), seq2seq, model_loss),
+    # their default use_cache=True: the forward makes an EncoderDecoderCache, which deep-copies the config
+    ModelSpec("bart_cache", "encoder-decoder", "transformers",
+              hf("BartForConditionalGeneration", "BartConfig", **{**BART, "use_cache": True}), seq2seq, model_loss),
+    ModelSpec("marian_cache", "encoder-decoder", "transformers",
+              hf("MarianMTModel", "MarianConfig", **{**BART, "use_cache": True}, decoder_start_token_id=0,
+                 pad_token_id=1),
+              seq2seq, model_loss),
+    ModelSpec("mbart_cache", "encoder-decoder", "transformers",
+              hf("MBartForConditionalGeneration", "MBartConfig", **{**BART, "use_cache": True}), seq2seq, model_loss),
     # vision transformers and modern convnets
     ModelSpec("vit", "vision-transformer", "transformers",
               hf("ViTForImageClassification", "ViTConfig", **VIT), pixels(), model_loss),
@@ -290,6 +299,12 @@ MODELS: list[ModelSpec] = [
                  encoder_layers=2, decoder_layers=2, encoder_attention_heads=4, decoder_attention_heads=4,
                  encoder_ffn_dim=64, decoder_ffn_dim=64, max_source_positions=16, max_target_positions=32,
                  decoder_start_token_id=1, pad_token_id=0, bos_token_id=1, eos_token_id=2, use_cache=False),
+              whisper_inputs, model_loss),
+    ModelSpec("whisper_cache", "speech", "transformers",
+              hf("WhisperForConditionalGeneration", "WhisperConfig", vocab_size=128, num_mel_bins=MELS, d_model=32,
+                 encoder_layers=2, decoder_layers=2, encoder_attention_heads=4, decoder_attention_heads=4,
+                 encoder_ffn_dim=64, decoder_ffn_dim=64, max_source_positions=16, max_target_positions=32,
+                 decoder_start_token_id=1, pad_token_id=0, bos_token_id=1, eos_token_id=2, use_cache=True),
               whisper_inputs, model_loss),
 ]
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from ..exc import Unsupported, unsupported
 from ..guards import Guard
-from ..sources import AttrSource, ItemSource, Source
+from ..sources import AttrSource, ItemSource, ObjectSource, Source
 from .base import VariableTracker
 from .constant import ConstantVariable
 from .functions import UserFunctionVariable
@@ -171,7 +171,7 @@ def call_getattribute(tx, obj, name: str, hook):
         return UserFunctionVariable(hook).call_function(tx, [obj, ConstantVariable(name)], {})
     except Unsupported as e:
         if e.category == "exceptions" and "AttributeError" in e.detail and _may_catch(hook.__code__):
-            unsupported("construct", f"{type(obj.value).__qualname__}.__getattribute__ may catch the "
+            unsupported("construct", f"{obj.python_type().__qualname__}.__getattribute__ may catch the "
                                      f"AttributeError for {name!r} (its try blocks are not traced)")
         raise
 
@@ -183,13 +183,16 @@ def call_setattr(tx, obj, name: str, value, hook) -> None:
 
 
 def _python_hook_checked(tx, obj, kind, hook):
-    cls = type(obj.value)
+    cls = obj.python_type()
     if not isinstance(hook, types.FunctionType):
         unsupported("construct", f"{cls.__qualname__}.{kind} is {hook!r}, which is not traced")
     if obj.is_module():
         unsupported("construct", f"{cls.__qualname__}.{kind} of a torch module is not traced")
-    if obj.source is not None:  # the class may be patched: pinned as its methods are
+    # The class may be patched: pinned as its methods are.
+    if getattr(obj, "guard_class_function", None) is not None and obj.source is not None:
         obj.guard_class_function(tx, kind, hook)
+    else:  # made in the trace: read through its class
+        tx.output.guards.add(Guard("ID_MATCH", AttrSource(ObjectSource(cls, cls.__qualname__), kind), hook))
     return hook
 
 

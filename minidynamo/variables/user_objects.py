@@ -22,7 +22,8 @@ import torch
 from ..exc import unsupported
 from ..guards import Guard
 from ..sources import AttrSource, ObjectSource, Source
-from .attribute_protocols import GenericGetattribute, PlainSetattr, class_attribute, own_getattribute
+from .attribute_protocols import (GenericGetattribute, PlainSetattr, call_getattribute, class_attribute,
+                                  own_getattribute)
 from .base import VariableTracker
 from .constant import ConstantVariable
 from .dicts import DictVariable
@@ -31,7 +32,7 @@ from .objects import ClassVariable, UserObjectVariable, register_constructor
 
 # Class attributes that make an object something `object.__new__` + `__dict__` cannot
 # rebuild, or whose lifetime has effects of its own.
-_UNMODELLED = ("__new__", "__slots__", "__del__", "__getattribute__")
+_UNMODELLED = ("__new__", "__slots__", "__del__")
 # What a metaclass may define and leave its classes' instances as `type` makes them: hooks
 # run when a class is made or a class attribute is set, and plain class metadata.
 _METACLASS_HARMLESS = frozenset((
@@ -84,6 +85,9 @@ def why_not_modelled(cls, bases=()) -> str | None:
                 return f"{klass.__qualname__} defines {name}"
     if all("__slots__" in vars(klass) for klass in python_classes):
         return "its instances have no __dict__ (every class in its MRO defines __slots__)"
+    hook = own_getattribute(cls)
+    if hook is not None and not isinstance(hook, types.FunctionType):
+        return f"its __getattribute__ is {hook!r}, which is not traced"
     return None
 
 
@@ -162,7 +166,14 @@ class InstanceDictVariable(DictVariable):
         self.owner = owner
 
     def rebuild_new(self, rb) -> str:
-        return f"{rb.expr(self.owner)}.__dict__"
+        return dict_expr(rb, self.owner.cls, rb.expr(self.owner))
+
+
+def dict_expr(rb, cls, obj: str) -> str:
+    """`obj.__dict__` in rebuilt code; past the class's own `__getattribute__` if it has one."""
+    if own_getattribute(cls) is None:
+        return f"{obj}.__dict__"
+    return f"{rb.ns.bind(object.__getattribute__, 'object_getattribute')}({obj}, '__dict__')"
 
 
 class InstanceAttributes(VariableTracker):
@@ -187,8 +198,19 @@ class InstanceAttributes(VariableTracker):
         """`name` as C class `owner` (a builtin base of the class) defines it."""
         return self._descriptor(tx, name, vars(owner)[name])
 
+    def is_module(self) -> bool:
+        return False
+
     # --- attributes --------------------------------------------------------------
     def var_getattr(self, tx, name):
+        hook = own_getattribute(self.cls)
+        if hook is not None:  # the class's own __getattribute__ answers (attribute_protocols.py)
+            return call_getattribute(tx, self, name, hook)
+        return self.generic_getattr(tx, name)
+
+    def generic_getattr(self, tx, name):
+        """object.__getattribute__: data descriptors of the class, the instance dictionary,
+        then the class."""
         if name == "__class__":
             return _class_var(self.cls)
         if name == "__dict__":
@@ -275,7 +297,7 @@ class InstanceAttributes(VariableTracker):
         if not self.attrs:
             return []
         body = ", ".join(f"{k!r}: {rb.expr(v)}" for k, v in self.attrs.items())
-        return [f"{name}.__dict__.update({{{body}}})"]
+        return [f"{dict_expr(rb, self.cls, name)}.update({{{body}}})"]
 
 
 class NewObjectVariable(InstanceAttributes):
@@ -329,40 +351,6 @@ def _construct(tx, cls, args, kwargs):
 
 
 register_constructor(is_user_class, _construct)
-
-
-# --- object.__setattr__, setattr(), delattr() on a modelled object ----------------------
-def object_setattr(tx, args, kwargs):
-    """`object.__setattr__(obj, name, value)` (frozen dataclasses' __init__, a class's own
-    __setattr__ storing past itself)."""
-    if len(args) == 3 and not kwargs and (isinstance(args[0], InstanceAttributes) or
-                                          isinstance(args[0], UserObjectVariable) and not args[0].is_module()):
-        return PlainSetattr(args[0]).call_function(tx, args[1:], {})
-    return None
-
-
-def object_getattribute(tx, args, kwargs):
-    """`object.__getattribute__(obj, name)`: the generic lookup, past the class's own hook."""
-    if len(args) == 2 and not kwargs and isinstance(args[0], (InstanceAttributes, UserObjectVariable)):
-        return GenericGetattribute(args[0]).call_function(tx, args[1:], {})
-    return None
-
-
-def _setattr(tx, args, kwargs):
-    """`setattr(obj, name, value)`: as `obj.name = value` (the class's __setattr__ too)."""
-    if len(args) == 3 and not kwargs and isinstance(args[0], InstanceAttributes) and args[1].is_python_constant() \
-            and isinstance(args[1].as_python_constant(), str):
-        args[0].store_attr(tx, args[1].as_python_constant(), args[2])
-        return ConstantVariable(None)
-    return None
-
-
-def _delattr(tx, args, kwargs):
-    if len(args) == 2 and not kwargs and isinstance(args[0], InstanceAttributes) and args[1].is_python_constant() \
-            and isinstance(args[1].as_python_constant(), str):
-        args[0].delete_attr(tx, args[1].as_python_constant())
-        return ConstantVariable(None)
-    return None
 
 
 # --- super() ---------------------------------------------------------------------------
@@ -465,20 +453,14 @@ def call_super(tx, args, kwargs):
     return SuperVariable(cls.as_python_constant(), obj)
 
 
-def _register_builtins():
+
+
+def _register_super():
     from .builtins import _HANDLERS
     _HANDLERS.setdefault(super, call_super)
-    _HANDLERS.setdefault(object.__setattr__, object_setattr)
-    _HANDLERS.setdefault(object.__getattribute__, object_getattribute)
-    _HANDLERS.setdefault(setattr, _setattr)
-    _HANDLERS.setdefault(delattr, _delattr)
-    from .builder import register_wrapper
-    from .builtins import BuiltinVariable
-    register_wrapper(lambda v: v is object.__setattr__ or v is object.__getattribute__,
-                     lambda tx, v, source: BuiltinVariable(v, source))
 
 
-_register_builtins()
+_register_super()
 
 
 # --- dunder methods of user objects in operators (interpreter/operators.py) -------------
@@ -585,3 +567,8 @@ def enter_user_context(tx, cm):
         return None
     exit_method = cm.var_getattr(tx, "__exit__")  # guarded like any method read
     return UserExitVariable(exit_method.func, cm), cm.call_method(tx, "__enter__", [], {})
+
+
+# The builtins that act on these models (setattr, delattr, vars, object.__setattr__, copy.copy,
+# copy.deepcopy) and the type hints validators read: imported last, as they build on them.
+from . import copying, object_builtins, typing_forms  # noqa: E402,F401
