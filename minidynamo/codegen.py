@@ -71,18 +71,37 @@ def pick_prefix(fn) -> str:
     return prefix
 
 
-def guard_block(guard_exprs: list[str], miss: str, ok: str, indent: str = "    ") -> list[str]:
-    """Lines checking the guards; where one fails (or raises), `return {miss}`.
+def guard_block(guard_exprs: list[str], miss: str, ok: str, indent: str = "    ", fast=None) -> list[str]:
+    """Lines checking the guards; where one fails (or raises), `return {miss}`. With `fast`
+    (guards.FastTier), a first tier: where a snapshot of the roots holds, bind its values
+    and check the rest; else every guard, then snapshot what they read.
 
     NOTE: the miss call stays outside the `try`: it may run the user's function (a new
     trace, an eager entry), and an exception it raises is the user's own, to propagate
     once, never to be caught here and answered by a second miss call."""
     if not guard_exprs:
         return []
-    cond = (" and\n" + indent + "        ").join(f"({e})" for e in guard_exprs)
+    join = " and\n" + indent + "            "
+    if fast is None:
+        checks = [f"{indent}    {ok} = ({join.join(f'({e})' for e in guard_exprs)})"]
+    else:
+        values = ok + "_values"
+        targets = ", ".join(fast.targets)
+        take = f"{fast.name}.take(({', '.join(fast.roots)},), ({', '.join(fast.values)},))"
+        residual = join.join(f"({e})" for e in fast.residual) or "True"
+        checks = [
+            *(f"{indent}    {line}" for line in fast.fetch),
+            f"{indent}    {values} = {fast.name}.fresh({', '.join(fast.roots)})",
+            f"{indent}    if {values} is not None:",
+            f"{indent}        {targets}, = {values}" if len(fast.targets) == 1 else
+            f"{indent}        {targets} = {values}" if fast.targets else f"{indent}        pass",
+            f"{indent}        {ok} = ({residual})",
+            f"{indent}    else:",
+            f"{indent}        {ok} = ({join.join(f'({e})' for e in guard_exprs)} and\n{indent}            {take})",
+        ]
     return [
         f"{indent}try:",
-        f"{indent}    {ok} = ({cond})",
+        *checks,
         f"{indent}except Exception:",
         f"{indent}    {ok} = False",
         f"{indent}if not {ok}:",

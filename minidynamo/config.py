@@ -21,6 +21,10 @@ class Config:
     # Check tensor arguments with torch's C tensor check (False: the Python expressions).
     # Read when a function is traced.
     c_tensor_guards: bool = True
+    # Check the module trees an entry read from per-root snapshots, in bulk, where they
+    # hold (guards.md: the fast tier); False: every guard walks its path on every call.
+    # Read when a function is traced.
+    snapshot_guards: bool = True
     # Turn minidynamo's internal errors into logged eager fallbacks.
     suppress_errors: bool = False
 

@@ -336,6 +336,7 @@ def compile_call(fn, args, kwargs, backend, *, name: str, slow=None, fullgraph: 
         output.guards.add(guard)
     guard_exprs = output.guards.expressions(ns)
     checks = output.guards.check_expressions(ns)
+    checks = (checks, output.guards.fast_tier(ns))
     run, text, fast = _entry_functions(fn, name, params, call_args, checks, body, ns, miss,
                                        slow, f"<minidynamo entry {name}>")
     upgrade = None
@@ -393,15 +394,17 @@ def _no_break(reason: Unsupported, why: str) -> Unsupported:
 
 
 def _entry_functions(fn, name, params, call_args, checks, body, ns, miss, slow, filename):
-    """(run, its text, fast_call or None): guards, then `body`.
+    """(run, its text, fast_call or None): guards (their check expressions, or those and
+    the fast tier: GuardSet.fast_tier), then `body`.
 
     One function is compiled; where a guard fails it calls `<prefix>guard_miss` with the
     arguments. `run` binds that name to a function returning MISS, `fast_call` (a
     second function object over the same code) to `slow`, the cache's miss path."""
     miss_name = ns.bind(guard_miss, "miss")
     miss_call = f"{miss_name}({call_args})"
-    run, text = codegen.build_function(name, params, codegen.guard_block(checks, miss_call, ns.prefix + "ok") + body,
-                                       ns, filename, fn.__qualname__)
+    checks, fast_tier = checks if isinstance(checks, tuple) else (checks, None)
+    guards = codegen.guard_block(checks, miss_call, ns.prefix + "ok", fast=fast_tier)
+    run, text = codegen.build_function(name, params, guards + body, ns, filename, fn.__qualname__)
     fast = None
     if slow is not None and fn.__defaults__ is None and fn.__kwdefaults__ is None:
         fast = codegen.rebind(run, miss_name, slow)
@@ -464,7 +467,7 @@ def _input_exprs(output, ns) -> dict:
     """placeholder node -> the expression the entry fetches it by: a local where the guards
     fetched it already (a parameter whose TENSOR_MATCH read it), else its source's path,
     its modules read from the guards' locals (guards.py plan_hoisting)."""
-    ns.hoisted = output.guards.plan_hoisting(ns, [inp.source for inp in output.inputs])
+    ns.hoisted = output.guards.plan_hoisting(ns, [inp.source for inp in output.inputs], snapshot=True)
     try:
         return {inp.node: inp.source.ref(ns) for inp in output.inputs}
     finally:

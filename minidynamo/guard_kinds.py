@@ -97,6 +97,14 @@ class Guard:
         """The sources the check reads, each after the ones it is read through."""
         return chain(self.source)
 
+    def snapshot_role(self, module: bool) -> str | None:
+        """What the fast tier makes of this guard where its source's value is fixed by a
+        snapshot (guard_snapshot.py; `module`: the value was guarded as a plain module):
+        "implied" (holds while the value is the same object), "absent" / "hooks" (its
+        dict reads are in the snapshot), "tensor" (the snapshot's one C tensor check), or
+        None: it runs as it is."""
+        return None
+
     def __repr__(self):
         return f"Guard({self.kind}, {self.source.name()})"
 
@@ -121,6 +129,9 @@ class GLOBAL_STATE(Guard):
 class ID_MATCH(Guard):
     call_key = ("id({})",)
 
+    def snapshot_role(self, module):
+        return "implied"
+
     def code(self, ns):
         return f"{self.source.ref(ns)} is {ns.bind(self.expected, 'id')}"
 
@@ -139,6 +150,12 @@ class ID_MATCH(Guard):
 class TYPE_MATCH(Guard):
     call_key = ("type({})",)
 
+    def snapshot_role(self, module):
+        # A snapshot checks its modules' classes; other objects of a class defined in
+        # Python may have their __class__ assigned, built-in types' instances may not.
+        fixed = module or not (self.expected.__flags__ & _HEAPTYPE)
+        return "implied" if fixed else None
+
     def code(self, ns):
         return f"type({self.source.ref(ns)}) is {ns.bind(self.expected, 'type')}"
 
@@ -152,6 +169,10 @@ class TYPE_MATCH(Guard):
 
 class EQUALS_MATCH(Guard):
     call_key = ("type({})", "{}")
+
+    def snapshot_role(self, module):
+        same_type = self.meta.get("type", type(self.expected)) is type(self.expected)
+        return "implied" if same_type and _immutable(self.expected) else None
 
     def code(self, ns):
         e, v = self.source.ref(ns), self.expected
@@ -180,6 +201,9 @@ class EQUALS_MATCH(Guard):
 
 class LEN_MATCH(Guard):
     call_key = ("type({})", "len({})")
+
+    def snapshot_role(self, module):
+        return "implied" if self.meta["type"] in (tuple, str, bytes, frozenset, range) else None
 
     def code(self, ns):
         e = self.source.ref(ns)
@@ -247,6 +271,9 @@ class HASATTR(Guard):
 class NOT_IN_DICT(Guard):
     """No instance attribute `attr` (None: none at all)."""
 
+    def snapshot_role(self, module):
+        return "absent" if module and self.meta["attr"] is not None else None
+
     def code(self, ns):
         e, attr = self.source.ref(ns), self.meta["attr"]
         return f"not {e}.__dict__" if attr is None else f"{attr!r} not in {e}.__dict__"
@@ -271,6 +298,9 @@ class NOT_IN_DICT(Guard):
 
 class NO_HOOKS(Guard):
     """Every hook dict named (meta attrs) is empty."""
+
+    def snapshot_role(self, module):
+        return "hooks" if module else None
 
     def code(self, ns):
         e = self.source.ref(ns)
@@ -341,6 +371,11 @@ class TENSOR_MATCH(Guard):
         if m.get("c_check") is None:  # the C check's dispatch keys tell inference tensors apart
             parts.append(f"{e}.is_inference() is {m.get('inference', False)!r}")
         return " and ".join(parts)
+
+    def snapshot_role(self, module):
+        m = self.meta
+        static = None not in m["shape"] and None not in m["stride"] and not m.get("symbols")
+        return "tensor" if static and m.get("c_check") is not None else None
 
     def check_code(self, ns):
         """torch's C check where there is one (stricter only in the dispatch keys;
@@ -429,6 +464,17 @@ class TENSOR_ALIASING(Guard):
 
     def reads(self):
         return [s for source in self.source.sources for s in chain(source)]
+
+
+_HEAPTYPE = 1 << 9  # Py_TPFLAGS_HEAPTYPE: a class made by a class statement
+_IMMUTABLE = (int, float, complex, str, bytes, bool, type(None), torch.dtype, torch.device, range)
+
+
+def _immutable(value) -> bool:
+    """Whether `value` (and all it holds) cannot change behind an unchanged identity."""
+    if type(value) in (tuple, frozenset):
+        return all(_immutable(v) for v in value)
+    return type(value) in _IMMUTABLE
 
 
 def chain(source) -> list:

@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import torch
 
+from .config import config
 from .dynamic import is_symbolic, static_or_none
+from .guard_snapshot import Plan, Snapshots
 from .guard_kinds import KINDS, Guard, chain, contiguous_strides, describe_object
 from .sources import (LocalSource, Namespace, ObjectSource, ReadBeforeWrites, Source, TensorsSource,
                       TermsSource)
@@ -88,6 +90,7 @@ class GuardSet:
     def __init__(self):
         self._guards: dict = {}
         self._plan: dict | None = None  # source -> local, once planned (plan_hoisting)
+        self._snapshot: Plan | None = None  # the fast tier's region, where planned
 
     def add(self, guard: Guard) -> None:
         key = guard.key()
@@ -108,21 +111,33 @@ class GuardSet:
         """Python expressions, one per guard: shown to users, and what a failure is explained by."""
         return [g.code(ns) for g in self.ordered()]
 
-    def plan_hoisting(self, ns: Namespace, also=()) -> dict:
+    def plan_hoisting(self, ns: Namespace, also=(), snapshot: bool = False) -> dict:
         """Name the values to fetch once per call (see check_expressions): those several
         guards read, or a guard and one of `also` (the graph's inputs, a model's parameters
         reached through the same modules), each given a local here. The entry's body may
-        read them (`ns.hoisted`) once the guards have passed."""
-        guard_reads = [g.reads() for g in self.ordered()]
+        read them (`ns.hoisted`) once the guards have passed. With `snapshot`, also plan
+        the fast tier (guard_snapshot.py): every source of its region gets a local, which
+        either tier assigns."""
+        ordered = self.ordered()
+        guard_reads = [g.reads() for g in ordered]
         counts: dict = {}
         for reads in guard_reads + [chain(s) for s in also]:
             for s in set(reads):
                 counts[s] = counts.get(s, 0) + 1
+        self._snapshot = None
+        region: dict = {}
+        if snapshot and config.snapshot_guards:
+            plan = Plan(ordered, list(also))
+            if plan.roots and len(plan) >= _MIN_REGION:
+                self._snapshot, region = plan, plan.steps
         self._plan = {}
         for reads in guard_reads:  # named in the order the guards first read them
             for s in reads:
-                if counts[s] > 1 and s not in self._plan and not isinstance(s, _PLAIN_SOURCES):
+                if (counts[s] > 1 or s in region) and s not in self._plan and not isinstance(s, _PLAIN_SOURCES):
                     self._plan[s] = ns.local("p")
+        for s in region:  # read by the graph's inputs only
+            if s not in self._plan and not isinstance(s, _PLAIN_SOURCES):
+                self._plan[s] = ns.local("p")
         return dict(self._plan)
 
     def check_expressions(self, ns: Namespace) -> list[str]:
@@ -133,21 +148,77 @@ class GuardSet:
         each shared prefix is fetched once per call, where it first was."""
         if self._plan is None:
             self.plan_hoisting(ns)
+        return self._render(self.ordered(), ns, {})
+
+    def _render(self, guards, ns: Namespace, assigned: dict) -> list[str]:
+        """Checks of `guards` with the planned locals assigned where first read, and at
+        the end those no guard read (the graph's inputs); `assigned`: locals already set."""
         plan = self._plan
         out: list[str] = []
-        ns.hoisted = assigned = {}
+        seen: set = set()  # the same check of the same expression (a class's method, per instance)
+        ns.hoisted = assigned = dict(assigned)
         try:
-            for g in self.ordered():
+            for g in guards:
                 for prefix in g.reads():
                     name = plan.get(prefix)
                     if name is not None and prefix not in assigned:
                         out.append(f"({name} := {prefix.ref(ns)}) is {name}")
                         assigned[prefix] = name
-                out.append(g.check_code(ns))
+                code = g.check_code(ns)
+                if code not in seen:
+                    seen.add(code)
+                    out.append(code)
+            for prefix, name in plan.items():
+                if prefix not in assigned:
+                    out.append(f"({name} := {prefix.ref(ns)}) is {name}")
+                    assigned[prefix] = name
         finally:
             ns.hoisted = {}
         return out
 
+    def fast_tier(self, ns: Namespace) -> FastTier | None:
+        """The entry's first tier where a snapshot was planned (plan_hoisting): the roots
+        to look its snapshot up by, the locals to bind from it, and the guards it does not
+        imply, rendered over those locals."""
+        plan = self._snapshot
+        if plan is None:
+            return None
+        hooks, absent, tensors, residual = [], [], [], []
+        for g in self.ordered():
+            role = g.snapshot_role(g.source in plan.modules) if g.source in plan.steps else None
+            if role == "hooks":
+                hooks.append((g.source, tuple(g.meta["attrs"])))
+            elif role == "absent":
+                absent.append((g.source, g.meta["attr"]))
+            elif role == "tensor":
+                tensors.append(g)
+            elif role is None:
+                residual.append(g)
+        snaps = Snapshots(plan, hooks, absent, [g.source for g in tensors],
+                          [(g.meta["shape"], g.meta["stride"]) for g in tensors])
+        # The roots are fetched into their locals first (a root that is a parameter's
+        # name is one already); the snapshot gives the rest.
+        roots = [self._plan.get(r) or r.expr(ns) for r in plan.roots]
+        fetch = [f"{self._plan[r]} = {r.expr(ns)}" for r in plan.roots if r in self._plan]
+        values = [self._plan.get(s) or s.expr(ns) for s in plan.sources]
+        targets = [self._plan[s] for s in plan.sources if plan.steps[s][0] != "root"]
+        region = {s: self._plan[s] for s in plan.sources if s in self._plan}
+        for s in plan.sources:  # `m.__class__` is the class the snapshot checked: one check per class
+            cls = plan.class_of(s)
+            if cls is not None:
+                region[s] = ns.bind(cls, "type")
+        return FastTier(ns.bind(snaps, "snapshots"), snaps, fetch, roots, values, targets,
+                        self._render(residual, ns, region))
 
+
+class FastTier:
+    """What codegen.guard_block renders as the entry's first tier (see GuardSet.fast_tier)."""
+
+    def __init__(self, name, snapshots, fetch, roots, values, targets, residual):
+        self.name, self.snapshots, self.fetch = name, snapshots, fetch
+        self.roots, self.values, self.targets, self.residual = roots, values, targets, residual
+
+# Fewer sources than this: the precise guards alone (a snapshot would not pay for itself).
+_MIN_REGION = 16
 # Sources whose expression is a name already (or a tuple of others): nothing to hoist.
 _PLAIN_SOURCES = (LocalSource, ObjectSource, ReadBeforeWrites, TensorsSource, TermsSource)
