@@ -12,6 +12,7 @@ import torch
 from .backends import backend_name, lookup_backend
 from .cache import FunctionCache
 from .codegen import MISS, dispatcher
+from .user_names import for_module
 
 _all_caches: "weakref.WeakSet[FunctionCache]" = weakref.WeakSet()
 
@@ -29,7 +30,8 @@ class OptimizedFunction:
                                           "__qualname__": cls.__qualname__})
         return super().__new__(own)
 
-    def __init__(self, fn, backend="eager", fullgraph: bool = False, mode=None, dynamic=None):
+    def __init__(self, fn, backend="eager", fullgraph: bool = False, mode=None, dynamic=None,
+                 naming=None):
         _check_optimizable(fn)
         lookup_backend(backend)  # bad backend names fail here, not at the first call
         _check_mode(mode)
@@ -44,7 +46,7 @@ class OptimizedFunction:
         name = fn.__name__ if fn.__name__.isidentifier() and not keyword.iskeyword(fn.__name__) \
             else "fn_" + "".join(c if c.isalnum() else "_" for c in fn.__name__).strip("_")
         self._cache = FunctionCache(fn, backend, fullgraph, name, where,
-                                    dynamic=_dynamic_for(backend, mode, dynamic))
+                                    dynamic=_dynamic_for(backend, mode, dynamic), naming=naming)
         self._cache.on_change = self._install_call
         _all_caches.add(self._cache)
         functools.update_wrapper(self, fn)
@@ -97,7 +99,9 @@ class OptimizedFunction:
         return list(self._cache.entries)
 
     def guard_failures(self):
-        return list(self._cache.failures)
+        """Every recompile, in call order: of this function's entries, and of the code
+        after its graph breaks (`failure.resume` says which break)."""
+        return list(self._cache.chain_failures)
 
     def reset(self):
         self._cache.clear()
@@ -121,7 +125,8 @@ class OptimizedModule(torch.nn.Module):
             return mod(*args, **kwargs)
         forward.__qualname__ = f"{type(mod).__qualname__}.forward"
         forward.__wrapped__ = mod.forward
-        self._optimized = OptimizedFunction(forward, backend, fullgraph, mode, dynamic)
+        self._optimized = OptimizedFunction(forward, backend, fullgraph, mode, dynamic,
+                                            naming=for_module(mod, forward.__qualname__))
 
     def __call__(self, *args, **kwargs):
         return self._optimized(*args, **kwargs)
@@ -188,18 +193,51 @@ def _not_optimizable(fn) -> str | None:
 
 
 _MODES = (None, "default", "cudagraphs")
-# torch.compile's modes that need Inductor: named in the error, with the closest of ours.
-_TORCH_MODES = {"reduce-overhead": " (for CUDA-graph replay use mode='cudagraphs')",
-                "max-autotune": "", "max-autotune-no-cudagraphs": ""}
+
+
+def _inductor_modes() -> tuple:
+    from torch._inductor import list_mode_options
+    return tuple(m for m in list_mode_options() if m != "default")
 
 
 def _check_mode(mode):
     if mode in _MODES:
         return
-    hint = _TORCH_MODES.get(mode) if isinstance(mode, str) else None
-    what = f"unknown minidynamo mode {mode!r}" if hint is None else \
-        f"minidynamo does not support torch.compile's mode {mode!r} (it needs Inductor)"
-    raise ValueError(f"{what}; choose from None, 'default', 'cudagraphs'{hint or ''}")
+    if isinstance(mode, str) and mode in _inductor_modes():
+        raise ValueError(f"mode={mode!r} is one of Inductor's modes: pass backend='inductor' with it "
+                         "(as torch.compile runs it)"
+                         + ("; for CUDA-graph replay with any backend use mode='cudagraphs'"
+                            if mode == "reduce-overhead" else "")
+                         + ". minidynamo's own modes: None, 'default', 'cudagraphs'")
+    raise ValueError(f"unknown minidynamo mode {mode!r}; choose from None, 'default', 'cudagraphs', "
+                     f"or with backend='inductor' one of Inductor's: {', '.join(map(repr, _inductor_modes()))}")
+
+
+def _inductor_settings(backend, mode, options, dynamic):
+    """(backend, mode) with torch.compile's Inductor `mode`/`options` turned into the
+    backend that applies them, as torch.compile does; elsewhere they are refused."""
+    if options is not None and not isinstance(options, dict):
+        raise TypeError(f"minidynamo.optimize: options must be a dict of Inductor settings, not "
+                        f"{type(options).__name__}")
+    inductor = isinstance(backend, str) and backend == "inductor"
+    if options and not inductor:
+        raise ValueError(f"minidynamo.optimize: options= are Inductor's settings; backend "
+                         f"{_name(backend)!r} takes none (pass backend='inductor', or leave options out)")
+    if mode is not None and options:
+        raise ValueError("minidynamo.optimize: give mode= or options=, not both (as torch.compile): "
+                         "a mode is a set of Inductor options")
+    if inductor and (options or mode not in _MODES):
+        if mode not in _MODES and not (isinstance(mode, str) and mode in _inductor_modes()):
+            _check_mode(mode)
+        from .torch_backends import inductor_backend
+        return inductor_backend(None if mode in _MODES else mode, options, dynamic), \
+            (mode if mode in _MODES else None)
+    _check_mode(mode)
+    return backend, mode
+
+
+def _name(backend) -> str:
+    return backend if isinstance(backend, str) else backend_name(backend)
 
 
 class _DefaultBackend(str):
@@ -209,7 +247,8 @@ class _DefaultBackend(str):
 _EAGER = _DefaultBackend("eager")
 
 
-def optimize(fn=None, *, backend=_EAGER, fullgraph: bool = False, dynamic: bool | None = None, mode=None):
+def optimize(fn=None, *, backend=_EAGER, fullgraph: bool = False, dynamic: bool | None = None, mode=None,
+             options: dict | None = None):
     """Trace a function's tensor work into a guarded torch.fx graph: torch.compile's call form.
 
     `@optimize`, `optimize(fn)`, `optimize(fn, backend=..., fullgraph=True)`, or the
@@ -219,7 +258,9 @@ def optimize(fn=None, *, backend=_EAGER, fullgraph: bool = False, dynamic: bool 
     `dynamic`: None (automatic: a size that changes between calls is traced symbolically
     from then on), True (every input size symbolic from the first call) or False (static:
     each new size is traced again); `mark_dynamic`/`mark_static` pin single dimensions.
-    `mode="cudagraphs"` replays the graph as a CUDA graph.
+    `mode="cudagraphs"` replays the graph as a CUDA graph. With `backend="inductor"`,
+    Inductor's modes (`"max-autotune"`, ...) and `options` (its config) go to Inductor,
+    as torch.compile passes them.
     """
     if isinstance(fn, str):
         if backend is not _EAGER:
@@ -230,8 +271,8 @@ def optimize(fn=None, *, backend=_EAGER, fullgraph: bool = False, dynamic: bool 
     if type(fullgraph) is not bool:
         raise TypeError(f"minidynamo.optimize: fullgraph must be True or False, not {fullgraph!r}")
     _check_dynamic(dynamic)
-    _check_mode(mode)
     backend = str(backend) if isinstance(backend, str) else backend
+    backend, mode = _inductor_settings(backend, mode, options, dynamic)
 
     def decorator(fn):
         if isinstance(fn, OptimizedFunction):

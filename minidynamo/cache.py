@@ -5,16 +5,22 @@ from __future__ import annotations
 import collections
 import functools
 import logging
+import os
+import sys
 import threading
 import time
 import warnings
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field
 
+import torch
+
+from .backends import backend_name
 from .codegen import MISS
 from .config import config
 from .exc import InternalError
 from .convert import CacheEntry, compile_call
-from .logs import get_logger
+from .logs import compile_watch, get_logger
+from .user_names import Naming, for_resume, plain
 
 recompile_log = get_logger("recompiles")
 fallback_log = get_logger("fallbacks")
@@ -24,6 +30,24 @@ breaks_log = get_logger("graph_breaks")
 
 
 MAX_FAILURE_RECORDS = 256  # the newest guard failures kept per function
+_LISTED = 4  # other entries a recompile message lists
+
+
+def _property_differences(guard, actual) -> int:
+    """1, or for a tensor guard the number of its properties `actual` differs in."""
+    m = guard.meta
+    if guard.kind != "TENSOR_MATCH" or not isinstance(actual, torch.Tensor) or "shape" not in m:
+        return 1
+    try:
+        n = (type(actual) is not m["type"]) + (actual.dtype is not m["dtype"]) + \
+            (actual.device != m["device"]) + (actual.requires_grad != m["requires_grad"])
+        if actual.dim() != len(m["shape"]):
+            return n + 1
+        n += sum(e is not None and e != a for e, a in zip(m["shape"], actual.shape))
+        n += sum(e is not None and e != a for e, a in zip(m["stride"], actual.stride()))
+        return max(n, 1)
+    except Exception:  # noqa: BLE001 - a tensor subclass that cannot be read this way
+        return 1
 
 
 def _key_exprs(guard, ns) -> list[str]:
@@ -31,6 +55,21 @@ def _key_exprs(guard, ns) -> list[str]:
     keeps failing reads (its kind's `call_key`)."""
     e = guard.source.expr(ns)
     return [k.format(e) for k in guard.call_key]
+
+
+_PACKAGE = os.path.dirname(os.path.abspath(__file__))
+
+
+def _user_stacklevel() -> int:
+    """The stacklevel of warnings.warn that points at the user's call (the first frame
+    outside minidynamo and its generated code), not at a generated dispatcher."""
+    frame, level = sys._getframe(1), 1
+    while frame is not None:
+        file = frame.f_code.co_filename
+        if not (file.startswith("<minidynamo") or os.path.dirname(os.path.abspath(file)).startswith(_PACKAGE)):
+            return level
+        frame, level = frame.f_back, level + 1
+    return 1
 
 
 class RecompileError(RuntimeError):
@@ -49,37 +88,56 @@ class GuardFailure:
     source: str = ""  # the guarded value's name (`x`, `global 'SCALE'`)
     expected: str = ""
     actual: str = ""
-    where: str = ""  # the function's file:line
-    entry: int = -1  # index of the cache entry whose guard failed
-    # The first failing guard of each older entry, newest first (each entry missed).
+    where: str = ""  # the function's file:line (a resume point's line after a graph break)
+    # The entry this call came closest to passing (fewest differences; the newest on a tie),
+    # whose first failing guard this record names.
+    entry: int = -1
+    # The first failing guard of each other entry, newest first (each entry missed).
     others: tuple = ()
+    # "after the graph break at line 4": the recompile was of the code after a graph break
+    # (a resume function's entries); "" for the function's own entries.
+    resume: str = ""
+    raw_source: str = field(default="", repr=False)  # the source's name as guards use it
 
     def __str__(self):
         return f"{self.function}: {self.reason} (guard: {self.guard})"
 
+    def _head(self) -> str:
+        return f"recompiling {self.function}{' ' + self.resume if self.resume else ''} ({self.where})"
+
     def message(self) -> str:
         """The recompile line: function, file:line, the failing guard, expected and actual;
-        with several entries, one line more per older entry, saying why it missed too."""
-        first = f"recompiling {self.function} ({self.where}): {self.reason} [guard {self.kind} {self.source}]"
+        with several entries, one line more per other entry, saying why it missed too."""
+        first = f"{self._head()}: {self.reason} [guard {self.kind} {self.source}]"
         if not self.others:
             return first
-        lines = [f"recompiling {self.function} ({self.where}), no entry's guards passed:",
+        lines = [f"{self._head()}, no entry's guards passed; closest:",
                  f"  entry {self.entry}: {self.reason} [guard {self.kind} {self.source}]"]
-        lines += [f"  entry {o.entry}: {o.reason} [guard {o.kind} {o.source}]" for o in self.others]
+        lines += [f"  entry {o.entry}: {o.reason} [guard {o.kind} {o.source}]" for o in self.others[:_LISTED]]
+        if len(self.others) > _LISTED:
+            lines.append(f"  ... and {len(self.others) - _LISTED} older entries (`failure.others`)")
         return "\n".join(lines)
 
 
 class FunctionCache:
-    def __init__(self, fn, backend, fullgraph: bool, name: str, where: str, root=None, dynamic=None):
+    def __init__(self, fn, backend, fullgraph: bool, name: str, where: str, root=None, dynamic=None,
+                 naming: Naming | None = None):
         from .dynamic import DynamicPolicy
         self.fn = fn
         self.backend = backend
         self.fullgraph = fullgraph
         self.name = name
         self.where = where
+        # How messages name this function (the user's function and line, user_names.py).
+        self.naming = naming if naming is not None else (
+            for_resume(fn, root.naming) if root is not None else plain(name, where))
         self.entries: tuple[CacheEntry, ...] = ()
         self._order: tuple = (None, [])  # (entries, the order calls try them in)
+        # This function's own recompiles; on the root also those of its resume functions,
+        # in call order (what guard_failures() returns).
         self.failures: collections.deque[GuardFailure] = collections.deque(maxlen=MAX_FAILURE_RECORDS)
+        self.chain_failures: collections.deque[GuardFailure] = collections.deque(maxlen=MAX_FAILURE_RECORDS)
+        self._checkers: dict = {}  # id(entry) -> (entry, function listing its failing guards)
         self.warned_limit = False
         self.lock = threading.RLock()
         self.on_change = None  # called after entries are added or dropped
@@ -88,6 +146,7 @@ class FunctionCache:
         self.root = root if root is not None else self
         self.continuation = root is not None  # a resume function's cache
         self.resume_fns: dict = {}
+        self.logged_breaks: set = set()  # (category, where) of the breaks the log has shown
         # Which input sizes are traced symbolically, and the sizes seen (per function:
         # a resume function has its own, under its root's mode).
         self.dynamic = DynamicPolicy(root.dynamic.mode if root is not None else dynamic)
@@ -143,9 +202,10 @@ class FunctionCache:
         if found is None:
             return None
         (kind, source), _ = found
+        raw = next(f.raw_source for f in reversed(self.failures) if (f.kind, f.source) == (kind, source))
         for entry in self.entries:
             for g in entry.guards:
-                if g.kind == kind and g.source.name() == source and g.call_key is not None:
+                if g.kind == kind and g.source.name() == raw and g.call_key is not None:
                     return g
         return None
 
@@ -190,6 +250,8 @@ class FunctionCache:
             self.entries = ()
             self.dynamic.seen.clear()
             self.failures.clear()
+            self.chain_failures.clear()
+            self._checkers.clear()
             self.warned_limit = False
             self._changed()
 
@@ -208,29 +270,37 @@ class FunctionCache:
             if len(self.entries) >= config.cache_size_limit:
                 self._warn_limit(failure)
                 return self.run_eagerly(args, kwargs)
-            entry = compile_call(self.fn, args, kwargs, self.backend, name=self.name,
-                                 slow=self.call_slow, fullgraph=self.fullgraph,
-                                 resumes=None if self.fullgraph else self.resume_for,
-                                 continuation=self.continuation, dynamic=self.dynamic)
+            watch = compile_watch.begin(lambda: f"{self.naming.label()} (backend {backend_name(self.backend)!r})")
+            try:
+                entry = compile_call(self.fn, args, kwargs, self.backend, name=self.name,
+                                     slow=self.call_slow, fullgraph=self.fullgraph,
+                                     resumes=None if self.fullgraph else self.resume_for,
+                                     continuation=self.continuation, dynamic=self.dynamic)
+            finally:
+                compile_watch.end(watch)
             index = len(self.entries)
+            label = self.naming.label()
             if entry.reason is not None:
                 if self.fullgraph:
                     raise entry.reason
                 if fallback_log.isEnabledFor(logging.INFO):
                     r = entry.reason
-                    fallback_log.info("%s (%s) runs eagerly: %s\n  hint: %s", self.name, self.where, r, r.hint)
+                    fallback_log.info("%s runs eagerly: %s\n  hint: %s", label, r, r.hint)
             if entry.break_reason is not None and breaks_log.isEnabledFor(logging.INFO):
                 r = entry.break_reason
-                breaks_log.info("graph break in %s (%s): %s\n  the graph runs, then the instruction "
-                                "natively, then %s", self.name, self.where, r,
-                                " or ".join(f.__name__ for f in entry.resumes))
+                key = (r.category, r.where or r.detail)
+                if key not in self.root.logged_breaks:  # once: not again on each recompile
+                    self.root.logged_breaks.add(key)
+                    breaks_log.info("graph break in %s: %s\n  the graph runs, then the instruction "
+                                    "natively, then %s", label, r,
+                                    " or ".join(f.__name__ for f in entry.resumes))
             if entry.reason is None and graph_log.isEnabledFor(logging.INFO) and entry.gm is not None:
-                graph_log.info("graph of %s (%s), entry %d:\n%s", self.name, self.where, index,
-                               entry.graph_code)
-                graph_log.debug("entry %d of %s, as it runs:\n%s", index, self.name, entry.source_text)
+                graph_log.info("graph of %s, entry %d:\n%s", label, index, entry.graph_code)
+                graph_log.debug("entry %d of %s, as it runs:\n%s", index, label, entry.source_text)
             if guards_log.isEnabledFor(logging.INFO):
-                guards_log.info("guards of %s (%s), entry %d:\n%s", self.name, self.where, index,
-                                "\n".join(f"  {g.source.name()}: {e}" for g, e in
+                naming = self.naming
+                guards_log.info("guards of %s, entry %d:\n%s", label, index,
+                                "\n".join(f"  {naming.text(g.source.name())}: {e}" for g, e in
                                           zip(entry.guards, entry.guard_exprs)) or "  (no guards)")
             if config.dump_dir:
                 from . import dump
@@ -248,26 +318,66 @@ class FunctionCache:
             return result
 
     def _record_failure(self, args, kwargs) -> GuardFailure | None:
-        """Why each entry missed: the newest entry's first failing guard (the entry the
-        caller most likely meant to hit), the older entries' in `others`."""
+        """Why each entry missed, led by the entry the call came closest to passing: the
+        fewest differences (failing guards, a tensor's differing properties), the newest
+        on a tie (torch.compile's "most recent entry of the same shape"); the other entries'
+        first failing guards in `others`, newest first."""
         now = time.time()
-        found_all = []
+        naming = self.naming
+        found_all, closeness = [], []
         for index in range(len(self.entries) - 1, -1, -1):
             entry = self.entries[index]
             found = entry.first_mismatch(args, kwargs)
             if found is not None:
                 guard, reason, expected, actual = found
-                found_all.append(GuardFailure(now, self.name, guard.code(entry.ns), reason, guard.kind,
-                                              guard.source.name(), expected, actual, self.where, index))
+                raw = guard.source.name()
+                found_all.append(GuardFailure(now, naming.function, guard.code(entry.ns), naming.text(reason),
+                                              guard.kind, naming.text(raw), expected, actual, naming.where,
+                                              index, resume=naming.resume, raw_source=raw))
+                closeness.append(self._differences(entry, args, kwargs) if len(self.entries) > 1 else 0)
         if not found_all:
             return None
-        failure = replace(found_all[0], others=tuple(found_all[1:]))
+        best = min(range(len(found_all)), key=lambda i: (closeness[i], i))  # i: newest first
+        failure = found_all[best]
+        failure.others = tuple(f for i, f in enumerate(found_all) if i != best)
         self.failures.append(failure)
+        if self.root is not self:
+            self.root.chain_failures.append(failure)
+        self.chain_failures.append(failure)
         if recompile_log.isEnabledFor(logging.INFO):
             recompile_log.info("%s", failure.message())
-            for f in found_all:
+            for f in (failure, *failure.others):
                 recompile_log.debug("  failing guard of entry %d: %s", f.entry, f.guard)
         return failure
+
+    def _differences(self, entry, args, kwargs) -> int:
+        """How far the call is from passing `entry`: its failing guards, a tensor guard
+        counted once per property that differs (dtype, requires_grad, each size...).
+        Only computed on a recompile with several entries."""
+        found = self._checkers.get(id(entry))
+        if found is None or found[0] is not entry:
+            exprs = [e if c == e else f"({e}) and {c}"
+                     for g, e in zip(entry.guards, entry.guard_exprs) for c in (g.check_code(entry.ns),)]
+            body = ["    _md_failing = []"]
+            for i, e in enumerate(exprs):
+                body += ["    try:", f"        if not ({e}):", f"            _md_failing.append({i})",
+                         "    except Exception:", f"        _md_failing.append({i})"]
+            body.append("    return _md_failing")
+            from .codegen import build_function, source_reader
+            failing, _ = build_function("_md_failing_guards", entry.params, body, entry.ns, "<minidynamo guards>")
+            reader = source_reader("_md_read", entry.params,
+                                   [g.source.expr(entry.ns) for g in entry.guards], entry.ns)
+            found = self._checkers[id(entry)] = (entry, failing, reader)
+        _, failing, reader = found
+        indices = failing(*args, **kwargs)
+        if not indices:
+            return 0
+        values = reader(*args, **kwargs)
+        # A guard read through a failing guard's value (the hooks in a dict whose keys
+        # changed) fails because of that one: counted once, as that one.
+        failed = {entry.guards[i].source.name() for i in indices}
+        return sum(_property_differences(entry.guards[i], values[i]) for i in indices
+                   if not any(s.name() in failed for s in entry.guards[i].reads()[:-1]))
 
     def _warn_limit(self, failure):
         if self.warned_limit:
@@ -285,7 +395,9 @@ class FunctionCache:
             why += (" (a graph break inside a loop: each iteration resumes at another position of "
                     "the loop, so the iterations past the limit run eagerly; move the break out of "
                     "the loop to capture them all)")
-        msg = (f"minidynamo: {self.name} ({self.where}) reached cache_size_limit "
+        what = self.naming.label() if not self.continuation else \
+            f"the code of {self.naming.label()}"
+        msg = (f"minidynamo: {what} reached cache_size_limit "
                f"({config.cache_size_limit}){why}. New variants run eagerly.")
         recompile_log.warning(msg)
-        warnings.warn(msg, RuntimeWarning, stacklevel=4)
+        warnings.warn(msg, RuntimeWarning, stacklevel=_user_stacklevel())

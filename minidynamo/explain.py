@@ -15,6 +15,7 @@ from .api import OptimizedFunction, OptimizedModule, _not_optimizable
 from .codegen import code_signature
 from .convert import compile_call
 from .exc import HINTS, BackendError
+from .user_names import plain
 
 
 @dataclass
@@ -183,6 +184,8 @@ def explain(fn, backend=None):
     name = _entry_name(fn)
     code = fn.__code__
     where = f"{code.co_filename}:{code.co_firstlineno}"
+    # Messages name the function as the user wrote it (a module: its forward, `self`, ...).
+    naming = cache.naming if cache is not None else plain(name, where)
 
     def run(*args, **kwargs):
         try:
@@ -195,7 +198,7 @@ def explain(fn, backend=None):
         if cache is not None and _past_limit(cache, args, kwargs):
             detail = (f"{name} has {len(cache.entries)} cache entries (config.cache_size_limit) and "
                       "this call passes none of their guards: it runs eagerly")
-            return _output(name, where, [], [], [], [BreakReason("cache_limit", detail, None, HINTS["cache_limit"])],
+            return _output(naming, [], [], [BreakReason("cache_limit", detail, None, HINTS["cache_limit"])],
                            0.0, "", [], "eager")
         graphs = []
         capture = _capturing(graphs, backend)
@@ -206,13 +209,12 @@ def explain(fn, backend=None):
         except BackendError as e:
             gm = graphs[-1] if graphs else None
             reasons.append(BreakReason("backend", str(e), None, HINTS["backend"]))
-            return _output(name, where, graphs, [], [], reasons, 0.0, "", _launches(gm), "eager")
+            return _output(naming, graphs, [], reasons, 0.0, "", _launches(gm), "eager")
         if entry.kind == "break":
-            return _explain_breaks(fn, name, where, args, kwargs, backend)
+            return _explain_breaks(fn, naming, args, kwargs, backend)
         if entry.reason is not None:
             reasons.append(BreakReason.of(entry.reason))
-        guards = _guard_infos(entry)
-        return _output(name, where, graphs, guards, [g.source for g in guards], reasons,
+        return _output(naming, graphs, _guard_infos(entry, naming), reasons,
                        entry.compile_time_ms, entry.source_text, _launches(entry.gm), entry.kind)
     return run
 
@@ -243,8 +245,9 @@ def _capturing(graphs: list, backend):
     return capture
 
 
-def _guard_infos(entry) -> list:
-    return [GuardInfo(g.source.name(), g.kind, e, g.describe()) for g, e in zip(entry.guards, entry.guard_exprs)]
+def _guard_infos(entry, naming) -> list:
+    return [GuardInfo(naming.text(g.source.name()), g.kind, e, naming.text(g.describe()))
+            for g, e in zip(entry.guards, entry.guard_exprs)]
 
 
 def _no_resume(target, nulls, live):
@@ -256,13 +259,14 @@ def _no_resume(target, nulls, live):
     return resume
 
 
-def _explain_breaks(fn, name, where, args, kwargs, backend) -> ExplainOutput:
+def _explain_breaks(fn, naming, args, kwargs, backend) -> ExplainOutput:
     """A call that breaks: what comes after a break depends on real values, so the call
     runs for real (as torch._dynamo.explain runs it), through a private cache, and every
     entry it made is reported in call order."""
     graphs = []
     capture = _capturing(graphs, backend)
-    opt = OptimizedFunction(fn, capture)
+    opt = OptimizedFunction(fn, capture, naming=naming)
+    name = opt._cache.name
     raised = None
     try:
         opt(*args, **kwargs)
@@ -270,7 +274,7 @@ def _explain_breaks(fn, name, where, args, kwargs, backend) -> ExplainOutput:
         raised = f"{type(e).__name__}: {e}"
     root = opt._cache
     from .callees import chain_caches
-    entries = [(name if cache is root else cache.name, e)
+    entries = [(name if cache is root else f"{cache.naming.resume} ({cache.name})", e)
                for cache in chain_caches(root, capture) for e in cache.entries]
     entries.sort(key=lambda pair: pair[1].created)
     reasons, resumed_lines, ms = [], [], 0.0
@@ -284,9 +288,8 @@ def _explain_breaks(fn, name, where, args, kwargs, backend) -> ExplainOutput:
         if label != name:
             resumed_lines.append(f"{label}: {e.kind}" + (f" ({e.reason})" if e.reason else ""))
     first = root.entries[0]
-    guards = _guard_infos(first)
     launches = [launch for gm in graphs for launch in _launches(gm)]
-    out = _output(name, where, graphs, guards, [g.source for g in guards], reasons, ms,
+    out = _output(naming, graphs, _guard_infos(first, naming), reasons, ms,
                   first.source_text, launches, "break")
     out.graph_break_count = breaks
     out.resumed = resumed_lines
@@ -294,10 +297,10 @@ def _explain_breaks(fn, name, where, args, kwargs, backend) -> ExplainOutput:
     return out
 
 
-def _output(name, where, graphs, guards, sources, reasons, ms, text, launches, kind) -> ExplainOutput:
+def _output(naming, graphs, guards, reasons, ms, text, launches, kind) -> ExplainOutput:
     ops = [sum(1 for n in gm.graph.nodes if n.op.startswith("call")) for gm in graphs]
-    return ExplainOutput(len(graphs), graphs, guards, sources, reasons, ops, ms, text,
-                         [str(launch) for launch in launches], launches, kind, name, where)
+    return ExplainOutput(len(graphs), graphs, guards, [g.source for g in guards], reasons, ops, ms, text,
+                         [str(launch) for launch in launches], launches, kind, naming.function, naming.where)
 
 
 def _launches(gm) -> list:

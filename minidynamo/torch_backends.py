@@ -71,7 +71,33 @@ def torch_backend(name: str):
         compiler = lookup_backend(_ALIASES.get(name, name))
     except Exception:  # torch raises its own InvalidBackend
         return None
+    return _wrapped(name, compiler)
 
+
+def inductor_backend(mode, options, dynamic):
+    """torch.compile(backend="inductor", mode=..., options=...)'s backend: inductor with
+    the mode's settings and `options` applied to its config for this function's graphs
+    (torch's own wrapper, which also checks the option names and types)."""
+    try:
+        compiler = torch._TorchCompileInductorWrapper(mode, options, dynamic)
+    except RuntimeError as e:  # an unknown option or a value of the wrong type
+        msg = str(e)
+        unknown = [k for k in options or () if k.replace("-", "_") not in torch._inductor.config.get_config_copy()]
+        if unknown:
+            import difflib
+            close = difflib.get_close_matches(unknown[0].replace("-", "_"),
+                                              torch._inductor.config.get_config_copy(), n=1)
+            msg = (f"Inductor has no option {unknown[0]!r}" + (f" (did you mean {close[0]!r}?)" if close else "")
+                   + "; its options are the names in torch._inductor.config")
+        raise ValueError(f"minidynamo.optimize(backend='inductor', options=...): {msg}") from None
+    run = _wrapped("inductor", compiler)
+    what = ", ".join(([f"mode={mode!r}"] if mode else []) + ([f"options={options!r}"] if options else []))
+    run.__name__ = run.__qualname__ = f"inductor({what})" if what else "inductor"
+    return run
+
+
+def _wrapped(name: str, compiler):
+    """torch's backend `compiler` (registered as `name`), taking minidynamo's graphs."""
     try:
         from torch._higher_order_ops.triton_kernel_wrap import triton_kernel_wrapper_mutation  # noqa: F401
     except ImportError:  # said at lookup: graphs with launches will be refused

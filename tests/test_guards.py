@@ -412,19 +412,19 @@ def test_a_dict_keyed_by_dtypes_is_guarded_by_its_keys():
 
 
 def test_a_recompile_records_why_every_entry_missed():
-    # The stride change misses entry 0 by stride, entry 1 by size: both are named, each
-    # against its own entry (not entry 0's stride reported as a size mismatch of entry 1).
+    # The stride change misses entry 0 by stride, entry 1 by size and stride: both are named,
+    # each against its own entry, led by the closest (entry 0: the same shape).
     opt = minidynamo.optimize(lambda x: x * 2, dynamic=False)
     opt(torch.randn(4, 3))
     opt(torch.randn(5, 3))
     opt(torch.randn(3, 4).t())
     first, second = opt.guard_failures()
     assert first.others == () and first.entry == 0
-    assert (second.entry, [o.entry for o in second.others]) == (1, [0])
-    assert "size mismatch at dim 0: expected 5, actual 4" in second.reason
-    assert "stride mismatch" in second.others[0].reason
+    assert (second.entry, [o.entry for o in second.others]) == (0, [1])
+    assert "stride mismatch" in second.reason
+    assert "size mismatch at dim 0: expected 5, actual 4" in second.others[0].reason
     lines = second.message().splitlines()
-    assert lines[1].startswith("  entry 1: tensor 'x' size mismatch") and lines[2].startswith("  entry 0: tensor 'x' stride")
+    assert lines[1].startswith("  entry 0: tensor 'x' stride") and lines[2].startswith("  entry 1: tensor 'x' size mismatch")
 
 
 @pytest.mark.parametrize("nan", [float("nan"), complex("nan"), complex(1.0, float("nan"))])

@@ -1,0 +1,158 @@
+"""Names in the user's terms for what minidynamo reports about generated functions.
+
+Two kinds of function that minidynamo calls are not the user's: the resume function of a
+graph break (`resume_in_f_at_4`, whose parameters `___stack0`, ... are the value stack at
+the resume point) and the wrapper `optimize(module)` calls (`forward(*args, **kwargs)`,
+holding the module in a closure cell `mod`). A `Naming` says how their names read in the
+user's terms — the user's function and line, `the value of float(x.max()) at line 4`,
+`self.scale`, `tokens` — and rewrites messages (guard failures, warnings, explain's
+guards) with it. Guards themselves keep the names they run with.
+"""
+from __future__ import annotations
+
+import inspect
+import linecache
+import re
+from dataclasses import dataclass
+
+import bytecode as bc
+
+from ._compat import PY311
+from .instructions import normalize
+
+# Instructions that only move values around: the stack value is not theirs.
+_MOVES = ("SWAP", "COPY", "DUP_TOP", "DUP_TOP_TWO", "ROT_TWO", "ROT_THREE", "ROT_FOUR", "ROT_N")
+_LONGEST = 60  # characters of an expression shown before it is cut
+
+
+@dataclass
+class Naming:
+    """How a cached function reads to the user: `function` (its name), `where` (file:line),
+    `resume` ("after the graph break at line 4", or "") and `renames`, (pattern, words)
+    pairs applied to every message about it."""
+    function: str
+    where: str
+    resume: str = ""
+    renames: tuple = ()
+
+    def text(self, s: str) -> str:
+        for pattern, words in self.renames:
+            s = pattern.sub(words, s)
+        return s
+
+    def label(self) -> str:
+        """`f (file:line)`, or `f after the graph break at line 4 (file:4)`."""
+        return f"{self.function}{' ' + self.resume if self.resume else ''} ({self.where})"
+
+
+def plain(name: str, where: str) -> Naming:
+    return Naming(name, where)
+
+
+def _word(name: str) -> re.Pattern:
+    """`name` as a whole word (not inside a longer identifier)."""
+    return re.compile(r"(?<![\w.])" + re.escape(name) + r"(?!\w)")
+
+
+def for_resume(fn, root: Naming) -> Naming:
+    """The Naming of resume function `fn` (resume.py) of the function `root` names."""
+    info = getattr(fn, "_minidynamo_resume", None)
+    if info is None:
+        return root
+    code = info.code
+    line = normalize(code)[info.target].lineno if info.target < len(normalize(code)) else None
+    renames = []
+    for param, original in zip(info.params, info.originals):
+        if param.startswith("___stack"):
+            index = int(param[len("___stack"):])
+            renames.append((_word(param), _stack_words(code, info, index, line)))
+        elif param != original:  # a local renamed because its name was no identifier
+            renames.append((_word(param), original))
+    file = code.co_filename
+    where = f"{file}:{line}" if line is not None else root.where
+    resume = f"after the graph break at line {line}" if line is not None else "after a graph break"
+    return Naming(root.function, where, resume, tuple(renames) + root.renames)
+
+
+def _stack_words(code, info, index: int, line) -> str:
+    """`the value of `float(x.max())` at line 4` for the stack value that parameter
+    `___stack<index>` carries, or `the value on the stack at line 4 (slot 0)` where the
+    instruction that made it cannot be told."""
+    # The slot's depth from the top at the resume point (1: the top), NULL slots counted.
+    slots = [i for i, null in enumerate(info.nulls) if not null]
+    depth = len(info.nulls) - slots[index]
+    expr = _producer_text(code, info.target, depth) if PY311 else None
+    at = f" at line {line}" if line is not None else ""
+    if expr is None:
+        return f"the value on the stack{at} (stack slot {index})"
+    return f"the value of `{expr}`{at}"
+
+
+def _producer_text(code, target: int, depth: int) -> str | None:
+    """The source text of the instruction that pushed the value `depth` from the top of
+    the stack at normalized index `target`, walking back over straight-line code; None
+    where that cannot be told for sure."""
+    insts = normalize(code)
+    if target >= len(insts) or target == 0:
+        return None
+    items = list(bc.Bytecode.from_code(code))
+    origin = insts[target].origin
+    for item in reversed(items[:origin]):
+        if not isinstance(item, bc.Instr):
+            continue  # a label: the linear predecessor still falls through (checked below)
+        if item.name in _MOVES or item.is_uncond_jump() or item.name.startswith("RETURN") \
+                or item.name in ("RAISE_VARARGS", "RERAISE"):
+            return None  # a value moved, or code that does not fall through to here
+        try:
+            pre, post = item.pre_and_post_stack_effect()
+        except Exception:  # noqa: BLE001 - an opcode the bytecode package cannot size
+            return None
+        # (pre, post): a pure push reads (n, 0); otherwise pre is what it pops (negative).
+        pops, pushes = (0, pre + post) if pre > 0 else (-pre, post)
+        if depth <= pushes:
+            return _source_text(code.co_filename, item.location) if depth == 1 else None
+        if item.name.startswith("CALL"):
+            return None  # on 3.11 a CALL pops one more than the package's estimate
+        depth = depth - pushes + pops
+    return None
+
+
+def _source_text(filename: str, loc) -> str | None:
+    if loc is None or loc.lineno is None or loc.col_offset is None or loc.end_col_offset is None:
+        return None
+    lines = [linecache.getline(filename, n) for n in range(loc.lineno, (loc.end_lineno or loc.lineno) + 1)]
+    if not all(lines):
+        return None
+    data = [ln.encode() for ln in lines]  # columns are UTF-8 byte offsets
+    if len(data) == 1:
+        text = data[0][loc.col_offset:loc.end_col_offset].decode(errors="replace")
+    else:
+        text = " ".join([data[0][loc.col_offset:].decode(errors="replace").strip()]
+                        + [d.decode(errors="replace").strip() for d in data[1:-1]]
+                        + [data[-1][:loc.end_col_offset].decode(errors="replace").strip()])
+    text = " ".join(text.split())
+    if not text:
+        return None
+    return text if len(text) <= _LONGEST else text[:_LONGEST - 1] + "…"
+
+
+def for_module(mod, name: str) -> Naming:
+    """The Naming of the call `optimize(module)` runs: named and placed as the module's
+    forward, the closure cell holding the module read as `self`, positional arguments
+    by the forward's parameter names."""
+    forward = type(mod).forward
+    code = getattr(forward, "__code__", None)
+    where = f"{code.co_filename}:{code.co_firstlineno}" if code is not None else ""
+    renames = [(_word("closure 'mod'"), "self")]
+    try:
+        params = list(inspect.signature(mod.forward).parameters.values())
+    except (TypeError, ValueError):
+        params = []
+    for i, p in enumerate(params):
+        if p.kind not in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD):
+            break
+        renames.append((re.compile(r"(?<![\w.])args\[" + str(i) + r"\]"), p.name))
+    renames.append((re.compile(r"(?<![\w.])kwargs\['(\w+)'\]"), r"\1"))
+    renames.append((re.compile(r"(?<![\w.'])args(?![\w\['])"), "the positional arguments"))
+    renames.append((re.compile(r"(?<![\w.'])kwargs(?![\w\['])"), "the keyword arguments"))
+    return Naming(name, where, "", tuple(renames))

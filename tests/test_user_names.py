@@ -1,0 +1,130 @@
+"""What recompiles are reported as: in the user's names (their function and line, the
+expression a stack value came from, `self.scale`, a forward's parameter names), every
+recompile of the chain of graph breaks included, led by the entry the call came closest to."""
+import warnings
+
+import pytest
+import torch
+
+import minidynamo
+from minidynamo._compat import PY311
+
+
+@pytest.fixture(autouse=True)
+def _fresh():
+    minidynamo.reset()
+    yield
+    minidynamo.config.cache_size_limit = 8
+    minidynamo.config.error_on_recompile = False
+
+
+def after_a_break(x):
+    s = float(x.max())
+    return x * s
+
+
+def test_recompiles_after_a_break_are_in_guard_failures():
+    opt = minidynamo.optimize(after_a_break)
+    for i in range(3):
+        x = torch.full((3,), float(i))
+        torch.testing.assert_close(opt(x), after_a_break(x))
+    failures = opt.guard_failures()
+    assert len(failures) == 2, failures
+    line = after_a_break.__code__.co_firstlineno + 1
+    for f in failures:
+        assert f.function == "after_a_break"
+        assert f.where == f"{__file__}:{line}"
+        assert f.resume == f"after the graph break at line {line}"
+        assert "___stack" not in f.reason and "___stack" not in f.source
+    value = f"the value of `float(x.max())` at line {line}" if PY311 else f"the value on the stack at line {line}"
+    assert failures[0].source.startswith(value)
+    assert failures[0].reason.startswith(f"{failures[0].source} changed: expected 0.0, actual 1.0")
+    assert failures[1].message().startswith(f"recompiling after_a_break after the graph break at line {line} "
+                                            f"({__file__}:{line})")
+
+
+def test_the_cache_limit_warning_after_a_break_names_the_user_function_and_points_at_the_caller():
+    minidynamo.config.cache_size_limit = 2
+    opt = minidynamo.optimize(after_a_break)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for i in range(4):
+            x = torch.full((3,), float(i))
+            torch.testing.assert_close(opt(x), after_a_break(x))
+    (w,) = [w for w in caught if "cache_size_limit" in str(w.message)]
+    line = after_a_break.__code__.co_firstlineno + 1
+    assert f"after_a_break after the graph break at line {line}" in str(w.message)
+    assert "resume_in" not in str(w.message) and "___stack" not in str(w.message)
+    assert w.filename == __file__  # the loop's call, not generated code
+
+
+def test_error_on_recompile_after_a_break_names_the_user_function():
+    opt = minidynamo.optimize(after_a_break)
+    opt(torch.zeros(3))
+    minidynamo.config.error_on_recompile = True
+    with pytest.raises(minidynamo.RecompileError, match="recompiling after_a_break after the graph break"):
+        opt(torch.ones(3))
+
+
+def scaled(x):
+    return x * 2
+
+
+def test_the_reason_is_the_closest_entrys_not_the_newest():
+    opt = minidynamo.optimize(scaled)
+    x = torch.randn(4)
+    opt(x)
+    opt(x.double())
+    x.requires_grad_()
+    out = opt(x)
+    torch.testing.assert_close(out, scaled(x))
+    assert out.requires_grad
+    last = opt.guard_failures()[-1]
+    # entry 0 differs only in requires_grad; entry 1 (the newest) in dtype and requires_grad
+    assert last.entry == 0 and "requires_grad mismatch" in last.reason, last.message()
+    assert [o.entry for o in last.others] == [1] and "dtype mismatch" in last.others[0].reason
+    lines = last.message().splitlines()
+    assert lines[0].endswith("no entry's guards passed; closest:")
+    assert lines[1].startswith("  entry 0: tensor 'x' requires_grad mismatch")
+
+
+def test_a_tie_goes_to_the_newest_entry():
+    opt = minidynamo.optimize(scaled, dynamic=False)
+    for n in (2, 3, 4):
+        opt(torch.randn(n))
+    assert opt.guard_failures()[-1].entry == 1  # both differ in one size: the newest
+
+
+class Scaler(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.scale = 2.0
+
+    def forward(self, tokens, mask=None):
+        return tokens * self.scale
+
+
+def test_a_module_is_reported_as_its_forward_with_self_and_parameter_names():
+    model = Scaler()
+    opt = minidynamo.optimize(model)
+    x = torch.randn(3)
+    torch.testing.assert_close(opt(x), model(x))
+    model.scale = 3.0
+    torch.testing.assert_close(opt(x), model(x))
+    torch.testing.assert_close(opt(x.double()), model(x.double()))
+    first, second = opt.guard_failures()
+    where = f"{__file__}:{Scaler.forward.__code__.co_firstlineno}"
+    assert first.message() == (f"recompiling Scaler.forward ({where}): self.scale changed: expected 2.0, "
+                               "actual 3.0 [guard EQUALS_MATCH self.scale]")
+    assert second.reason == "tensor 'tokens' dtype mismatch: expected torch.float32, actual torch.float64"
+    assert "api.py" not in first.message() and "closure" not in second.message()
+
+
+def test_explain_of_a_module_names_its_forward_and_arguments():
+    out = minidynamo.explain(Scaler())(torch.randn(3))
+    assert out.name == "Scaler.forward"
+    assert out.where == f"{__file__}:{Scaler.forward.__code__.co_firstlineno}"
+    sources = {g.source for g in out.guards}
+    assert {"tokens", "self.scale"} <= sources, sources
+    assert not any("closure" in s or "args[" in s for s in sources), sources
+    assert str(out).startswith(f"Scaler.forward ({out.where}): 1 graph")
