@@ -92,8 +92,12 @@ def _guard_no_global_hooks(tx, attrs, what):
 
 
 def is_module_tracker(v) -> bool:
-    return isinstance(v, NewContainerVariable) or (
-        isinstance(v, UserObjectVariable) and isinstance(v.value, nn.Module))
+    """A module: made in the trace (torch.nn's, a container, a user subclass: user_modules.py)
+    or passed in."""
+    if isinstance(v, NewContainerVariable) or isinstance(v, UserObjectVariable) and isinstance(v.value, nn.Module):
+        return True
+    is_module = getattr(v, "is_module", None)  # (user_objects.py imports this module's importers)
+    return is_module is not None and is_module()
 
 
 # --- parameterless modules ------------------------------------------------------------

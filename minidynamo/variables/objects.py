@@ -153,13 +153,15 @@ class UserObjectVariable(VariableTracker):
             return self.stored[name]
         if name == "__class__" and inspect.getattr_static(cls, name) is _OBJECT_CLASS:
             return wrap(tx, cls, self._attr_source(name))  # guarded by identity, as `type(obj)` is
-        if isinstance(obj, torch.nn.Module):
+        inst_dict = instance_dict(obj)
+        static = on_class(cls, name)
+        if isinstance(obj, torch.nn.Module) and static is _ABSENT and not (inst_dict and name in inst_dict):
+            # Module.__getattr__, which object's lookup reaches only past the instance
+            # dictionary and the class (a class attribute shadows a submodule of its name)
             for table in ("_parameters", "_buffers", "_modules"):
                 d = obj.__dict__.get(table)
                 if d is not None and name in d:
                     return wrap(tx, d[name], self._attr_source(name))
-        inst_dict = instance_dict(obj)
-        static = on_class(cls, name)
         is_data_descriptor = static is not _ABSENT and hasattr(type(static), "__set__")
         if name == "__dict__" and isinstance(inst_dict, dict) and type(static) is types.GetSetDescriptorType \
                 and self.source is not None and not self.is_module():

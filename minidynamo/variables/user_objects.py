@@ -198,6 +198,11 @@ class InstanceAttributes(VariableTracker):
         """`name` as C class `owner` (a builtin base of the class) defines it."""
         return self._descriptor(tx, name, vars(owner)[name])
 
+    def base_attr(self, tx, klass, name):
+        """What `super().name` finds on `klass` where this model answers for it instead of
+        the class's code (a module made in the trace: nn.Module's own protocol), or None."""
+        return None
+
     def is_module(self) -> bool:
         return False
 
@@ -224,7 +229,7 @@ class InstanceAttributes(VariableTracker):
             return self._descriptor(tx, name, static)
         if name in self.attrs:
             return self.attrs[name]
-        if static is None:
+        if owner is None:  # (a class attribute may be None)
             getattr_hook = class_attribute(self.cls, "__getattr__")
             if isinstance(getattr_hook, types.FunctionType):
                 _guard_attr(tx, self.cls, "__getattr__", getattr_hook)
@@ -379,6 +384,9 @@ class SuperVariable(VariableTracker):
             if name not in vars(klass):
                 continue
             attr = vars(klass)[name]
+            modelled = self.obj.base_attr(tx, klass, name) if isinstance(self.obj, InstanceAttributes) else None
+            if modelled is not None:
+                return modelled
             if attr is object.__init__:
                 return _ObjectInit(self.obj)
             if name == "__getattribute__" and own_getattribute(klass) is None:
