@@ -21,6 +21,7 @@ effect happens once, in program order: the trace itself never wrote to outside o
 from __future__ import annotations
 
 import builtins
+import operator
 import types
 from dataclasses import dataclass
 
@@ -33,13 +34,15 @@ from .regions import Regions, carry, stack_layout, why_not_carried
 from .resume import Continue, drive, resume_function, why_not_resumable
 from .side_effects import writeback_lines
 from .variables.base import NULL
+from .variables.c_callables import OpaqueCallableVariable, UntracedValueVariable
 
 _CALLS = {"CALL", "CALL_KW", "CALL_FUNCTION", "CALL_FUNCTION_KW", "CALL_FUNCTION_EX"}
 _JUMPS = {"POP_JUMP_IF_TRUE", "POP_JUMP_IF_FALSE", "POP_JUMP_IF_NONE", "POP_JUMP_IF_NOT_NONE",
           "JUMP_IF_TRUE_OR_POP", "JUMP_IF_FALSE_OR_POP"}
 _STORES = {"STORE_ATTR", "STORE_SUBSCR", "DELETE_SUBSCR", "STORE_GLOBAL", "DELETE_ATTR"}
 _FORMATS = {"FORMAT_VALUE", "FORMAT_SIMPLE", "FORMAT_WITH_SPEC"}
-BREAKABLE = _CALLS | _JUMPS | _STORES | _FORMATS | {"TO_BOOL", "UNARY_NOT", "LOAD_ATTR"}
+_OPERATORS = {"BINARY_OP", "COMPARE_OP"}
+BREAKABLE = _CALLS | _JUMPS | _STORES | _FORMATS | _OPERATORS | {"TO_BOOL", "UNARY_NOT", "LOAD_ATTR"}
 
 
 class Native:
@@ -47,6 +50,7 @@ class Native:
 
     def __init__(self, name: str):
         self.name = name
+        self.untraced = False  # the result of a C function the trace does not model
 
 
 @dataclass
@@ -65,6 +69,10 @@ def why_no_break(tx, index: int, fullgraph: bool) -> str | None:
     why = why_no_break_at(tx.instructions[index], fullgraph)
     if why is not None:
         return why
+    if tx.instructions[index].opname in _OPERATORS and not _untraced(tx.stack[-2:]):
+        # NOTE: kept narrow: an operator on traced values declines for reasons eager shares
+        # (a tensor op that raises), which the whole call reports as before.
+        return "an operator breaks only on the result of an untraced C function"
     if tx.exc_info is not None:
         return ("inside an except or finally block entered in the trace (the exception it handles "
                 "exists only in the trace)")
@@ -215,6 +223,8 @@ class BreakTail:
         nxt = index + 1
         if op in _CALLS:
             fn, args, kwargs, used = _call_operands(tx, inst)
+            result.untraced = isinstance(fn, OpaqueCallableVariable) or _untraced(
+                [*args, *kwargs.values()] if op != "CALL_FUNCTION_EX" else [])
             callee = self._callee(rb, fn)
             if op == "CALL_FUNCTION_EX":
                 parts = [f"*{e(args)}"] + ([f"**{e(kwargs)}"] if kwargs is not None else [])
@@ -236,6 +246,14 @@ class BreakTail:
         if op in ("JUMP_IF_TRUE_OR_POP", "JUMP_IF_FALSE_OR_POP"):
             cond = e(st[-1]) if op == "JUMP_IF_TRUE_OR_POP" else f"not {e(st[-1])}"
             return None, False, [Exit(cond, inst.target, list(st)), Exit(None, nxt, st[:-1])]
+        if op == "BINARY_OP":  # normalized: (operator's name, in place), as `operator.iadd`
+            name, inplace = inst.arg
+            result.untraced = _untraced(st[-2:])
+            fn = getattr(operator, ("i" + name.rstrip("_")) if inplace else name)
+            return (f"{rb.ns.bind(fn, name)}({e(st[-2])}, {e(st[-1])})", True,
+                    [Exit(None, nxt, st[:-2] + [result])])
+        if op == "COMPARE_OP":
+            return f"{e(st[-2])} {inst.arg} {e(st[-1])}", True, [Exit(None, nxt, st[:-2] + [result])]
         if op == "UNARY_NOT":
             return f"not {e(st[-1])}", True, [Exit(None, nxt, st[:-1] + [result])]
         if op == "LOAD_ATTR":  # an attribute the trace cannot read (ctx.saved_tensors, a C property)
@@ -294,6 +312,12 @@ class BreakTail:
         if conv is not None:
             value = f"{rb.ns.bind(getattr(builtins, conv), conv)}({value})"
         return f"{fmt}({value}, {e(st[-1]) if has_spec else repr('')})", 2 if has_spec else 1
+
+
+def _untraced(operands) -> bool:
+    """An operand is a value the trace holds without reading (a clock reading): the
+    native result is one too (resume.UNTRACED_RESULT)."""
+    return any(isinstance(v, UntracedValueVariable) for v in operands)
 
 
 def _frame_function(tx):

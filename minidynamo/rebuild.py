@@ -16,6 +16,7 @@ from .exc import unsupported
 from .sources import Namespace
 from .variables.base import VariableTracker
 from .variables.builtins import BuiltinVariable
+from .variables.c_callables import OpaqueCallableVariable
 from .variables.constant import ConstantVariable
 from .variables.contexts import _Method, exit_across_break
 from .variables.dicts import DictVariable, ObjectKey, SetVariable, has_object_keys
@@ -104,6 +105,8 @@ class Rebuilder:
             return self.ns.bind(v.as_python_constant(), "c")
         if isinstance(v, UserFunctionVariable):
             return self.ns.bind(v.fn, "fn")
+        if isinstance(v, OpaqueCallableVariable):  # a real C callable reached without a source
+            return self.ns.bind(v.value, "c")
         if isinstance(v, BoundMethodVariable):  # x.item, lst.append: looked up again on the object
             name = v.name
             if name.isidentifier() and not keyword.iskeyword(name):

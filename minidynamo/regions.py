@@ -38,7 +38,7 @@ from .exc import unsupported
 from .guards import Guard
 from .instructions import normalize
 from .liveness import open_with_blocks
-from .resume import WITH_EXIT
+from .resume import UNTRACED_RESULT, WITH_EXIT
 from .sources import AttrSource
 from .variables.base import NULL, VariableTracker
 from .variables.builder import register_wrapper
@@ -95,9 +95,9 @@ register_wrapper(lambda v: type(v) is WithCarrier, _wrap_carrier, guard_identity
 
 def stack_layout(code, target: int, stack: list) -> tuple[tuple, set]:
     """(nulls, positions): the kinds of a resume function's stack slots at `target` (NULL,
-    a value, or on 3.10 a with block's exit that its prologue enters again: WITH_EXIT),
+    a value, the result of an untraced C function: UNTRACED_RESULT, or on 3.10 a with block's exit that its prologue enters again: WITH_EXIT),
     and the positions of those exits, passed in a WithCarrier."""
-    nulls = [v is NULL for v in stack]
+    nulls = [UNTRACED_RESULT if getattr(v, "untraced", False) else v is NULL for v in stack]
     if PY311:
         return tuple(nulls), set()
     blocks = open_with_blocks(code, target)

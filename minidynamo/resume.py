@@ -52,6 +52,25 @@ class _WithExit:
 WITH_EXIT = _WithExit()
 
 
+class _UntracedResult:
+    """A stack-slot kind in `nulls` (falsy: a value, passed as a parameter): the result of
+    a C function the trace does not model (`time.time()`), which the native instruction of
+    the break produced. A float there is not specialized on: the resume trace holds it as
+    a value it cannot read (c_callables.UntracedValueVariable), so a clock reading does not
+    make a new trace per call."""
+
+    __slots__ = ()
+
+    def __bool__(self):
+        return False
+
+    def __repr__(self):
+        return "UNTRACED_RESULT"
+
+
+UNTRACED_RESULT = _UntracedResult()
+
+
 def call_self(f, *args, **kwargs):
     """3.10 has no PUSH_NULL: a NULL slot under callable `f` is rebuilt as this function
     with `f` as its `self`, so CALL_METHOD calls `call_self(f, *args)` = `f(*args)`."""
@@ -91,6 +110,12 @@ class ResumeInfo:
     @property
     def stack_names(self) -> tuple:
         return self.params[:sum(1 for n in self.nulls if not n)]
+
+    @property
+    def untraced_results(self) -> frozenset:
+        """The stack parameters holding an untraced C function's result (UNTRACED_RESULT)."""
+        values = [n for n in self.nulls if not n]
+        return frozenset(p for p, kind in zip(self.stack_names, values) if kind is UNTRACED_RESULT)
 
     @property
     def live(self) -> tuple:

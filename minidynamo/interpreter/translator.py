@@ -18,6 +18,7 @@ from ..logs import get_logger
 from ..sources import GlobalSource, LocalSource
 from ..variables.base import NULL
 from ..variables.builder import wrap
+from ..variables.c_callables import wrap_untraced_result
 from ..codegen import code_signature
 from ..variables.functions import CellVariable, bind_arguments
 from .opcodes.binary import BinaryOps
@@ -273,7 +274,9 @@ def trace(output: OutputGraph, fn, args: tuple, kwargs: dict, stop_at: int | Non
     logs = _TraceLogs.if_enabled()
     tx = InstructionTranslator(output, code, {}, {}, fn.__globals__, logs=logs)
     tx.is_root, tx.stop_at = True, stop_at
-    f_locals = {name: wrap(tx, value, LocalSource(name)) for name, value in bound.arguments.items()}
+    untraced = info.untraced_results if info is not None else ()
+    f_locals = {name: (wrap_untraced_result if name in untraced else wrap)(tx, value, LocalSource(name))
+                for name, value in bound.arguments.items()}
     from ..variables.functions import UserFunctionVariable
     if info is not None:
         stack = iter([f_locals.pop(name) for name in info.stack_names])
