@@ -413,3 +413,46 @@ def test_class_attribute_none_is_found_before_getattr():
         return x + 1, obj.value, obj.other
 
     check(f, t(), kind="graph")
+
+
+# --- `t.requires_grad = flag` (wav2vec2's feature encoder sets it on its input's view) -------
+def test_requires_grad_write_that_changes_nothing():
+    def f(x, w):
+        h = x[:, None]
+        h.requires_grad = False  # a leaf without grad: nothing changes
+        y = (h * w).sum(-1)
+        y.requires_grad = True  # computed with grad: already so, but not a leaf: eager raises
+        return y
+
+    check(f, (t(2, 3), t(3).requires_grad_()), kind="break", reason="exceptions")
+
+    def g(x):
+        h = x[:, None] * 2
+        h.requires_grad = False
+        return h
+
+    check(g, t(2, 3), kind="graph")
+
+
+def test_requires_grad_write_that_changes_the_flag_breaks():
+    def f(x, w):
+        h = x[:, None]
+        h.requires_grad = True  # autograd metadata, not an op: backends drop it
+        return h * w
+
+    info = check(f, (t(2, 3), t(3).requires_grad_()), kind="break", reason="construct")
+    assert "changes the autograd flag" in str(info.break_reason)
+    check(lambda x: setattr(x[:, None], "requires_grad", 1), t(2, 3), kind="break", reason="exceptions")
+
+
+def test_setattr_builtin_as_store_attr():
+    holder = nn.Module()
+
+    def f(x):
+        setattr(holder, "flag", True)  # as `holder.flag = True`: written after the graph
+        act = GELUActivation()
+        setattr(act, "scale", 2.0)
+        return act(x) * act.scale
+
+    check(f, t(), kind="graph")
+    assert holder.flag is True

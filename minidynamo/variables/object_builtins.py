@@ -29,10 +29,12 @@ def object_getattribute(tx, args, kwargs):
 
 
 def _setattr(tx, args, kwargs):
-    """`setattr(obj, name, value)`: as `obj.name = value` (the class's __setattr__ too)."""
-    if len(args) == 3 and not kwargs and isinstance(args[0], InstanceAttributes) and args[1].is_python_constant() \
-            and isinstance(args[1].as_python_constant(), str):
-        args[0].store_attr(tx, args[1].as_python_constant(), args[2])
+    """`setattr(obj, name, value)`: as `obj.name = value` is (STORE_ATTR: the tracker's
+    store_attr, where it has one)."""
+    store = getattr(args[0], "store_attr", None) if args else None
+    if len(args) == 3 and not kwargs and store is not None and args[1].is_python_constant() \
+            and type(args[1].as_python_constant()) is str:
+        store(tx, args[1].as_python_constant(), args[2])
         return ConstantVariable(None)
     return None
 

@@ -200,6 +200,27 @@ class TensorVariable(VariableTracker):
         unsupported("construct", f"requires_grad_({flag.as_python_constant()}) changes the autograd flag of "
                                  f"{self.describe()} (metadata, not an op: torch's backends do not replay it)")
 
+    def store_attr(self, tx, name, value):
+        """`t.requires_grad = flag`: a no-op where eager's is one (a leaf already so, or a
+        tensor without grad set False); on a tensor computed with grad, the RuntimeError
+        eager raises; a change declines as `requires_grad_()` does (autograd metadata, not an
+        op). Other attributes of a tensor are not traced."""
+        if name != "requires_grad":
+            unsupported("side_effect", f"setting attribute {name!r} on {self.describe()} (attributes of "
+                                       "tensors are not traced)")
+        if not value.is_python_constant():
+            unsupported("construct", f"setting requires_grad of {self.describe()} to {value.describe()}")
+        flag = value.as_python_constant()
+        if type(flag) is not bool:
+            unsupported("exceptions", "RuntimeError: requires_grad must be a bool")
+        fake = self.fake
+        if fake.grad_fn is not None:
+            unsupported("exceptions", "RuntimeError: you can only change requires_grad flags of leaf variables.")
+        if fake.requires_grad and self.source is not None:
+            # a tensor passed in that requires grad may be a leaf or not (not guarded)
+            unsupported("construct", f"setting requires_grad of {self.describe()}, passed in requiring grad")
+        self._requires_grad_([value], {})
+
     def iter_items(self, tx):
         if self.fake.dim() == 0:
             unsupported("exceptions", "TypeError: iteration over a 0-d tensor")
