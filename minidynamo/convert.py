@@ -20,7 +20,7 @@ from .aliasing import aliasing_guard
 from .backends import backend_name, compile_with, lookup_backend
 from .backends import eager as eager_backend
 from .config import config
-from .exc import InternalError, Unsupported, unsupported
+from .exc import BackendError, InternalError, Unsupported, unsupported
 from .globalstate import GlobalState
 from .graph import OutputGraph
 from .triton.capture import direct_launch_nodes
@@ -317,7 +317,18 @@ def compile_call(fn, args, kwargs, backend, *, name: str, slow=None, fullgraph: 
             gm = fx.GraphModule(holder(output.submodules), output.graph, class_name=f"{name}_graph")
             gm._minidynamo_kernels = output.kernels  # the graph owns its Triton side table
             example_inputs = [inp.example for inp in output.inputs]
-            compiled = compile_with(backend, gm, example_inputs)
+            try:
+                compiled = compile_with(backend, gm, example_inputs)
+            except BackendError as error:
+                if not config.suppress_errors:
+                    raise
+                # As torch.compile's suppress_errors: the backend's failure is logged and
+                # this call's variant runs eagerly.
+                internal_log.warning("%s", error)
+                warnings.warn(f"{error}; minidynamo.config.suppress_errors is set: {fn.__qualname__} "
+                              "runs eagerly for these arguments", RuntimeWarning, stacklevel=2)
+                return _eager_entry(fn, output, ns, params, call_args, miss, Unsupported("backend", str(error)),
+                                    name, start, slow, backend)
             inputs = ", ".join(_input_exprs(output, ns).values())
             body.append(f"    {out_name} = {ns.bind(compiled, 'compiled')}({inputs})")
             if output.final_grad_mode != state.expected["grad mode"]:

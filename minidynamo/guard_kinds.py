@@ -94,8 +94,16 @@ class Guard:
         return (self.kind, self.source)
 
     def reads(self) -> list:
-        """The sources the check reads, each after the ones it is read through."""
-        return chain(self.source)
+        """The sources the check reads, each after the ones it is read through (kept:
+        the entry's planning asks several times)."""
+        reads = self.__dict__.get("_reads")
+        if reads is None:
+            reads = self._reads = chain(self.source)
+        return reads
+
+    def fixed_type(self) -> type | None:
+        """The exact type this guard requires of its source's value, if it requires one."""
+        return None
 
     def snapshot_role(self, module: bool) -> str | None:
         """What the fast tier makes of this guard where its source's value is fixed by a
@@ -150,6 +158,9 @@ class ID_MATCH(Guard):
 class TYPE_MATCH(Guard):
     call_key = ("type({})",)
 
+    def fixed_type(self):
+        return self.expected if isinstance(self.expected, type) else None
+
     def snapshot_role(self, module):
         # A snapshot checks its modules' classes; other objects of a class defined in
         # Python may have their __class__ assigned, built-in types' instances may not.
@@ -202,6 +213,9 @@ class EQUALS_MATCH(Guard):
 class LEN_MATCH(Guard):
     call_key = ("type({})", "len({})")
 
+    def fixed_type(self):
+        return self.meta["type"]
+
     def snapshot_role(self, module):
         return "implied" if self.meta["type"] in (tuple, str, bytes, frozenset, range) else None
 
@@ -221,6 +235,9 @@ class LEN_MATCH(Guard):
 
 class DICT_KEYS(Guard):
     call_key = ("type({})", "tuple({})")
+
+    def fixed_type(self):
+        return self.meta["type"]
 
     def code(self, ns):
         e = self.source.ref(ns)

@@ -73,10 +73,9 @@ class Plan:
     def __init__(self, guards: list, also: list):
         types = {}
         for g in guards:
-            if g.kind == "TYPE_MATCH" and isinstance(g.expected, type):
-                types.setdefault(g.source, g.expected)
-            elif g.kind == "LEN_MATCH":
-                types.setdefault(g.source, g.meta["type"])
+            t = g.fixed_type()
+            if t is not None:
+                types.setdefault(g.source, t)
         for s in itertools.chain((g.source for g in guards), also):
             for x in _chain(s):
                 if isinstance(x, ObjectSource):
@@ -147,7 +146,7 @@ class Snapshot:
     """What the guards read for one root, as vectors checked in C (see the module doc)."""
 
     __slots__ = ("root_refs", "root_types", "root_dicts", "values", "getters", "gdicts", "expected", "absent_dicts", "absent_keys",
-                 "mods", "types", "mdicts", "hook_getters", "hook_dicts", "tensors", "tensor_check", "sized", "sizes",
+                 "mods", "types", "mdicts", "hook_dicts", "tensors", "tensor_check", "sized", "sizes",
                  "__weakref__")
 
     def holds(self, roots) -> bool:
@@ -159,7 +158,7 @@ class Snapshot:
                 and not any(map(dict.__contains__, self.absent_dicts, self.absent_keys))
                 and all(map(_is, map(type, self.mods), self.types))
                 and all(map(_is, map(_dict_attr, self.mods), self.mdicts))
-                and not any(_flat(map(_call, self.hook_getters, self.hook_dicts)))
+                and not any(self.hook_dicts)
                 and (self.tensor_check is None or self.tensor_check(*self.tensors)))
 
 
@@ -172,7 +171,7 @@ class Snapshots:
 
     def __init__(self, plan: Plan, hooks, absent, tensors, tensor_meta):
         self.plan = plan
-        self.hooks = [(plan.index[s], _getter(names)) for s, names in hooks]
+        self.hooks = [(plan.index[s], names) for s, names in hooks]
         self.absent = [(plan.index[s], name) for s, name in absent]
         self.tensors = [plan.index[s] for s in tensors]
         self.tensor_meta = tensor_meta  # (sizes, strides) per tensor
@@ -271,8 +270,13 @@ class Snapshots:
                 if base.get(step[1], _ABSENT) is not v:
                     raise _Refuse
                 read(base, step[1], v)
-        for i, _ in self.hooks:
-            module(values[i])
+        hook_dicts = {}  # read from the module's __dict__ like any value (identity), then empty
+        for i, names in self.hooks:
+            d = module(values[i])
+            for name in names:
+                hook = d[name]
+                read(d, name, hook)
+                hook_dicts[id(hook)] = hook
         for i, name in self.absent:
             d = module(values[i])
             if name in d:
@@ -308,8 +312,7 @@ class Snapshots:
         snap.mdicts = [_instance_dict(m) for m in snap.mods]
         if not all(map(_is, map(_dict_attr, snap.mods), snap.mdicts)):
             return None
-        snap.hook_getters = [getter for _, getter in self.hooks]
-        snap.hook_dicts = [_instance_dict(values[i]) for i, _ in self.hooks]
+        snap.hook_dicts = list(hook_dicts.values())
         snap.tensors = tuple(values[i] for i in self.tensors)
         snap.tensor_check = _tensor_check(snap.tensors, self.tensor_meta) if snap.tensors else None
         if snap.tensors and snap.tensor_check is None:

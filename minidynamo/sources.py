@@ -21,6 +21,7 @@ class Namespace:
         self.values: dict[str, object] = {}
         self._by_id: dict[int, str] = {}
         self._reserved: set[str] = set()  # local variable names of the generated code
+        self._tried: dict[str, int] = {}  # base -> the last number a fresh name of it took
         # Sources whose value the code being rendered has already put in a local (guards.py
         # hoists a prefix many guards share): `Source.ref` renders those as the local.
         self.hoisted: dict = {}
@@ -35,11 +36,14 @@ class Namespace:
         return name
 
     def _fresh(self, base: str) -> str:
-        """`base`, or `base2`, `base3`, ...: the first that names nothing yet."""
-        name, n = base, 1
+        """`base`, or `base2`, `base3`, ...: the first that names nothing yet (numbers
+        go on from the last one taken: thousands of `_md_p<n>` locals in a big entry)."""
+        n = self._tried.get(base, 1)
+        name = base if n == 1 else f"{base}{n}"
         while name in self.values or name in self._reserved:
             n += 1
             name = f"{base}{n}"
+        self._tried[base] = n
         return name
 
     def bind(self, obj, hint: str = "o") -> str:
@@ -179,6 +183,9 @@ class AttrSource(Source):
     base: Source
     attr: str
 
+    def __hash__(self):  # paths are deep and hashed often (guard planning): computed once
+        return _cached_hash(self, (AttrSource, self.base, self.attr))
+
     def expr(self, ns):
         if self.attr.isidentifier() and not keyword.iskeyword(self.attr):
             return f"{self.base.ref(ns)}.{self.attr}"
@@ -189,13 +196,16 @@ class AttrSource(Source):
 
     @property
     def depth(self):
-        return self.base.depth + 1
+        return _cached_depth(self)
 
 
 @dataclass(frozen=True)
 class ItemSource(Source):
     base: Source
     key: object  # an int index or a constant dict key
+
+    def __hash__(self):
+        return _cached_hash(self, (ItemSource, self.base, self.key))
 
     def expr(self, ns):
         if type(self.key) in (int, str, bool, float, type(None)):
@@ -207,7 +217,23 @@ class ItemSource(Source):
 
     @property
     def depth(self):
-        return self.base.depth + 1
+        return _cached_depth(self)
+
+
+def _cached_hash(source, fields) -> int:
+    h = source.__dict__.get("_hash")
+    if h is None:
+        h = hash(fields)
+        object.__setattr__(source, "_hash", h)
+    return h
+
+
+def _cached_depth(source) -> int:
+    d = source.__dict__.get("_depth")
+    if d is None:
+        d = source.base.depth + 1
+        object.__setattr__(source, "_depth", d)
+    return d
 
 
 def iterator_state(it) -> tuple:

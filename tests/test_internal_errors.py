@@ -92,3 +92,27 @@ def test_an_error_around_a_fake_op_is_internal_but_the_ops_own_error_is_a_declin
     opt = minidynamo.optimize(backend=CountingBackend())(f)
     with pytest.raises(InternalError, match="AttributeError: a bookkeeping bug"):
         opt(torch.ones(2))
+
+
+def test_suppress_errors_runs_a_failing_backend_eagerly():
+    def failing(gm, example_inputs):
+        raise RuntimeError("this backend cannot compile")
+
+    def g(x):
+        return x.sin() + 1
+
+    opt = minidynamo.optimize(backend=failing)(g)
+    with pytest.raises(minidynamo.BackendError, match="cannot compile"):
+        opt(torch.ones(2))
+    minidynamo.config.suppress_errors = True
+    try:
+        opt = minidynamo.optimize(backend=failing)(g)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            same(opt(torch.ones(2)), g(torch.ones(2)))
+        assert any("cannot compile" in str(w.message) and "runs eagerly" in str(w.message) for w in caught)
+        (entry,) = opt.cache_entries()
+        assert entry.kind == "eager" and entry.reason.category == "backend"
+        same(opt(torch.ones(2)), g(torch.ones(2)))
+    finally:
+        minidynamo.config.suppress_errors = False
