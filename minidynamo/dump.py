@@ -14,6 +14,8 @@ import warnings
 
 import torch
 
+from .globalstate import GlobalState
+
 _HEADER = '''"""minidynamo cache entry {index} of {name} ({where})
 kind: {kind}; compiled in {ms:.1f} ms{reason}
 
@@ -246,7 +248,7 @@ def render(entry, index: int, name: str, where: str, args=None, kwargs=None) -> 
     # torch's C check of the global state stands for the readable condition of the state
     # traced under (computed first: it may name torch in the namespace).
     state_checks = {id(g.expected.c_check): g.code(entry.ns) for g in entry.guards
-                    if g.kind == "GLOBAL_STATE" and getattr(g.expected, "c_check", None) is not None}
+                    if isinstance(g.expected, GlobalState) and g.expected.c_check is not None}
     for n, v in list(entry.ns.values.items()):
         if entry.compiled is not None and v is entry.compiled:
             continue  # defined after the graph below
