@@ -39,6 +39,9 @@ from .sources import AttrSource, ClosureSource, GlobalSource, ItemSource, LocalS
 __all__ = ["Plan", "Snapshots", "plain_module_class"]
 
 MAX_ROOTS = 64  # snapshots kept per entry (one per root object: a layer, a model)
+# Snapshots taken of one root before giving up on it: a model whose forward sets its own
+# attributes fails its snapshot on every call, and taking one costs more than it saves.
+MAX_TAKES = 8
 _TABLES = ("_parameters", "_buffers", "_modules")  # Module.__getattr__'s order
 _ROOTS = (LocalSource, ClosureSource, GlobalSource, ObjectSource)
 _ABSENT = object()
@@ -178,6 +181,7 @@ class Snapshots:
         self.root_index = [plan.index[s] for s in plan.roots]
         self.root_set = set(self.root_index)
         self.by_root: dict = {}
+        self.takes: dict = {}  # root ids -> snapshots taken of them
         self.refused = 0  # roots whose reads could not be snapshotted (the precise tier stays)
 
     def fresh(self, *roots):
@@ -197,6 +201,13 @@ class Snapshots:
         key = tuple(map(id, roots))
         if key not in self.by_root and len(self.by_root) >= MAX_ROOTS:
             return True
+        taken = self.takes.get(key, 0)
+        if taken >= MAX_TAKES:
+            return True
+        self.takes[key] = taken + 1
+        if taken == 0:
+            for root in roots:  # a snapshot holds the tree's dicts: drop it with the root
+                weakref.finalize(root, self._forget, key)
         try:
             snap = self._snapshot(roots, values)
         except Exception:
@@ -206,9 +217,11 @@ class Snapshots:
             self.by_root.pop(key, None)
             return True
         self.by_root[key] = snap
-        for root in roots:  # the snapshot holds the tree's dicts: drop it with the root
-            weakref.finalize(root, self.by_root.pop, key, None)
         return True
+
+    def _forget(self, key):
+        self.by_root.pop(key, None)
+        self.takes.pop(key, None)
 
     def _snapshot(self, roots, values) -> Snapshot | None:
         plan = self.plan

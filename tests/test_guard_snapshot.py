@@ -269,3 +269,26 @@ def test_a_module_with_its_own_getattr_is_read_by_its_guards():
     check(opt, model, x)
     model[0].factor = 5.0
     check(opt, model, x)
+
+
+def test_a_model_changing_itself_every_call_stops_being_snapshotted():
+    class Counting(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = torch.nn.Linear(4, 4)
+            self.last = None
+
+        def forward(self, x):
+            self.last = [x.shape[0]]  # a new list written back each call: the snapshot fails next call
+            return self.lin(x)
+
+    model, x = Counting(), torch.randn(2, 4)
+    opt, backend = optimized(model)
+    reference = Counting()
+    reference.load_state_dict(model.state_dict())
+    with torch.no_grad():
+        for _ in range(20):
+            torch.testing.assert_close(opt(x), reference(x), rtol=0, atol=0)
+    assert model.last == reference.last == [2] and backend.calls == 1
+    (snaps,) = snapshots(opt)
+    assert max(snaps.takes.values()) == 8  # one per call until it gives up
