@@ -276,11 +276,12 @@ def test_a_model_changing_itself_every_call_stops_being_snapshotted():
         def __init__(self):
             super().__init__()
             self.lin = torch.nn.Linear(4, 4)
-            self.last = None
+            self.state = {"n": 1}
 
         def forward(self, x):
-            self.last = [x.shape[0]]  # a new list written back each call: the snapshot fails next call
-            return self.lin(x)
+            # read, then a new dict written back each call: the snapshot fails next call
+            self.state = {"n": self.state["n"]}
+            return self.lin(x) * self.state["n"]
 
     model, x = Counting(), torch.randn(2, 4)
     opt, backend = optimized(model)
@@ -289,6 +290,6 @@ def test_a_model_changing_itself_every_call_stops_being_snapshotted():
     with torch.no_grad():
         for _ in range(20):
             torch.testing.assert_close(opt(x), reference(x), rtol=0, atol=0)
-    assert model.last == reference.last == [2] and backend.calls == 1
+    assert model.state == reference.state == {"n": 1} and backend.calls == 1
     (snaps,) = snapshots(opt)
     assert max(snaps.takes.values()) == 8  # one per call until it gives up
