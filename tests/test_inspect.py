@@ -443,7 +443,7 @@ def c_exceptions(x):
 
 def c_generator(x):
     g = (v for v in [x, x])
-    return g.send(None) + next(g)  # marker
+    return x * g.gi_running + next(g)  # marker
 
 
 def c_torch_op(x):
@@ -497,7 +497,7 @@ FALLBACKS = [
     ("call", c_call, (X,), "creating a Plain object while tracing: Plain defines __slots__"),
     ("graph_break", c_graph_break, (X,), "minidynamo.graph_break()"),
     ("exceptions", c_exceptions, (X,), "a raise statement (the exception is raised by the eager run)"),
-    ("generator", c_generator, (X,), "send() on a generator expression is not traced"),
+    ("generator", c_generator, (X,), "attribute 'gi_running' of a generator expression"),
     ("torch_op", c_torch_op, (X,), "tensor @ raised RuntimeError: a and b must have same reduction dim, "
                                    "but got [4, 3] X [4, 3]."),
     ("triton", c_triton, (torch.ones(64, device=K.DEVICE),), "triton.jit() inside the traced function: a kernel defined inside "

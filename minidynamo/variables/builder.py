@@ -3,6 +3,7 @@ pin what the trace may assume about it. Also wraps values the trace itself produ
 (fake op results, folded constants), which need no guards."""
 from __future__ import annotations
 
+import contextlib
 import functools
 import sys
 import types
@@ -20,6 +21,7 @@ from .constant import ConstantVariable, is_constant_value
 from .contexts import GradModeExit, null_exit, wrap_exit
 from .dicts import DictVariable, SetVariable
 from .functions import CachedFunctionVariable, PartialVariable, UserFunctionVariable, UserMethodVariable
+from .library_contexts import ContextManagerDecoratorVariable
 from .lists import IteratorVariable, ListVariable, TupleVariable
 from .namedtuples import is_plain_tuple_type
 from .objects import ClassVariable, ModuleVariable, UserObjectVariable
@@ -147,6 +149,9 @@ def _wrap(tx, value, source):
             getattr(value, "__wrapped__", None), types.FunctionType):
         _guard(tx, "ID_MATCH", source, value)
         return CachedFunctionVariable(value, source)
+    if value is contextlib.contextmanager:  # applied in the trace (library_contexts.py)
+        _guard(tx, "ID_MATCH", source, value)
+        return ContextManagerDecoratorVariable()
     if isinstance(value, types.FunctionType) and is_torch_object(value) and query_kind(value) is not None:
         _guard(tx, "ID_MATCH", source, value)  # a torch query reached by name: answered, not inlined
         return TorchVariable(value, source)
@@ -175,6 +180,11 @@ def _wrap(tx, value, source):
         func = wrap(tx, value.__func__, AttrSource(source, "__func__") if source else None)
         obj = wrap(tx, value.__self__, AttrSource(source, "__self__") if source else None)
         return UserMethodVariable(func, obj, source)
+    if type(value) in _GRAD_MODE_MANAGERS:
+        # `torch.no_grad()` handed in (`with ctx:`): an object of torch's Python class, whose
+        # __enter__/__exit__ are inlined as a user manager's (its `prev` written back).
+        _guard(tx, "TYPE_MATCH", source, type(value))
+        return UserObjectVariable(value, source)
     # An nn.Module instance (torch's own included) is an object whose forward is inlined.
     if is_torch_object(value) and (callable(value) or isinstance(value, types.ModuleType)) \
             and not isinstance(value, torch.nn.Module):
@@ -220,6 +230,7 @@ def _wrap(tx, value, source):
 
 
 _ITERATORS = (type(iter([])), type(iter(())), type(iter(range(0))))
+_GRAD_MODE_MANAGERS = (torch.no_grad, torch.enable_grad, torch.set_grad_enabled)
 
 
 def _identity_hashed_class(k) -> bool:

@@ -482,6 +482,8 @@ class GeneratorContextVariable(ContextManagerVariable):
         from ..resume import why_not_resumable
         if self.gen is None or self.gen.yield_inst is None:
             return "its generator is not at its yield"
+        if getattr(self.generator_fn, "fn", None) is None:
+            return "its generator function was made in the trace"
         if not PY311:
             return "Python 3.10 starts generators with GEN_START"
         if self.gen.yield_inst.opname != "YIELD_VALUE":
@@ -541,6 +543,9 @@ def make_context_manager(tx, cls, args, kwargs):
         return NullContextVariable(ConstantVariable(None))  # the CPU has one device: nothing to switch
     if cls is torch.cuda.device and len(values) == 1 and not named:
         return _cuda_device(values[0])
+    if cls is torch.autograd.profiler.record_function:
+        from .library_contexts import make_record_function  # it builds on this module
+        return make_record_function(args, kwargs)
     if cls is torch.autocast:
         try:
             bound = _AUTOCAST_SIGNATURE.bind(*values, **named)

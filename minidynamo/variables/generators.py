@@ -8,7 +8,7 @@ the consumer's interleave as in CPython. Its `return` ends it (the value is what
 from` gives); a generator partly consumed and dropped never runs the rest of its body.
 
 What the trace cannot make exact declines, with the reason:
-- `send`, `throw`, `close`;
+- `throw` (`send` and `close`: generator_methods.py);
 - a generator left suspended inside a try or with block when the trace ends (CPython
   runs its cleanup when the last reference goes, at a time the trace does not know);
 - a generator that started and is still live after the trace (returned, or live at a graph
@@ -113,8 +113,9 @@ class GeneratorVariable(IteratorVariable):
         return True  # a generator object is always true
 
     # --- running it ----------------------------------------------------------------
-    def pull(self):
-        """Run the body to its next yield: the yielded tracker, or None once it returned."""
+    def pull(self, sent=None):
+        """Run the body to its next yield (`sent`: the value of the yield it is suspended
+        at, None for next()): the yielded tracker, or None once it returned."""
         state = self.state
         if state == "done":
             return None
@@ -133,7 +134,7 @@ class GeneratorVariable(IteratorVariable):
         from ..interpreter.translator import _Yield
         frame = self.frame
         if state == "suspended":
-            frame.push(ConstantVariable(None))  # what next() sends: the value of the yield
+            frame.push(ConstantVariable(None) if sent is None else sent)  # the value of the yield
         self.state = "running"
         registry.pulling += 1
         try:
@@ -209,6 +210,10 @@ class GeneratorVariable(IteratorVariable):
             if item is None:
                 unsupported("exceptions", f"StopIteration from next() on an exhausted {self.describe()}")
             return item
+        if name == "send" and len(args) == 1 and not kwargs:
+            return send(tx, self, args[0])
+        if name == "close" and not args and not kwargs:
+            return close(tx, self)
         if name in ("send", "throw", "close"):
             unsupported("generator", f"{name}() on a {self.describe()} is not traced")
         return super().call_method(tx, name, args, kwargs)
@@ -376,3 +381,6 @@ def _snapshot(v, gen, seen=None):
     unsupported("generator", f"{gen.describe()} consumed whole yields {v.describe()}, whose later "
                              "changes the trace cannot compare",
                 hint="iterate over it with a for loop, or build a list first")
+
+
+from .generator_methods import close, send  # noqa: E402 - they drive the tracker above

@@ -11,7 +11,7 @@ from ..guards import Guard
 from ..sources import AttrSource, CallSource
 from .base import ObjectConstantVariable
 from .constant import ConstantVariable, fold, is_constant_value
-from .contexts import GradModeVariable
+from .contexts import GradModeVariable, _set_grad
 from .lists import BaseListVariable, TupleVariable
 from .purity import is_compiler_disabled, is_operator, qualified_name, query_kind, trace_answer
 from .symbolic import SymNodeVariable
@@ -288,6 +288,20 @@ def _assert_scalar(tx, fn, args, kwargs):
     unsupported("exceptions", f"RuntimeError: {msg.as_python_constant()}")
 
 
+def _set_grad_enabled(tx, fn, args, kwargs):
+    """`torch._C._set_grad_enabled(mode)` (what torch's own grad-mode managers and user
+    managers' `__enter__`/`__exit__` call): the mode set from here on, in the trace and as a
+    node of the graph, as the statement form of `torch.set_grad_enabled` does."""
+    if len(args) != 1 or kwargs or not args[0].is_python_constant():
+        unsupported("call", "torch._C._set_grad_enabled with a mode known only at run time")
+    mode = args[0].as_python_constant()
+    if type(mode) is not bool:
+        unsupported("exceptions", f"TypeError: set_grad_enabled(): argument 'enabled' must be bool, not "
+                                  f"{type(mode).__name__}")
+    _set_grad(tx, mode)
+    return ConstantVariable(None)
+
+
 def _call_op(tx, fn, args, kwargs):
     return tx.output.call("call_function", fn, args, kwargs, what=qualified_name(fn))
 
@@ -297,6 +311,7 @@ _SPECIAL_CALLS = {
     torch._C._has_torch_function_unary: _has_torch_function,
     torch._C._has_torch_function_variadic: _has_torch_function,
     torch._assert_async: _assert_async,
+    torch._C._set_grad_enabled: _set_grad_enabled,
     **({torch._assert_scalar: _assert_scalar} if hasattr(torch, "_assert_scalar") else {}),
 }
 

@@ -1,0 +1,128 @@
+"""Library context managers beside the state-changing ones of contexts.py: the
+profiler's `record_function` regions, and `contextlib.contextmanager` applied in the trace
+(a generator function defined inside the traced function and decorated there).
+
+`record_function(name)` is a no-op region, as torch.compile traces it by default
+(`capture_profiler_record_function` off): the graph gets no profiler event, and a graph
+break inside it leaves it, as a nullcontext is left. `contextlib.contextmanager(fn)` made
+in the trace is the helper function contextlib returns, kept as the generator function it
+wraps: calling it makes contexts.py's GeneratorContextVariable, the same model as for a
+helper decorated at import time.
+"""
+from __future__ import annotations
+
+import contextlib
+import inspect
+
+import torch
+
+from ..exc import unsupported
+from .base import VariableTracker
+from .constant import ConstantVariable
+from .contexts import ContextManagerVariable, GeneratorContextVariable, null_exit
+
+RECORD_FUNCTION = torch.autograd.profiler.record_function  # torch.profiler.record_function too
+
+
+class RecordFunctionVariable(ContextManagerVariable):
+    """`torch.profiler.record_function(name, args=None)`: entered, it gives itself."""
+
+    manager_type = RECORD_FUNCTION
+
+    def __init__(self, name: str, args):
+        super().__init__(None)
+        self.name, self.args = name, args
+
+    def enter(self, tx):
+        return self
+
+    def exit(self, tx):
+        pass
+
+    def var_getattr(self, tx, name):
+        if name in ("name", "args"):
+            return ConstantVariable(getattr(self, name))
+        return super().var_getattr(tx, name)
+
+    def close_at_break(self, graph):
+        pass
+
+    def why_not_across_break(self):
+        return None
+
+    def reenter(self, rb):
+        return [], rb.ns.bind(null_exit, "exit")
+
+    def describe(self):
+        return f"torch.profiler.record_function({self.name!r})"
+
+
+def make_record_function(args: list, kwargs: dict) -> "RecordFunctionVariable | None":
+    """`record_function(name, args=None)` with constant strings, else None."""
+    if not all(a.is_python_constant() for a in (*args, *kwargs.values())):
+        return None
+    try:
+        bound = inspect.signature(RECORD_FUNCTION.__init__).bind(
+            None, *[a.as_python_constant() for a in args], **{k: v.as_python_constant() for k, v in kwargs.items()})
+    except TypeError:
+        return None
+    bound.apply_defaults()
+    name, extra = bound.arguments["name"], bound.arguments["args"]
+    if not isinstance(name, str) or not (extra is None or isinstance(extra, str)):
+        return None
+    return RecordFunctionVariable(name, extra)
+
+
+class ContextManagerDecoratorVariable(VariableTracker):
+    """`contextlib.contextmanager` itself, applied in the trace (guarded by identity)."""
+
+    def python_type(self):
+        return type(contextlib.contextmanager)
+
+    def describe(self):
+        return "contextlib.contextmanager"
+
+    def is_python_constant(self):
+        return True
+
+    def as_python_constant(self):
+        return contextlib.contextmanager
+
+    def call_function(self, tx, args, kwargs):
+        from .functions import BaseFunctionVariable
+        fn = args[0] if len(args) == 1 and not kwargs else None
+        if not isinstance(fn, BaseFunctionVariable):
+            unsupported("call", f"contextlib.contextmanager applied to {fn.describe() if fn else 'these arguments'}")
+        if not fn.get_code().co_flags & inspect.CO_GENERATOR:
+            # contextlib wraps anything; calling the result fails on enter: eager raises there.
+            unsupported("call", f"contextlib.contextmanager over {fn.describe()}, which is not a generator "
+                                "function")
+        return ContextManagerFunctionVariable(fn)
+
+
+class ContextManagerFunctionVariable(VariableTracker):
+    """The helper `contextlib.contextmanager(fn)` returns, made in the trace: calling it
+    makes a manager over a new generator of `fn`; `functools.wraps` copied fn's names."""
+
+    def __init__(self, fn):
+        super().__init__(None)
+        self.fn = fn
+
+    def python_type(self):
+        return type(contextlib.contextmanager)
+
+    def describe(self):
+        return f"contextmanager {self.fn.describe()}"
+
+    def call_function(self, tx, args, kwargs):
+        return GeneratorContextVariable(self.fn, list(args), dict(kwargs))
+
+    def var_getattr(self, tx, name):
+        if name == "__wrapped__":
+            return self.fn
+        if name in ("__name__", "__qualname__", "__doc__", "__module__"):
+            return self.fn.var_getattr(tx, name)
+        unsupported("construct", f"attribute {name!r} of {self.describe()}")
+
+    def rebuild_new(self, rb):
+        return f"{rb.ns.bind(contextlib.contextmanager, 'contextmanager')}({rb.expr(self.fn)})"
