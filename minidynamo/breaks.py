@@ -31,7 +31,7 @@ from .frame_hook import region, run_plainly
 from .liveness import live_names, local_value
 from .callees import optimizable_callee, optimized_apply, optimized_function, optimized_module_call
 from .regions import Regions, carry, stack_layout, why_not_carried
-from .resume import Continue, drive, resume_function, why_not_resumable
+from .resume import Continue, drive, resume_function, why_cells_not_passed, why_not_resumable
 from .side_effects import writeback_lines
 from .variables.base import NULL
 from .variables.c_callables import OpaqueCallableVariable, UntracedValueVariable
@@ -165,7 +165,7 @@ class BreakTail:
         if why is not None:
             unsupported("construct", f"cannot raise again where the native instruction was: {why}")
         nulls, carried = stack_layout(tx.code, index, tx.stack)
-        names = live_names(self.tx, index)
+        names = _live_names(tx, index)
         fn = rb.ns.bind(resume_function(_frame_function(tx), tx.code, index, nulls, names, raising=True),
                         "raise_in")
         values = [carry(rb, i, carried, rb.expr(v)) for i, v in enumerate(tx.stack) if v is not NULL]
@@ -201,7 +201,7 @@ class BreakTail:
     def _resume_call(self, rb, ex: Exit):
         tx = self.tx
         nulls, carried = stack_layout(tx.code, ex.target, ex.stack)
-        names = live_names(self.tx, ex.target)
+        names = _live_names(tx, ex.target)
         why = why_not_resumable(tx.code, ex.target)
         if why is not None:
             unsupported("construct", f"cannot resume after a graph break here: {why}")
@@ -318,6 +318,13 @@ def _untraced(operands) -> bool:
     """An operand is a value the trace holds without reading (a clock reading): the
     native result is one too (resume.UNTRACED_RESULT)."""
     return any(isinstance(v, UntracedValueVariable) for v in operands)
+
+
+def _live_names(tx, target: int) -> tuple:
+    """The resume function's locals: the frame's cells by reference where the resume code
+    can read them through parameters, else by value (liveness.live_names)."""
+    return live_names(tx, target, cells_by_reference=bool(tx.code.co_cellvars)
+                      and why_cells_not_passed(tx.code) is None)
 
 
 def _frame_function(tx):

@@ -11,6 +11,7 @@ from __future__ import annotations
 import weakref
 
 from .instructions import normalize
+from .resume import cell_of, cell_param
 
 _READS = {"LOAD_FAST", "LOAD_FAST_AND_CLEAR", "DELETE_FAST", "LOAD_FAST_CHECK"}
 _WRITES = {"STORE_FAST"}
@@ -67,22 +68,32 @@ def _analyse(code):
     return live
 
 
-def live_names(tx, target: int) -> tuple:
+def live_names(tx, target: int, cells_by_reference: bool = False) -> tuple:
     """The locals of the frame `tx` (a translator) a resume function at `target` takes, by
-    name: its bound locals live there, then its own cells with a value. Cells go by value:
-    the resume function makes fresh cells for them (as for arguments that are cells), which
-    is sound because no closure over the old cells outlives the trace (a function made in
-    it over them cannot be rebuilt: rebuild.py)."""
+    name: its bound locals live there, then its own cells.
+
+    `cells_by_reference` (a graph break of the frame): each cell itself, as the parameter
+    `___cell_<name>` (resume.cell_param), so the closures made before the break, the
+    resume function and a closure that escapes share one variable, as in eager.
+    Otherwise (a generator made again from its code) the cells with a value go by value:
+    the function makes fresh cells for them, which is sound there because no closure over
+    them can be rebuilt."""
     live = live_locals(tx.code, target)
     bound = [n for n in tx.code.co_varnames if n in tx.f_locals]
     names = tuple(n for n in bound if live is None or n in live)
+    if cells_by_reference:
+        return names + tuple(cell_param(n) for n in tx.code.co_cellvars if n in tx.cells)
     cells = tuple(n for n in tx.code.co_cellvars
                   if n in tx.cells and getattr(tx.cells[n], "contents", None) is not None)
     return names + tuple(n for n in cells if n not in names)
 
 
 def local_value(tx, name: str):
-    """The tracker of local or own cell `name` of the frame `tx` (see live_names)."""
+    """The tracker of local or own cell `name` of the frame `tx` (see live_names): a
+    passed cell's parameter stands for the cell tracker itself."""
+    cell = cell_of(name)
+    if cell is not None:
+        return tx.cells[cell]
     return tx.f_locals[name] if name in tx.f_locals else tx.cells[name].contents
 
 

@@ -166,9 +166,9 @@ class Rebuilder:
     def _function(self, v: NestedFunctionVariable) -> str:
         cells = []
         for cell in (v.closure.items if v.closure is not None else ()):
-            if not isinstance(cell, RealCellVariable):
-                unsupported("construct", f"{v.describe()} closes over a variable of the traced frame")
-            cells.append(self.ns.bind(cell.cell, "cell"))
+            # A cell of a function from outside is that cell; a cell of a frame in the trace
+            # is made once for real (functions.CellVariable) or passed on (its source).
+            cells.append(self.ns.bind(cell.cell, "cell") if isinstance(cell, RealCellVariable) else self.expr(cell))
         closure = f"({''.join(c + ', ' for c in cells)})" if cells else "None"
         defaults = self.expr(v.defaults_var) if v.defaults_var is not None else "None"
         kwdefaults = self.expr(v.kwdefaults_var) if v.kwdefaults_var is not None else "None"

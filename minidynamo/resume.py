@@ -7,6 +7,13 @@ the stack back (a NULL slot as `PUSH_NULL`, on 3.10 as a trampoline callable: se
 `call_self`) and jumps to the resume instruction. Everything else is the original
 bytecode, so line numbers, exception tables and closures stay as they were.
 
+The frame's own cells are handed over by reference: the parameter `___cell_<name>` is the
+cell object, and the resume code reads and writes the variable through it (LOAD_DEREF n
+becomes `___cell_n.cell_contents`, LOAD_CLOSURE n pushes `___cell_n`), so closures made
+before the break, the resume function and a closure that escapes share one variable.
+A frame whose cells are also used by slot (3.12+'s inlined comprehensions save and
+restore a cell slot) passes them by value instead (`why_cells_not_passed`).
+
 It is generated with the `bytecode` package from the *original* code object (never
 from another resume function), so paths that break at the same place share one code
 object. When minidynamo traces a resume function it does not read this code: it starts
@@ -27,7 +34,7 @@ from dataclasses import dataclass
 
 import bytecode as bc
 
-from ._compat import PY311
+from ._compat import PY311, PY312
 from .frame_hook import run_plainly
 from .instructions import normalize
 
@@ -69,6 +76,20 @@ class _UntracedResult:
 
 
 UNTRACED_RESULT = _UntracedResult()
+
+# A live name `___cell_<name>` is the frame's cell `<name>` itself, passed by reference:
+# the resume code reads and writes it through the parameter (`cell.cell_contents`), so the
+# closures made before the break and the resume function share one variable.
+CELL_PREFIX = "___cell_"
+
+
+def cell_param(name: str) -> str:
+    return CELL_PREFIX + name
+
+
+def cell_of(param: str) -> str | None:
+    """The cell variable's name a parameter passes, or None for a plain local."""
+    return param[len(CELL_PREFIX):] if param.startswith(CELL_PREFIX) else None
 
 
 def call_self(f, *args, **kwargs):
@@ -121,6 +142,11 @@ class ResumeInfo:
     def live(self) -> tuple:
         return self.params[len(self.stack_names):]
 
+    @property
+    def cells(self) -> dict:
+        """Parameter → the frame's cell variable it passes by reference."""
+        return {p: cell_of(p) for p in self.live if cell_of(p) is not None}
+
 
 def resume_name(code, target: int) -> str:
     inst = normalize(code)[target]
@@ -141,9 +167,30 @@ def why_not_resumable(code, target: int) -> str | None:
     return None
 
 
+def why_cells_not_passed(code) -> str | None:
+    """Why the frame's cells cannot be handed to a resume function by reference (None:
+    they can): every use of one must be a cell instruction the resume code can read
+    through its parameter."""
+    per_code = _per_code(code)
+    if "cells" not in per_code:
+        per_code["cells"] = _why_cells_not_passed(code)
+    return per_code["cells"]
+
+
+def _why_cells_not_passed(code) -> str | None:
+    if any(cell_of(n) is not None for n in code.co_varnames):
+        return "a local's name is reserved for passed cells"
+    cells = set(code.co_cellvars)
+    for item in bc.Bytecode.from_code(code):
+        if isinstance(item, bc.Instr) and isinstance(item.arg, bc.CellVar) and item.arg.name in cells \
+                and item.name not in _CELL_OPS:
+            return f"{item.name} of the cell {item.arg.name!r} (a comprehension's variable)"
+    return None
+
+
 # Keyed by the code object's identity: equal code objects of two functions (the same text
 # in two files compares equal) must not share resume code, which carries its filename.
-_codes: dict = {}  # id(code) → (weak reference to it, {layout: resume code})
+_codes: dict = {}  # id(code) → (weak reference to it, {layout: resume code, "cells": why not})
 
 
 def _per_code(code) -> dict:
@@ -182,6 +229,10 @@ def _generate(code, target: int, nulls: tuple, live: tuple, raising: bool = Fals
         items[origin + 1:origin + 1] = [bc.Instr("LOAD_FAST", "___exc", lineno=line),
                                         bc.Instr("DELETE_FAST", "___exc", lineno=line),
                                         bc.Instr("RAISE_VARARGS", 1, lineno=line)]
+    cells = {cell_of(n) for n in live if cell_of(n) is not None}
+    if cells:
+        items = [new for it in items for new in _through_cell(it, cells)]
+        b.cellvars = [n for n in b.cellvars if n not in cells]
     start = 0
     if PY311:  # MAKE_CELL / COPY_FREE_VARS / RESUME stay first
         start = next(i for i, it in enumerate(items) if isinstance(it, bc.Instr) and it.name == "RESUME") + 1
@@ -216,6 +267,31 @@ def _generate(code, target: int, nulls: tuple, live: tuple, raising: bool = Fals
     # The stack never grows past the original's: the prologue rebuilds a stack the original
     # code had at that point. The exception table keeps the depths read from the original.
     return b.to_code(stacksize=code.co_stacksize + raising, compute_exception_stack_depths=False)
+
+
+_CELL_OPS = {"MAKE_CELL", "LOAD_DEREF", "STORE_DEREF", "DELETE_DEREF", "LOAD_CLOSURE", "LOAD_FAST",
+             "LOAD_FAST_BORROW"}
+
+
+def _through_cell(item, cells: set) -> list:
+    """One instruction of the resume code with a passed cell's variable read through its
+    parameter: LOAD_DEREF n -> LOAD_FAST ___cell_n; LOAD_ATTR cell_contents, and so on.
+    (3.13+ pushes a cell for a closure with LOAD_FAST of the cell slot.)"""
+    if not (isinstance(item, bc.Instr) and isinstance(item.arg, bc.CellVar) and item.arg.name in cells):
+        return [item]
+    param, at, op = cell_param(item.arg.name), item.location, item.name
+    cell = bc.Instr("LOAD_FAST", param, location=at)
+    if op == "MAKE_CELL":
+        return []
+    if op in ("LOAD_CLOSURE", "LOAD_FAST", "LOAD_FAST_BORROW"):
+        return [cell]
+    if op == "LOAD_DEREF":
+        return [cell, bc.Instr("LOAD_ATTR", (False, "cell_contents") if PY312 else "cell_contents", location=at)]
+    if op == "STORE_DEREF":
+        return [cell, bc.Instr("STORE_ATTR", "cell_contents", location=at)]
+    if op == "DELETE_DEREF":
+        return [cell, bc.Instr("DELETE_ATTR", "cell_contents", location=at)]
+    raise AssertionError(op)  # why_cells_not_passed admits only _CELL_OPS
 
 
 def _with_handlers(code, target: int, items: list) -> list:

@@ -1,5 +1,6 @@
 """Changes the trace made to objects from outside the frame: lists, dicts, and the plain
-attributes it set on objects (`obj.count = n`, `config.problem_type = "regression"`).
+attributes it set on objects (`obj.count = n`, `config.problem_type = "regression"`), and
+the cells of the frame a resume function was handed (`nonlocal` variables its closures share).
 
 A trace never writes to a real object: it changes the object's tracker, and the entry
 writes the final state back after the graph has run (`lst[:] = ...`, `d.clear();
@@ -147,7 +148,10 @@ def _replaced_sources(output) -> set:
         if owner is None:
             continue
         holder = owner[0]
-        if isinstance(holder, UserObjectVariable):
+        if getattr(holder, "replaces", None) is not None:  # a cell the trace assigned (functions.py)
+            if holder.replaces(source, var):
+                replaced.add(source)
+        elif isinstance(holder, UserObjectVariable):
             if isinstance(source, AttrSource) and source.attr in holder.stored and holder.stored[source.attr] is not var:
                 replaced.add(source)
         elif isinstance(source, ItemSource) and getattr(holder, "writeback", None) is None:

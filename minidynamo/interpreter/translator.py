@@ -20,7 +20,8 @@ from ..variables.base import NULL
 from ..variables.builder import wrap
 from ..variables.c_callables import wrap_untraced_result
 from ..codegen import code_signature
-from ..variables.functions import CellVariable, bind_arguments
+from ..variables.functions import (CellVariable, FrameCellVariable, UserFunctionVariable, bind_arguments,
+                                   frame_cells, wrap_closure_local)
 from .opcodes.binary import BinaryOps
 from .opcodes.build import BuildOps
 from .opcodes.calls import CallOps
@@ -275,9 +276,19 @@ def trace(output: OutputGraph, fn, args: tuple, kwargs: dict, stop_at: int | Non
     tx = InstructionTranslator(output, code, {}, {}, fn.__globals__, logs=logs)
     tx.is_root, tx.stop_at = True, stop_at
     untraced = info.untraced_results if info is not None else ()
-    f_locals = {name: (wrap_untraced_result if name in untraced else wrap)(tx, value, LocalSource(name))
-                for name, value in bound.arguments.items()}
-    from ..variables.functions import UserFunctionVariable
+    passed = {}  # the frame's cells handed over by reference: original name → tracker
+    if info is not None:
+        shared = frame_cells(output)
+        for param, name in info.cells.items():
+            cell = bound.arguments.pop(param)
+            passed[name] = shared[id(cell)] = FrameCellVariable(cell, name, LocalSource(param))
+
+    def bind(name, value):
+        if name in untraced:
+            return wrap_untraced_result(tx, value, LocalSource(name))
+        return (passed and wrap_closure_local(tx, value, LocalSource(name))) or wrap(tx, value, LocalSource(name))
+
+    f_locals = {name: bind(name, value) for name, value in bound.arguments.items()}
     if info is not None:
         stack = iter([f_locals.pop(name) for name in info.stack_names])
         tx.stack = [NULL if null else next(stack) for null in info.nulls]
@@ -286,6 +297,7 @@ def trace(output: OutputGraph, fn, args: tuple, kwargs: dict, stop_at: int | Non
                     if param in f_locals}
     tx.f_locals = f_locals
     tx.cells = make_cells(code, f_locals, UserFunctionVariable(fn).closure_cells(tx))
+    tx.cells.update(passed)
     from ..variables.generators import check_at_trace_end
     try:
         result = tx.run()

@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import inspect
 import types
+import weakref
 
 from ..exc import unsupported
 from ..guards import Guard
-from ..sources import AttrSource, ClosureSource, ObjectSource
+from ..sources import AttrSource, ClosureSource, ItemSource, ObjectSource
 from .base import VariableTracker
 from .code_objects import CodeVariable, signature_of
-from .constant import ConstantVariable
+from .constant import ConstantVariable, is_constant_value
 from .dicts import DictVariable
 from .lists import TupleVariable
 from .purity import is_compiler_disabled
@@ -34,6 +35,94 @@ class CellVariable(VariableTracker):
 
     def store(self, tx, value):
         self.contents = value
+
+    # A closure made in the trace over this cell outlives it (returned, or live at a graph
+    # break), or the cell itself is handed to a resume function: a real cell, made once.
+    def rebuild_new(self, rb) -> str:
+        return f"{rb.ns.bind(types.CellType, 'CellType')}()"
+
+    def rebuild_fill(self, rb, name: str) -> list:
+        return [] if self.contents is None else [f"{name}.cell_contents = {rb.expr(self.contents)}"]
+
+
+class FrameCellVariable(CellVariable):
+    """A cell of the frame handed to its resume function by reference (a parameter,
+    `source`): closures made before the break share it. Its contents are read on first use
+    (guarded through the parameter); a store is recorded and written back after the graph,
+    before a break's native instruction or the return (side_effects.py)."""
+
+    __slots__ = ("cell", "loaded")
+
+    def __init__(self, cell, name: str, source):
+        super().__init__(name)
+        self.cell = cell
+        self.source = source
+        self.loaded = False
+
+    def load(self, tx):
+        if not self.loaded:
+            from .builder import wrap
+            try:
+                value = self.cell.cell_contents
+            except ValueError:
+                unsupported("exceptions", f"NameError: free variable {self.name!r} referenced before assignment")
+            source = AttrSource(self.source, "cell_contents")
+            self.contents = wrap_closure_local(tx, value, source) or wrap(tx, value, source)
+            self.loaded = True
+        return self.contents
+
+    def store(self, tx, value):
+        output = tx.output
+        if id(self) not in output.mutated:
+            output.mutated[id(self)] = (self, f"assigning the variable {self.name!r} closures share")
+            output.wrapped.setdefault(self.source, (self.cell, self))  # found again by mutation_guards
+        self.contents = value
+        self.loaded = True
+
+    def writeback(self, rb, target: str, temp: str) -> tuple[str, str]:
+        """(the final contents, how to put them in): side_effects.py."""
+        return rb.expr(self.contents), f"{target}.cell_contents = {temp}"
+
+    def replaces(self, source, var) -> bool:
+        """Whether the writeback makes `source` name another object than `var`."""
+        return isinstance(source, AttrSource) and source.attr == "cell_contents" and self.contents is not var
+
+
+# id(real cell) → its FrameCellVariable, per trace: a closure the resume function holds
+# reaches the frame's variable through the same tracker (its writes are the frame's).
+_frame_cells: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+
+
+def frame_cells(output) -> dict:
+    found = _frame_cells.get(output)
+    if found is None:
+        found = _frame_cells[output] = {}
+    return found
+
+
+def wrap_closure_local(tx, value, source):
+    """A function made per call over cells passed to this resume function (a local such as
+    `inc` closing over `n`, or a cell's contents such as a recursive `fact`), or None: pinned by its code, globals, constant defaults
+    and each closure cell being the passed cell (an identity guard on the function would
+    fail on every call)."""
+    cells = frame_cells(tx.output)
+    closure = value.__closure__ if isinstance(value, types.FunctionType) else None
+    if not closure or "<" not in value.__qualname__ or value.__dict__ \
+            or not all(id(c) in cells for c in closure) \
+            or not all(is_constant_value(d) for d in (value.__defaults__ or ())) \
+            or not all(is_constant_value(d) for d in (value.__kwdefaults__ or {}).values()):
+        return None
+    guards = tx.output.guards
+    guards.add(Guard("TYPE_MATCH", source, types.FunctionType))
+    guards.add(Guard("ID_MATCH", AttrSource(source, "__code__"), value.__code__))
+    guards.add(Guard("ID_MATCH", AttrSource(source, "__globals__"), value.__globals__))
+    guards.add(Guard("EQUALS_MATCH", AttrSource(source, "__defaults__"), value.__defaults__))
+    guards.add(Guard("EQUALS_MATCH", AttrSource(source, "__kwdefaults__"), value.__kwdefaults__))
+    guards.add(Guard("EQUALS_MATCH", AttrSource(source, "__dict__"), {}))
+    for i, c in enumerate(closure):
+        guards.add(Guard("ALIAS_MATCH", ItemSource(AttrSource(source, "__closure__"), i), True,
+                         {"other": cells[id(c)].source}))
+    return UserFunctionVariable(value, source)
 
 
 class RealCellVariable(VariableTracker):
@@ -92,7 +181,9 @@ class UserFunctionVariable(BaseFunctionVariable):
     def closure_cells(self, tx):
         code = self.fn.__code__
         cells = self.fn.__closure__ or ()
-        return {name: RealCellVariable(cell, name) for name, cell in zip(code.co_freevars, cells)}
+        shared = frame_cells(tx.output) if tx is not None else {}
+        return {name: shared.get(id(cell)) or RealCellVariable(cell, name)
+                for name, cell in zip(code.co_freevars, cells)}
 
     def guard_source(self):
         """Where guards read this function: its source, else the function object itself (a
