@@ -4,9 +4,9 @@ A symbolic size is a `torch.SymInt` of torch's own shape environment (`ShapeEnv`
 input's fake tensor is made with symbolic dimensions, fake ops compute symbolic result
 shapes, and whatever the trace decides about a size (a Python branch `if n > 16`, a
 size fixed by a `range(n)`, two sizes found equal) is recorded by the environment as a
-guard. At the end of the trace `ShapeEnv.produce_guards` renders those guards as Python
-expressions over the entry's parameters (`x.size(0) >= 2`, `x.stride(0) == y.size(1)`):
-one SHAPE_ENV guard each, checked after the tensors' own TENSOR_MATCH guards (which then
+guard. At the end of the trace shape_guards.py collects those guards as sympy expressions
+and prints them as Python over the entry's parameters (`2 <= x.size(0)`,
+`x.stride(0) == y.size(1)`): one SHAPE_ENV guard each, checked after the tensors' own TENSOR_MATCH guards (which then
 leave the symbolic dimensions out).
 
 Which dimensions are symbolic (the policy, as torch.compile's `dynamic=`):
@@ -23,12 +23,13 @@ torch.compile: a symbolic dimension that is 0 or 1 when traced is checked for th
 """
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
 import torch
 from torch._guards import GuardSource
 from torch._guards import Source as _TorchSource
+
+from .shape_guards import collect, render  # noqa: F401 - render: guard_kinds, sources
 
 DYNAMIC_ATTR = "_minidynamo_dynamic_dims"
 STATIC_ATTR = "_minidynamo_static_dims"
@@ -117,39 +118,20 @@ class DynamicPolicy:
 
 @dataclass(frozen=True)
 class SymSource(_TorchSource):
-    """How the shape environment names input `index` of the trace: a token that
-    `render` replaces by the input's expression (the environment's sources must be its
-    own Source type; ours render with a Namespace it does not know)."""
+    """How the shape environment names input `index` of the trace (its sources must be its
+    own Source type; the guards name the input by index: shape_guards.Term)."""
 
     index: int
 
     @property
     def name(self) -> str:  # a property in torch's Source
-        return f"@{self.index}@"
+        return f"input{self.index}"
 
     def guard_source(self):
         return GuardSource.LOCAL
 
     def reconstruct(self, codegen):  # pragma: no cover - never used by minidynamo
         raise NotImplementedError
-
-
-_TOKEN = re.compile(r"@(\d+)@")
-# `x.size()[0]` builds a Size per check; `x.size(0)` reads one int.
-_ITEM = re.compile(r"\.(size|stride)\(\)\[(\d+)\]")
-
-
-_MODULES = re.compile(r"\b(math|torch|operator)\.")  # what the environment's printer calls
-
-
-def render(text: str, sources: list, ns=None) -> str:
-    """A shape-environment expression over our sources: as code (with `ns`) or for people."""
-    text = _ITEM.sub(r".\1(\2)", text)
-    if ns is not None:
-        import importlib
-        text = _MODULES.sub(lambda m: ns.bind(importlib.import_module(m.group(1)), m.group(1)) + ".", text)
-    return _TOKEN.sub(lambda m: sources[int(m.group(1))].expr(ns) if ns is not None
-                      else sources[int(m.group(1))].name(), text)
 
 
 def new_shape_env():
@@ -201,30 +183,25 @@ def static_or_none(values) -> tuple:
     return tuple(None if is_symbolic(v) else int(v) for v in values)
 
 
-def shape_guard_texts(shape_env, fakes: list) -> list[str]:
-    """The environment's guards over the symbolic inputs, as expressions with tokens."""
+def shape_guard_exprs(shape_env, fakes: list, static: list) -> list:
+    """The environment's guards over the symbolic inputs (shape_guards.ShapeExpr), less
+    those pinning a size or stride that was static when its input was made (TENSOR_MATCH
+    checks it) or a storage offset (no entry checks that: the graph's ops do not depend
+    on it). A size made symbolic and specialised since (`range(n)`) keeps its guard."""
     if shape_env is None or not fakes:
         return []
-    sources = [SymSource(i) for i in range(len(fakes))]
-    # Not ignore_static: a size that was symbolic and got specialised (`range(n)`) is
-    # static by now, and its `== value` guard must stay (the caller drops the ones that
-    # TENSOR_MATCH checks already).
+    # NOTE: the trace changes a fake's metadata where the input's own is changed in place
+    # (`x.t_()`); the guards are about the input as it comes in.
     fakes = [getattr(f, "_minidynamo_as_made", f) for f in fakes]
-    found = shape_env.produce_guards_verbose(fakes, sources, ignore_static=False, langs=("python",))
-    return list(found[0].exprs)
-
-
-_PLAIN = re.compile(r"^@(\d+)@(?:\.(size|stride)\(\)\[(\d+)\]|\.(storage_offset)\(\)) == -?\d+$")
-
-
-def checked_elsewhere(code: str, static: list) -> bool:
-    """A guard `@i@.size()[d] == c` on a dimension that was static when the input was made
-    (TENSOR_MATCH checks it), or on its storage offset (no entry checks that: the graph's ops
-    do not depend on it)."""
-    m = _PLAIN.match(code)
-    if m is None:
-        return False
-    if m.group(4):
-        return True
-    sizes, strides = static[int(m.group(1))]
-    return (sizes if m.group(2) == "size" else strides)[int(m.group(3))]
+    out = []
+    for expr, pins_int in collect(shape_env, fakes):
+        if pins_int:
+            term = expr.reads()[0]
+            if term.prop == "storage_offset":
+                continue
+            if term.prop is not None:
+                sizes, strides = static[term.index]
+                if (sizes if term.prop == "size" else strides)[term.dim]:
+                    continue
+        out.append(expr)
+    return out

@@ -36,8 +36,8 @@ from torch._subclasses.fake_tensor import (
 from torch.fx.experimental.symbolic_shapes import GuardOnDataDependentSymNode, free_unbacked_symbols
 
 from .exc import unsupported
-from .dynamic import (checked_elsewhere, has_symbolic, is_symbolic, new_shape_env, render, shape_guard_texts,
-                      symbolic_fake, symbolic_int)
+from .dynamic import (has_symbolic, is_symbolic, new_shape_env, render, shape_guard_exprs, symbolic_fake,
+                      symbolic_int)
 from .fakecache import input_fake, op_key, op_result, remember
 from .guards import Guard, GuardSet, shape_guard, tensor_guard
 from .sources import Source
@@ -185,26 +185,9 @@ class OutputGraph:
 
     def shape_guards(self) -> list:
         """The shape environment's guards over the symbolic inputs (after the trace)."""
-        texts = shape_guard_texts(self.shape_env, [f for _, f in self.symbolic_inputs])
-        if not texts:
-            return []
+        exprs = shape_guard_exprs(self.shape_env, [f for _, f in self.symbolic_inputs], self._static)
         inputs = [s for s, _ in self.symbolic_inputs]
-        terms = []  # every size, stride and offset of the symbolic inputs, by its token text
-        for i, (_, fake) in enumerate(self.symbolic_inputs):
-            if not isinstance(fake, torch.Tensor):  # an int argument
-                terms.append(f"@{i}@")
-                continue
-            terms += [f"@{i}@.size()[{d}]" for d in range(fake.dim())]
-            terms += [f"@{i}@.stride()[{d}]" for d in range(fake.dim())]
-            terms.append(f"@{i}@.storage_offset()")
-        out = []
-        for text in texts:
-            code, _, why = text.partition("  # ")
-            if checked_elsewhere(code.strip(), self._static):
-                continue
-            used = [(render(t, inputs), t) for t in terms if t in code]
-            out.append(shape_guard(code.strip(), inputs, used, f" ({why})" if why else ""))
-        return out
+        return [shape_guard(e, inputs, [(render(t, inputs), t) for t in e.reads()]) for e in exprs]
 
     def sym_node(self, kind: str, target, args: tuple, value) -> fx.Node:
         """A node computing a symbolic int/float/bool (a size, arithmetic on sizes)."""
