@@ -116,9 +116,17 @@ class OptimizedModule(torch.nn.Module):
     OptimizedModule. Parameters, buffers, state_dict (the original's keys, no prefix),
     train/eval and attribute reads are the original module's."""
 
+    # The wrapper's own attributes; every other write or delete goes to the original module
+    # (as torch.compile's OptimizedModule: `opt.scale = 3.0` changes what the call reads).
+    _own_attributes = frozenset({"_orig_mod", "_optimized", "_super_module_initialized", "forward", "__dict__"})
+
     def __init__(self, mod: torch.nn.Module, backend="eager", fullgraph: bool = False, mode=None,
                  dynamic=None):
+        # NOTE: first: Module.__init__ writes `training`, which the property below forwards.
+        object.__setattr__(self, "_orig_mod", mod)
+        self._super_module_initialized = False
         super().__init__()
+        self._super_module_initialized = True
         self._orig_mod = mod  # a submodule: parameters(), .to(), train() reach it
 
         def forward(*args, **kwargs):
@@ -137,6 +145,25 @@ class OptimizedModule(torch.nn.Module):
         if name in ("_orig_mod", "_optimized"):
             return self.__dict__[name] if name in self.__dict__ else super().__getattr__(name)
         return getattr(self._orig_mod, name)
+
+    @property
+    def training(self) -> bool:
+        return self._orig_mod.training
+
+    @training.setter
+    def training(self, value: bool) -> None:
+        if self.__dict__.get("_super_module_initialized"):  # not Module.__init__'s default
+            self._orig_mod.training = value
+
+    def __setattr__(self, name, value):
+        if hasattr(type(self), name) or name in self._own_attributes:
+            return super().__setattr__(name, value)
+        return setattr(self._orig_mod, name, value)
+
+    def __delattr__(self, name):
+        if hasattr(type(self), name) or name in self._own_attributes:
+            return super().__delattr__(name)
+        return delattr(self._orig_mod, name)
 
     def state_dict(self, *args, **kwargs):
         return self._orig_mod.state_dict(*args, **kwargs)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+import torch._dynamo
 
 import minidynamo
 from helpers import CountingBackend
@@ -97,3 +98,58 @@ def test_decorator_factory_form():
 def test_a_module_class_is_still_an_error(bad):
     with pytest.raises(TypeError, match="class Linear"):
         minidynamo.optimize(bad)
+
+# --- attribute writes and deletes reach the original module (as torch.compile's) ---
+class Scaled(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.scale = 2.0
+        self.lin = torch.nn.Linear(3, 3)
+
+    def forward(self, x):
+        out = self.lin(x) * self.scale
+        if getattr(self, "shift", None) is not None:
+            out = out + self.shift
+        return out
+
+
+@pytest.mark.parametrize("wrap", ["minidynamo", "torch.compile"])
+def test_writes_and_deletes_reach_the_original_module(wrap):
+    torch._dynamo.reset()
+    mod = Scaled()
+    opt = minidynamo.optimize(mod) if wrap == "minidynamo" else torch.compile(mod, backend="eager")
+    x = torch.randn(2, 3)
+    torch.testing.assert_close(opt(x), mod(x))
+    opt.scale = 3.0
+    assert mod.scale == 3.0 and opt.scale == 3.0 and "scale" not in type(opt).__dict__
+    torch.testing.assert_close(opt(x), mod.lin(x) * 3.0)
+    opt.shift = torch.ones(3)
+    torch.testing.assert_close(opt(x), mod.lin(x) * 3.0 + 1)
+    del opt.shift
+    assert not hasattr(mod, "shift") and not hasattr(opt, "shift")
+    torch.testing.assert_close(opt(x), mod.lin(x) * 3.0)
+    opt.lin = torch.nn.Linear(3, 3)  # a submodule swapped through the wrapper
+    assert mod.lin is opt.lin
+    torch.testing.assert_close(opt(x), mod.lin(x) * 3.0)
+    with pytest.raises(AttributeError):
+        del opt.missing
+
+
+def test_training_mode_is_the_original_modules():
+    mod = Scaled()
+    opt = minidynamo.optimize(mod)
+    assert opt.training and mod.training
+    opt.eval()
+    assert not mod.training and not opt.training and not mod.lin.training
+    opt.training = True
+    assert mod.training and opt.training
+    mod.train(False)
+    assert not opt.training
+
+
+def test_the_wrappers_own_attributes_stay_on_the_wrapper():
+    mod = Scaled()
+    opt = minidynamo.optimize(mod)
+    assert opt._orig_mod is mod and "_optimized" in opt.__dict__
+    assert not hasattr(mod, "_optimized") and not hasattr(mod, "_super_module_initialized")
+    assert list(opt.state_dict()) == list(mod.state_dict())
