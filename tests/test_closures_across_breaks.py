@@ -9,7 +9,6 @@ from __future__ import annotations
 import sys
 
 import pytest
-import torch
 
 import minidynamo
 from helpers import assert_uses

@@ -150,10 +150,10 @@ def test_nested_try_no_match_goes_outward():
 
 def test_as_name_is_cleared_after_handler():
     def f(x):
-        e = 5
+        e = 5  # noqa: F841 - rebound by the handler, then cleared
         try:
             raise ValueError("v")
-        except ValueError as e:  # noqa: F841
+        except ValueError as e:  # noqa: F841,F811
             pass
         return x + ("e" in locals() and 0)
 
@@ -324,7 +324,7 @@ def test_uncaught_raise_escapes_like_eager():
 
 def test_uncaught_raise_in_root_keeps_break_before():
     def f(x, log):
-        y = x + 1
+        y = x + 1  # noqa: F841 - tensor work before the raise
         log.append("before")
         raise ValueError("out")
 

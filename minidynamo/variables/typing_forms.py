@@ -13,7 +13,7 @@ import types
 import typing
 
 from ..exc import unsupported
-from .base import ObjectConstantVariable, VariableTracker
+from .base import ObjectConstantVariable
 from .builder import register_wrapper, wrap
 from .lists import TupleVariable
 
