@@ -253,10 +253,12 @@ def test_backend_that_raises_is_a_backend_error_naming_it():
 
     def f(x):
         y = x
-        keep = lambda: y  # noqa: E731 - a cell variable: the frame cannot break
         ran.append(1)
-        print("runs eagerly")  # declined: the whole call runs eagerly, no graph
-        return keep() * 2
+        try:
+            print("runs eagerly")  # declined inside a try: the frame cannot break, the whole call runs eagerly
+        finally:
+            pass
+        return y * 2
 
     def g(x):
         return x * 2
