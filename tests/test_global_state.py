@@ -205,6 +205,13 @@ def _sets_grad_mode(x):
     return y
 
 
+def _sets_default_dtype(x):
+    torch._C._set_default_dtype(torch.float64)  # a stateful C function the trace declines
+    y = x * torch.ones(x.shape)  # float64 in eager: the break runs the setter natively first
+    torch._C._set_default_dtype(torch.float32)
+    return y
+
+
 def _sets_threads(x):
     torch.set_num_threads(1)
     return x + 1
@@ -214,13 +221,14 @@ def _random(x):
     return torch.rand(3) + torch.nn.functional.dropout(x, 0.5) + torch.randn_like(x)
 
 
-@pytest.mark.parametrize("fn", [_uses_compiler_disable, _sets_grad_mode, _sets_threads, _random],
-                         ids=lambda f: f.__name__)
+@pytest.mark.parametrize("fn", [_uses_compiler_disable, _sets_grad_mode, _sets_default_dtype, _sets_threads,
+                                _random], ids=lambda f: f.__name__)
 def test_explain_and_declined_traces_change_nothing(fn):
     x = torch.ones(4, 3)
-    if fn is _random:  # traced whole: explain runs nothing
+    if fn in (_random, _sets_grad_mode):  # traced whole (grad mode is a change in the graph): explain runs nothing
         with _unchanged("explain()"):
-            minidynamo.explain(fn)(x)
+            out = minidynamo.explain(fn)(x)
+        assert out.graph_count == 1 and out.graph_break_count == 0, out
         return
     # The others break at a declined call: explain runs the call for real, as the plain
     # call would, and the traces around the break add nothing to what it changes.
@@ -243,11 +251,13 @@ def test_compiler_disable_is_named():
 
 
 def test_stateful_c_function_is_declined_before_it_runs_and_named():
-    opt, _ = opt_of(_sets_grad_mode)
+    # (torch._C._set_grad_enabled is traced now: a grad-mode change in the graph.)
+    opt, _ = opt_of(_sets_default_dtype)
     with _unchanged("a declined trace"):
-        minidynamo.explain(_sets_grad_mode)(torch.ones(2))
-    opt(torch.ones(2))
-    assert "torch._C._set_grad_enabled is not a torch operator" in str(opt.cache_entries()[0].break_reason)
+        minidynamo.explain(_sets_default_dtype)(torch.ones(2))
+    assert opt(torch.ones(2)).dtype == torch.float64  # as eager: the setter ran natively, once, before the op
+    assert torch.get_default_dtype() == torch.float32
+    assert "torch._C._set_default_dtype is not a torch operator" in str(opt.cache_entries()[0].break_reason)
 
 
 def test_reasons_name_the_real_qualified_function():
