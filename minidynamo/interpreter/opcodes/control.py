@@ -21,8 +21,8 @@ class ControlOps:
     def SETUP_EXCEPT(self, inst):  # pseudo-instruction from normalize() (3.11+)
         pass
 
-    def SETUP_FINALLY(self, inst):  # 3.10: the block's handler is never reached (nothing is caught)
-        pass
+    def SETUP_FINALLY(self, inst):  # 3.10: a try block; a raise in it goes to its handler
+        self.blocks.append(("try", inst.target, len(self.stack)))
 
     def BEFORE_WITH(self, inst):  # 3.11+: ... cm → ..., cm.__exit__, cm.__enter__()
         # 3.14 (normalized from LOAD_SPECIAL ... CALL 0): ... cm → ..., cm.__exit__, NULL,
@@ -55,9 +55,13 @@ class ControlOps:
 
     def SETUP_WITH(self, inst):  # 3.10: the same, plus a block the normal path pops
         self.BEFORE_WITH(inst)
+        # The block is set up above __enter__'s result, as CPython does: a raise reaching it
+        # declines (opcodes/exceptions.py), its __exit__ handler is not modeled.
+        self.blocks.append(("with", inst.target, len(self.stack) - 1))
 
-    def POP_BLOCK(self, inst):  # 3.10: the end of a with block's body (try blocks decline first)
-        pass
+    def POP_BLOCK(self, inst):  # 3.10: the end of a try or with block's body
+        if self.blocks:
+            self.blocks.pop()
 
     def SETUP_ASYNC_WITH(self, inst):
         unsupported("generator", "async with")

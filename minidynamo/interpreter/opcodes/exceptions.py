@@ -13,7 +13,17 @@ left by a Python function its call instruction inlined directly (the frames betw
 nothing but their bytecode). One that came out of a model of a builtin (a map's
 function, a generator pulled by list()), a generator's body, or that reaches a with
 statement's exit, is caught by no frame any more: it declines as before, so the eager run
-raises and handles it. 3.10's block stack is not modeled: there nothing is caught.
+raises and handles it.
+
+3.10 has no exception table: the translator keeps CPython's block stack (`tx.blocks`:
+SETUP_FINALLY and SETUP_WITH push, POP_BLOCK pops). A raise unwinds it as ceval's
+exception_unwind does: an except-handler block on the way is left (the stack cut to its
+depth plus the 3 values of the exception it saved, which are popped and restored); at the
+innermost try block the stack is cut to its depth, an except-handler block is pushed, then
+the previous exception as 3 values and the new one as (tb, value, type), and the trace goes
+on at the handler. A type slot holds the exception's tracker (read only by
+JUMP_IF_NOT_EXC_MATCH), a traceback slot a None (never read by compiled handlers: a
+RERAISE reads the value slot). A with block reached first declines, as on 3.11+.
 Where an exception made in the optimized frame itself leaves it uncaught, the frame breaks
 at the call that made it, as it did when making one declined.
 """
@@ -89,9 +99,11 @@ class ExceptionOps:
         the call it made: False where this frame does not catch it (it propagates)."""
         if not e.catchable:
             return False
-        if not (e.origin == (self, index) or e.through == (self, index)) or self.generator or not PY311:
+        if not (e.origin == (self, index) or e.through == (self, index)) or self.generator:
             e.catchable = False
             return False
+        if not PY311:
+            return self._catch_310(e)
         entry = self.instructions[index].handler
         if entry is None:
             return False  # the frame's caller may catch it
@@ -107,6 +119,37 @@ class ExceptionOps:
         self.ip = target
         return True
 
+    def _catch_310(self, e: Raised) -> bool:
+        """3.10: unwind the block stack to the innermost try block's handler."""
+        blocks = self.blocks
+        if not any(kind == "try" for kind, _, _ in blocks):
+            return False  # nothing here catches it; the frame's caller may
+        while blocks:
+            kind, target, depth = blocks.pop()
+            if kind == "except":  # leaving a handler: the exception it saved comes back
+                del self.stack[depth + 3:]
+                self._restore_exc_info()
+                continue
+            if kind != "try":
+                e.catchable = False  # a with statement's __exit__ would get it: not modeled
+                return False
+            assert depth <= len(self.stack), (depth, len(self.stack))
+            del self.stack[depth:]
+            blocks.append(("except", None, depth))
+            none = ConstantVariable(None)
+            prev = none if self.exc_info is None else self.exc_info
+            self.stack += [none, prev, prev]  # the previous exception: tb, value, type
+            self.exc_info = e.value
+            self.stack += [none, e.value, e.value]  # this one: tb, value, type (its tracker)
+            self.ip = target
+            return True
+        return False
+
+    def _restore_exc_info(self):
+        """3.10: pop an except-handler block's 3 saved values (type, value, tb), restored."""
+        _type, value, _tb = self.pop(), self.pop(), self.pop()
+        self.exc_info = None if _none(value) else value
+
     def _with_exit(self, target: int) -> bool:
         insts = self.instructions
         while insts[target].opname == "SETUP_EXCEPT":
@@ -121,6 +164,12 @@ class ExceptionOps:
         self.push(exc)
 
     def POP_EXCEPT(self, inst):  # 3.11+: previous exc_info →, restored
+        if not PY311:  # 3.10: the except-handler block goes, its 3 saved values restored
+            if not self.blocks or self.blocks[-1][0] != "except":
+                unsupported("exceptions", "POP_EXCEPT outside a handler the trace entered")
+            self.blocks.pop()
+            self._restore_exc_info()
+            return
         prev = self.pop()
         self.exc_info = None if _none(prev) else prev
 
@@ -131,8 +180,21 @@ class ExceptionOps:
             unsupported("exceptions", f"matching {exc.describe()} against an except clause")
         self.push(ConstantVariable(matches(exc, spec)))
 
-    def RERAISE(self, inst):  # 3.11+: [lasti,] exc → raised again from here
+    def JUMP_IF_NOT_EXC_MATCH(self, inst):  # 3.10: type, spec → ; jump unless it matches
+        spec = self.pop()
         exc = self.pop()
+        if not isinstance(exc, ExceptionVariable):
+            unsupported("exceptions", f"matching {exc.describe()} against an except clause")
+        if not matches(exc, spec):
+            self.ip = inst.target
+
+    def RERAISE(self, inst):  # 3.11+: [lasti,] exc → raised again from here
+        if not PY311:  # 3.10: tb, value, type → the value raised again
+            self.pop()
+            exc = self.pop()
+            self.pop()
+        else:
+            exc = self.pop()
         if not isinstance(exc, ExceptionVariable):
             unsupported("exceptions", f"re-raising {exc.describe()}")
         self.throw(exc)
