@@ -5,7 +5,6 @@ sequence could be caught by something else, the trace declines as before."""
 from __future__ import annotations
 
 import collections.abc
-import sys
 
 import torch
 
@@ -112,12 +111,8 @@ def test_an_index_error_caught_inside_getitem_is_not_the_end():
         return [x + s for s in CaughtInside([1.0, 2.0])]
 
     # eager: 1, 2, then -1, -1 (caught inside), and the third past the end escapes: 4 items.
-    # 3.11+ catches the first two in the trace (test_exceptions_traced.py); 3.10 runs the
-    # whole call eagerly.
-    if sys.version_info >= (3, 11):
-        check(f, (t(),), kind="graph")
-    else:
-        check(f, (t(),), kind="eager", reason="exceptions")
+    # The trace catches the first two (test_exceptions_traced.py), on every Python.
+    check(f, (t(),), kind="graph")
 
 
 def test_python_iter_returning_an_iterator():
