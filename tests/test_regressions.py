@@ -70,9 +70,11 @@ def test_bare_optimize_of_a_class_raises():
 def test_fallback_entry_does_not_keep_first_arguments_alive():
     def f(x):
         y = x
-        keep = lambda: y  # noqa: E731 - a cell variable: the frame cannot break, the call runs eagerly
-        print("side effect")
-        return keep() + 1
+        try:
+            print("side effect")  # inside a try: the frame cannot break, the call runs eagerly
+        finally:
+            pass
+        return y + 1
     opt = minidynamo.optimize()(f)
     x = torch.ones(1000)
     opt(x)
