@@ -25,9 +25,14 @@ from helpers import CountingBackend  # noqa: E402
 
 @pytest.fixture(autouse=True)
 def _reset_minidynamo():
+    import torch.distributions
     minidynamo.reset()
     limit = minidynamo.config.cache_size_limit
+    # torch.compile's first call turns distribution argument validation off process-wide
+    # (torch/_dynamo/eval_frame.py): a test comparing with it must not change later tests.
+    validate = torch.distributions.Distribution._validate_args
     yield
+    torch.distributions.Distribution.set_default_validate_args(validate)
     minidynamo.config.cache_size_limit = limit
     minidynamo.reset()
 
