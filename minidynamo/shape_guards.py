@@ -194,6 +194,15 @@ class SourcePrinter(PythonPrinter):
     def _print_RShift(self, expr) -> str:
         return self.stringify(expr.args, " >> ", PRECEDENCE["BitwiseAnd"] + 1)
 
+    def _print_Pow(self, expr) -> str:
+        # A symbolic exponent (a shift by a size: older torch folds LShift into x * 2**s)
+        # prints as Python's `**`; torch's printer takes only integer exponents before 2.11.
+        base, exp = expr.args
+        if exp.is_Number:
+            return super()._print_Pow(expr)
+        b, e = (self.parenthesize(a, PRECEDENCE["Pow"] + 0.5) for a in (base, exp))
+        return f"{b} ** {e}"
+
     def _print_Where(self, expr) -> str:
         c, p, q = (self.parenthesize(a, PRECEDENCE["Atom"] - 0.5) for a in expr.args)
         return f"({p} if {c} else {q})"

@@ -86,7 +86,7 @@ def test_each_function_prints_as_python_with_sympys_value(name, make, sizes):
     if not name.endswith("Shift") and name != "CeilDiv":
         assert any(type(a).__name__ == name for a in sympy.preorder_traversal(expr)), expr
     x = torch.empty(sizes)
-    want = expr.xreplace({s0: sizes[0], s1: sizes[1]})
+    want = expr.xreplace({s0: sympy.Integer(sizes[0]), s1: sympy.Integer(sizes[1])})
     got = _evaluate(expr, x)
     if want.is_Integer or want in (sympy.true, sympy.false):
         assert got == want and type(got) in (int, bool), (name, got, want)
