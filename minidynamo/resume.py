@@ -34,7 +34,7 @@ from dataclasses import dataclass
 
 import bytecode as bc
 
-from ._compat import PY311, PY312
+from ._compat import PY311, PY312, PY314
 from .frame_hook import run_plainly
 from .instructions import normalize
 
@@ -178,6 +178,8 @@ def why_cells_not_passed(code) -> str | None:
 
 
 def _why_cells_not_passed(code) -> str | None:
+    if PY314:  # the resume code reading cells through parameters crashes 3.14's interpreter
+        return "Python 3.14: cells are passed by value"
     if any(cell_of(n) is not None for n in code.co_varnames):
         return "a local's name is reserved for passed cells"
     cells = set(code.co_cellvars)
