@@ -12,9 +12,11 @@ import pytest
 
 import minidynamo
 
-pytestmark = pytest.mark.skipif(sys.version_info >= (3, 14), reason="3.14 passes cells by value (resume.py): the by-reference resume code crashed its interpreter")
 from helpers import assert_uses
 from test_graph_breaks import LOG, differ, log_state, t
+
+pytestmark = pytest.mark.skipif(sys.version_info >= (3, 14), reason="3.14 passes cells by value (resume.py): "
+                                "the by-reference resume code crashed its interpreter")
 
 
 @minidynamo.disable
