@@ -31,6 +31,7 @@ from __future__ import annotations
 import itertools
 import operator
 import weakref
+from collections import OrderedDict
 
 import torch
 
@@ -44,7 +45,7 @@ MAX_ROOTS = 64  # snapshots kept per entry (one per root object: a layer, a mode
 MAX_TAKES = 8
 _TABLES = ("_parameters", "_buffers", "_modules")  # Module.__getattr__'s order
 _ROOTS = (LocalSource, ClosureSource, GlobalSource, ObjectSource)
-_ABSENT = object()
+_PLAIN_DICTS = (dict, OrderedDict)  # dicts whose items C reads as stored (no __getitem__ of their own)
 
 _is = operator.is_
 _flat = itertools.chain.from_iterable
@@ -237,6 +238,15 @@ class Snapshots:
                 raise _Refuse
             entry[key] = value
 
+        def found(d, key, value) -> bool:
+            """Whether `key` is in `d`; where it is, it must hold `value`, now a read."""
+            if key not in d:
+                return False
+            if d[key] is not value:
+                raise _Refuse
+            read(d, key, value)
+            return True
+
         def module(m):
             if not plain_module_class(type(m)):
                 raise _Refuse
@@ -255,21 +265,15 @@ class Snapshots:
             elif step[0] == "attr":
                 d = module(base)
                 name = step[1]
-                if name in d:
-                    if d[name] is not v:
-                        raise _Refuse
-                    read(d, name, v)
+                if found(d, name, v):
                     continue
                 absent[(id(d), name)] = d
                 for table in _TABLES:
                     t = d.get(table)
-                    if type(t) is not dict and type(t) is not _OrderedDict:
+                    if type(t) not in _PLAIN_DICTS:
                         raise _Refuse
                     read(d, table, t)
-                    if name in t:
-                        if t[name] is not v:
-                            raise _Refuse
-                        read(t, name, v)
+                    if found(t, name, v):
                         break
                     absent[(id(t), name)] = t
                 else:
@@ -278,11 +282,8 @@ class Snapshots:
                 if type(base) is not tuple or base[step[1]] is not v:
                     raise _Refuse
             else:  # item of a plain dict (a module's table, or a dict guarded as one)
-                if type(base) is not dict and type(base) is not _OrderedDict:
+                if type(base) not in _PLAIN_DICTS or not found(base, step[1], v):
                     raise _Refuse
-                if base.get(step[1], _ABSENT) is not v:
-                    raise _Refuse
-                read(base, step[1], v)
         hook_dicts = {}  # read from the module's __dict__ like any value (identity), then empty
         for i, names in self.hooks:
             d = module(values[i])
@@ -322,9 +323,7 @@ class Snapshots:
         snap.absent_keys = [k for (i, k) in absent if i not in whole]
         snap.mods = list(mods.values())
         snap.types = [type(m) for m in snap.mods]
-        snap.mdicts = [_instance_dict(m) for m in snap.mods]
-        if not all(map(_is, map(_dict_attr, snap.mods), snap.mdicts)):
-            return None
+        snap.mdicts = [_instance_dict(m) for m in snap.mods]  # holds() below: attrgetter agrees
         snap.hook_dicts = list(hook_dicts.values())
         snap.tensors = tuple(values[i] for i in self.tensors)
         snap.tensor_check = _tensor_check(snap.tensors, self.tensor_meta) if snap.tensors else None
@@ -345,7 +344,6 @@ class _Refuse(Exception):
     """A read the snapshot cannot take as planned (resolved elsewhere, changed type)."""
 
 
-_OrderedDict = __import__("collections").OrderedDict
 
 
 def _tensor_check(tensors, meta):
