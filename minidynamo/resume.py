@@ -34,7 +34,7 @@ from dataclasses import dataclass
 
 import bytecode as bc
 
-from ._compat import PY311, PY312, PY314
+from ._compat import PY311, PY312
 from .frame_hook import run_plainly
 from .instructions import normalize
 
@@ -178,15 +178,13 @@ def why_cells_not_passed(code) -> str | None:
 
 
 def _why_cells_not_passed(code) -> str | None:
-    if PY314:  # the resume code reading cells through parameters crashes 3.14's interpreter
-        return "Python 3.14: cells are passed by value"
     if any(cell_of(n) is not None for n in code.co_varnames):
         return "a local's name is reserved for passed cells"
     cells = set(code.co_cellvars)
     for item in bc.Bytecode.from_code(code):
-        if isinstance(item, bc.Instr) and isinstance(item.arg, bc.CellVar) and item.arg.name in cells \
-                and item.name not in _CELL_OPS:
-            return f"{item.name} of the cell {item.arg.name!r} (a comprehension's variable)"
+        used = [n for n in _slot_names(item) if n in cells]
+        if used and item.name not in _CELL_OPS and item.name not in _PAIRED_LOADS:
+            return f"{item.name} of the cell {used[0]!r} (a comprehension's variable)"
     return None
 
 
@@ -271,18 +269,42 @@ def _generate(code, target: int, nulls: tuple, live: tuple, raising: bool = Fals
     return b.to_code(stacksize=code.co_stacksize + raising, compute_exception_stack_depths=False)
 
 
+_LOCAL_OPS = {"LOAD_FAST", "STORE_FAST", "DELETE_FAST", "LOAD_FAST_CHECK", "LOAD_FAST_AND_CLEAR",
+              "STORE_FAST_MAYBE_NULL", "LOAD_FAST_LOAD_FAST", "STORE_FAST_STORE_FAST",
+              "STORE_FAST_LOAD_FAST", "LOAD_FAST_BORROW", "LOAD_FAST_BORROW_LOAD_FAST_BORROW"}
+
+# What may touch a passed cell's slot: the cell operations, and a plain load of the slot
+# (3.13+ pushes a cell for a closure with LOAD_FAST). A store or clear of the slot (an
+# inlined comprehension saving and restoring its variable's cell) swaps the cell itself.
 _CELL_OPS = {"MAKE_CELL", "LOAD_DEREF", "STORE_DEREF", "DELETE_DEREF", "LOAD_CLOSURE", "LOAD_FAST",
              "LOAD_FAST_BORROW"}
+_PAIRED_LOADS = {"LOAD_FAST_LOAD_FAST": "LOAD_FAST", "LOAD_FAST_BORROW_LOAD_FAST_BORROW": "LOAD_FAST_BORROW"}
+_SLOT_OPS = _CELL_OPS | _LOCAL_OPS | {"LOAD_FROM_DICT_OR_DEREF"}  # the operations whose argument is a slot
+
+
+def _slot_names(item) -> tuple:
+    """The local or cell slots an instruction names. `bytecode` gives a cell slot as a
+    CellVar or, for some operations on some Pythons (3.14's LOAD_DEREF), as a plain name:
+    both name the same slot, so cells are found by name."""
+    if not (isinstance(item, bc.Instr) and (item.name in _SLOT_OPS or isinstance(item.arg, (bc.CellVar, bc.FreeVar)))):
+        return ()
+    slots = (str, bc.CellVar, bc.FreeVar)
+    args = item.arg if isinstance(item.arg, tuple) else (item.arg,)
+    return tuple(a if isinstance(a, str) else a.name for a in args if isinstance(a, slots))
 
 
 def _through_cell(item, cells: set) -> list:
     """One instruction of the resume code with a passed cell's variable read through its
     parameter: LOAD_DEREF n -> LOAD_FAST ___cell_n; LOAD_ATTR cell_contents, and so on.
-    (3.13+ pushes a cell for a closure with LOAD_FAST of the cell slot.)"""
-    if not (isinstance(item, bc.Instr) and isinstance(item.arg, bc.CellVar) and item.arg.name in cells):
+    (3.13+ pushes a cell for a closure with LOAD_FAST of the cell slot, alone or paired.)"""
+    if not any(n in cells for n in _slot_names(item)):
         return [item]
-    param, at, op = cell_param(item.arg.name), item.location, item.name
-    cell = bc.Instr("LOAD_FAST", param, location=at)
+    op, at = item.name, item.location
+    if op in _PAIRED_LOADS:
+        return [new for name in item.arg
+                for new in _through_cell(bc.Instr(_PAIRED_LOADS[op], name, location=at), cells)]
+    (name,) = _slot_names(item)
+    cell = bc.Instr("LOAD_FAST", cell_param(name), location=at)
     if op == "MAKE_CELL":
         return []
     if op in ("LOAD_CLOSURE", "LOAD_FAST", "LOAD_FAST_BORROW"):
@@ -293,7 +315,7 @@ def _through_cell(item, cells: set) -> list:
         return [cell, bc.Instr("STORE_ATTR", "cell_contents", location=at)]
     if op == "DELETE_DEREF":
         return [cell, bc.Instr("DELETE_ATTR", "cell_contents", location=at)]
-    raise AssertionError(op)  # why_cells_not_passed admits only _CELL_OPS
+    raise AssertionError(op)  # why_cells_not_passed admits only _CELL_OPS and _PAIRED_LOADS
 
 
 def _with_handlers(code, target: int, items: list) -> list:
@@ -309,10 +331,6 @@ def _is_identifier(name: str) -> bool:
     import keyword
     return name.isidentifier() and not keyword.iskeyword(name)
 
-
-_LOCAL_OPS = {"LOAD_FAST", "STORE_FAST", "DELETE_FAST", "LOAD_FAST_CHECK", "LOAD_FAST_AND_CLEAR",
-              "STORE_FAST_MAYBE_NULL", "LOAD_FAST_LOAD_FAST", "STORE_FAST_STORE_FAST",
-              "STORE_FAST_LOAD_FAST", "LOAD_FAST_BORROW", "LOAD_FAST_BORROW_LOAD_FAST_BORROW"}
 
 
 def _rename(item, renamed: dict):

@@ -15,9 +15,6 @@ import minidynamo
 from helpers import assert_uses
 from test_graph_breaks import LOG, differ, log_state, t
 
-pytestmark = pytest.mark.skipif(sys.version_info >= (3, 14), reason="3.14 passes cells by value (resume.py): "
-                                "the by-reference resume code crashed its interpreter")
-
 
 @minidynamo.disable
 def call_natively(fn, *args):
@@ -236,3 +233,20 @@ def test_resume_function_running_natively_reads_the_passed_cell():
         return list(m)
 
     differ(f, t(), graphs=1, top="break")
+
+
+def test_comprehension_made_again_after_the_break_keeps_a_cell_per_item():
+    # The comprehension runs again in the resume function (the break is inside the loop):
+    # each of its lambdas must close over a cell of its own, as in eager, while `g` closes
+    # over the frame's `k`.
+    def f(x):
+        k = x.sum()
+        g = lambda v: v * k  # noqa: E731
+        out = []
+        for _ in range(2):
+            fs = [lambda: i for i in range(3)]
+            print("b")
+            out.append(g(x) + fs[0]() + fs[2]())
+        return out
+
+    differ(f, t(), calls=1)  # the comprehension's lambdas are pinned by identity: a new trace per call

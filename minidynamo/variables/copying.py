@@ -53,12 +53,22 @@ _OBJECT_OWN = (("__reduce_ex__", object.__reduce_ex__), ("__reduce__", object.__
                ("__getstate__", getattr(object, "__getstate__", None)))  # (3.11+)
 
 
+def _special_cased(deep: bool):
+    """The types copy.deepcopy (deep) or copy.copy handles by a table of its own: a dispatch
+    dict up to 3.13; 3.14's copy.copy keeps two sets instead."""
+    if deep:
+        return copy._deepcopy_dispatch
+    table = getattr(copy, "_copy_dispatch", None)
+    if table is not None:
+        return table
+    return copy._copy_atomic_types | copy._copy_builtin_containers
+
+
 def copies_plainly(cls, deep: bool) -> bool:
     """Whether copy.deepcopy (deep) or copy.copy makes an object of `cls` as
     `object.__reduce_ex__(4)` describes it: `cls.__new__(cls)`, then its `__dict__` (deep:
     copied) set on it, with no hook of the class's own on the way."""
-    table = copy._deepcopy_dispatch if deep else copy._copy_dispatch
-    if cls in table or cls in copyreg.dispatch_table or issubclass(cls, type):
+    if cls in _special_cased(deep) or cls in copyreg.dispatch_table or issubclass(cls, type):
         return False
     if any(class_attribute(cls, name) is not None for name in _HOOKS[deep] + _ANY_COPY):
         return False
