@@ -3,6 +3,8 @@ does with tensors (and user-written Triton kernels) into a guarded torch.fx grap
 from .api import OptimizedFunction, OptimizedModule, optimize, reset
 from .backends import list_backends, register_backend
 from .cache import RecompileError
+from .compile_report import init_from_env as _init_report
+from .compile_report import report
 from .config import config
 from .dynamic import mark_dynamic, mark_static
 from .exc import BackendError, Unsupported
@@ -14,9 +16,10 @@ from .markers import allow_in_graph, disable, graph_break
 from .variables.triton import register as _register_triton
 
 _init_logs()
+_init_report()
 _register_triton()
 
 __all__ = ["optimize", "explain", "reset", "Unsupported", "config", "set_logs",
            "register_backend", "list_backends", "OptimizedFunction", "OptimizedModule", "RecompileError", "BackendError",
-           "graph_break", "disable", "allow_in_graph", "mark_dynamic", "mark_static"]
+           "report", "graph_break", "disable", "allow_in_graph", "mark_dynamic", "mark_static"]
 __version__ = "0.1.0"

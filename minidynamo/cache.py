@@ -16,6 +16,7 @@ import torch
 
 from .backends import backend_name
 from .codegen import MISS
+from .compile_report import note_entry, note_failure, note_limit, recorders
 from .config import config
 from .exc import InternalError
 from .convert import CacheEntry, compile_call
@@ -306,6 +307,8 @@ class FunctionCache:
                 from . import dump
                 dump.write(entry, index, self.name, self.where, config.dump_dir, args, kwargs)
             self.entries = self.entries + (entry,)
+            if recorders:
+                note_entry(self, index, entry)
             self._changed()
             result = entry.run(*args, **kwargs)
             if result is MISS:  # a guard minidynamo wrote cannot pass: its own bug, never a loop
@@ -344,6 +347,8 @@ class FunctionCache:
         if self.root is not self:
             self.root.chain_failures.append(failure)
         self.chain_failures.append(failure)
+        if recorders:
+            note_failure(self, failure)
         if recompile_log.isEnabledFor(logging.INFO):
             recompile_log.info("%s", failure.message())
             for f in (failure, *failure.others):
@@ -400,4 +405,6 @@ class FunctionCache:
         msg = (f"minidynamo: {what} reached cache_size_limit "
                f"({config.cache_size_limit}){why}. New variants run eagerly.")
         recompile_log.warning(msg)
+        if recorders:
+            note_limit(self, msg)
         warnings.warn(msg, RuntimeWarning, stacklevel=_user_stacklevel())

@@ -71,6 +71,8 @@ class CacheEntry:
     break_reason: Unsupported | None = None
     resumes: tuple = ()
     symbolic: bool = False  # traced with symbolic sizes (dynamic.py)
+    # Where compile_time_ms went: phase name -> ms (the compile report shows it).
+    phases: dict = field(default_factory=dict)
 
     def after_first_call(self) -> bool:
         """Once the first call has resolved the graph's Triton launchers: rebuild the entry
@@ -264,6 +266,7 @@ def compile_call(fn, args, kwargs, backend, *, name: str, slow=None, fullgraph: 
     miss = ns.bind(codegen.MISS, "MISS")
     output = _new_output(fn, dynamic)
     breaking = None
+    traced = None  # when the first trace ended (a graph break traces again up to it)
     try:
         try:
             result, state = _trace_frame(fn, args, kwargs, output)
@@ -276,6 +279,7 @@ def compile_call(fn, args, kwargs, backend, *, name: str, slow=None, fullgraph: 
             if resumes is None or getattr(reason, "break_at", None) is None:
                 raise
             breaking = reason
+            traced = time.perf_counter()
             output, tail, state, rb = _restart_for_break(fn, args, kwargs, name, reason, ns, out_name,
                                                          fullgraph, resumes, continuation, backend, dynamic)
     except Unsupported as reason:
@@ -289,6 +293,8 @@ def compile_call(fn, args, kwargs, backend, *, name: str, slow=None, fullgraph: 
         return _eager_entry(fn, output, ns, params, call_args, miss, Unsupported("internal", str(error)),
                             name, start, slow, backend)
     output.guards.add(state.guard())
+    phases = _phases(start, traced)
+    backend_start = None
 
     output.prune_sym_nodes(keep=set(rb.nodes))
     # Inputs the graph writes alias as traced (unused ones too: a shape read of one that
@@ -317,6 +323,7 @@ def compile_call(fn, args, kwargs, backend, *, name: str, slow=None, fullgraph: 
             gm = fx.GraphModule(holder(output.submodules), output.graph, class_name=f"{name}_graph")
             gm._minidynamo_kernels = output.kernels  # the graph owns its Triton side table
             example_inputs = [inp.example for inp in output.inputs]
+            backend_start = time.perf_counter()
             try:
                 compiled = compile_with(backend, gm, example_inputs)
             except BackendError as error:
@@ -329,6 +336,7 @@ def compile_call(fn, args, kwargs, backend, *, name: str, slow=None, fullgraph: 
                               "runs eagerly for these arguments", RuntimeWarning, stacklevel=2)
                 return _eager_entry(fn, output, ns, params, call_args, miss, Unsupported("backend", str(error)),
                                     name, start, slow, backend)
+            phases["backend"] = (time.perf_counter() - backend_start) * 1e3
             inputs = ", ".join(_input_exprs(output, ns).values())
             body.append(f"    {out_name} = {ns.bind(compiled, 'compiled')}({inputs})")
             if output.final_grad_mode != state.expected["grad mode"]:
@@ -356,15 +364,26 @@ def compile_call(fn, args, kwargs, backend, *, name: str, slow=None, fullgraph: 
             return _program_entry(fn, output, ns, tail, params, call_args, checks, body,
                                   miss, slow, name)
     kind = "break" if breaking is not None else "graph" if has_work else "constant"
+    total = (time.perf_counter() - start) * 1e3
+    phases["guards and entry code"] = max(0.0, total - sum(phases.values()))
     if breaking is not None:  # as for a fallback's reason: its frames would keep the arguments alive
         breaking.__traceback__ = breaking.__context__ = breaking.__cause__ = None
     return CacheEntry(run, kind, output.guards.ordered(),
                       guard_exprs, text, params, ns, gm, compiled, None,
-                      (time.perf_counter() - start) * 1e3, hits, fast_call=fast,
+                      total, hits, fast_call=fast,
                       graph=output.graph if inlined else None, graph_name=f"{name}_graph",
                       kernels=output.kernels, submodules=output.submodules, _upgrade=upgrade,
                       break_reason=breaking, resumes=tuple(getattr(tail, "functions", ())),
-                      symbolic=bool(output.symbolic_inputs))
+                      symbolic=bool(output.symbolic_inputs), phases=phases)
+
+
+def _phases(start: float, traced) -> dict:
+    """ms of the trace, and of the second trace up to a graph break (`traced`: when the
+    first one ended), at the end of tracing."""
+    now = time.perf_counter()
+    if traced is None:
+        return {"trace": (now - start) * 1e3}
+    return {"trace": (traced - start) * 1e3, "trace again to the break": (now - traced) * 1e3}
 
 
 def _restart_for_break(fn, args, kwargs, name, reason, ns, out_name, fullgraph, resumes, continuation,
@@ -499,6 +518,7 @@ def _inline_graph(fn, output, ns, tail, body) -> bool:
 
 
 def _eager_entry(fn, output, ns, params, call_args, miss, reason, name, start, slow, backend) -> CacheEntry:
+    declined = time.perf_counter()
     # The reason outlives the trace: its traceback's frames would keep the first call's
     # arguments (and the trace) alive as long as the entry.
     reason.__traceback__ = reason.__context__ = reason.__cause__ = None
@@ -508,9 +528,11 @@ def _eager_entry(fn, output, ns, params, call_args, miss, reason, name, start, s
             *codegen.eager_call_lines(ns, fn, backend, call_args)]
     run, text, fast = _entry_functions(fn, name, params, call_args, output.guards.check_expressions(ns),
                                        body, ns, miss, slow, f"<minidynamo eager entry {name}>")
+    now = time.perf_counter()
     return CacheEntry(run, "eager", output.guards.ordered(), guard_exprs, text, params, ns,
-                      reason=reason, compile_time_ms=(time.perf_counter() - start) * 1e3, hits=hits,
-                      fast_call=fast, graph_name=f"{name}_graph")
+                      reason=reason, compile_time_ms=(now - start) * 1e3, hits=hits,
+                      fast_call=fast, graph_name=f"{name}_graph",
+                      phases={"trace": (declined - start) * 1e3, "guards and entry code": (now - declined) * 1e3})
 
 
 __all__ = ["CacheEntry", "compile_call", "backend_name"]
