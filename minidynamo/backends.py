@@ -9,6 +9,7 @@ import torch
 
 import torch.fx as fx
 
+from .ddp import splitting as ddp_splitting
 from .exc import BackendError
 
 _REGISTRY: dict = {}
@@ -84,8 +85,11 @@ def compile_with(backend, gm, example_inputs):
     from .torch_backends import with_numpy_scalars_built
     gm = with_numpy_scalars_built(gm)  # NumPy scalar constants: code that runs, for any backend
     grad_mode = torch.is_grad_enabled()  # a backend that runs the graph (AOTAutograd) runs its state changes
+    # Inside a DDP forward: one graph per gradient bucket, so DDP's all-reduces overlap the
+    # backward (minidynamo's own backends run op by op: DDP's hooks fire as in eager).
+    call = fn if fn in _BUILTIN_BACKENDS else ddp_splitting(fn)
     try:
-        compiled = fn(gm, example_inputs)
+        compiled = call(gm, example_inputs)
     except BackendError:
         raise  # already says what is wrong, naming the backend's limits
     except Exception as e:

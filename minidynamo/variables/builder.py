@@ -346,4 +346,4 @@ def wrap_constant_result(result, what: str):
 
 # Modules that register constructors and wrappers of their own (objects.register_constructor,
 # register_wrapper): imported last, as they build on the trackers above.
-from . import collections_types, environ, generators, iterutils, numpy_interop, user_modules, user_objects  # noqa: E402,F401
+from . import collections_types, distributed, environ, generators, iterutils, numpy_interop, user_modules, user_objects  # noqa: E402,F401,E501
