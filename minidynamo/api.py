@@ -59,8 +59,7 @@ class OptimizedFunction:
         self = cls.__new__(cls)
         self.mode = None
         self._fn = fn
-        code = fn.__code__
-        self._cache = FunctionCache(fn, root.backend, False, code.co_name, root.where, root=root)
+        self._cache = FunctionCache(fn, root.backend, False, fn.__name__, root.where, root=root)
         self._cache.on_change = self._install_call
         _all_caches.add(self._cache)
         functools.update_wrapper(self, fn)

@@ -261,9 +261,11 @@ def _generate(code, target: int, nulls: tuple, live: tuple, raising: bool = Fals
     b.posonlyargcount = 0
     b.kwonlyargcount = 0
     b.flags = b.flags & ~(_CO_VARARGS | _CO_VARKEYWORDS)
-    b.name = resume_name(code, target)
+    # The code keeps the frame's own name: a traceback through the resume function names the
+    # user's function (`f`, not `resume_in_f_at_4`); the function object carries the resume name.
+    b.name = code.co_name
     if PY311:
-        b.qualname = f"{getattr(code, 'co_qualname', code.co_name)}.<{b.name}>"
+        b.qualname = code.co_qualname
     # The stack never grows past the original's: the prologue rebuilds a stack the original
     # code had at that point. The exception table keeps the depths read from the original.
     return b.to_code(stacksize=code.co_stacksize + raising, compute_exception_stack_depths=False)
@@ -351,8 +353,9 @@ def resume_function(fn: types.FunctionType, code, target: int, nulls: tuple, liv
     globals and closure, carrying the ResumeInfo the tracer reads."""
     new_code = resume_code(code, target, nulls, live, raising)
     run_plainly(new_code)  # under the frame hook: it runs as the entries call it
-    resumed = types.FunctionType(new_code, fn.__globals__, new_code.co_name, None, fn.__closure__)
-    resumed.__qualname__ = getattr(new_code, "co_qualname", new_code.co_name)
+    name = resume_name(code, target)
+    resumed = types.FunctionType(new_code, fn.__globals__, name, None, fn.__closure__)
+    resumed.__qualname__ = f"{getattr(code, 'co_qualname', code.co_name)}.<{name}>"
     params = tuple(new_code.co_varnames[:new_code.co_argcount - raising])  # ___exc last
     stack = params[:len(params) - len(live)]
     resumed._minidynamo_resume = ResumeInfo(code, fn, target, nulls, params, stack + tuple(live))

@@ -128,3 +128,25 @@ def test_explain_of_a_module_names_its_forward_and_arguments():
     assert {"tokens", "self.scale"} <= sources, sources
     assert not any("closure" in s or "args[" in s for s in sources), sources
     assert str(out).startswith(f"Scaler.forward ({out.where}): 1 graph")
+
+
+def _raises_after_a_break(x):
+    y = x + 1
+    print("mid")
+    if y.sum() > 0:
+        raise ValueError("bad value")
+    return y
+
+
+def test_a_traceback_through_a_resume_function_names_the_users_function():
+    # The code after the break runs as a resume function: its frame keeps the user's name
+    # (and file and line), so the traceback reads as the eager one does.
+    import traceback
+    opt = minidynamo.optimize(backend="eager")(_raises_after_a_break)
+    for _ in range(2):  # the first call traces, the second runs the cached entries
+        with pytest.raises(ValueError, match="bad value") as info:
+            opt(torch.ones(3))
+        frames = traceback.extract_tb(info.value.__traceback__)
+        assert frames[-1].name == "_raises_after_a_break"
+        assert frames[-1].line == 'raise ValueError("bad value")'
+        assert not any(f.name.startswith("resume_in") for f in frames if not f.filename.startswith("<"))
