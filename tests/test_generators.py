@@ -5,7 +5,6 @@ eager (results, printed output, the lists passed in) and its capture is asserted
 import contextlib
 import io
 
-import pytest
 import torch
 
 import minidynamo
@@ -489,31 +488,6 @@ def test_stop_iteration_inside_a_generator_is_a_runtime_error():
 
 
 # --- what declines ----------------------------------------------------------------------
-
-@pytest.mark.parametrize("call", ["throw"])  # send and close: tests/test_generator_send_close.py
-def test_send_throw_close_decline(call):
-    def f(x):
-        g = scaled([x, x], 2)
-        a = next(g)
-        if call == "send":
-            b = g.send(None)
-        elif call == "throw":
-            b = g.throw(ValueError)
-        else:
-            g.close()
-            b = x
-        return a + b
-
-    opt = minidynamo.optimize(backend=CountingBackend())(f)
-    explained = minidynamo.explain(f)(t())
-    reason = explained.break_reasons[0]
-    assert reason.category == "generator" and reason.detail.startswith(f"{call}() on a generator"), reason
-    if call == "throw":
-        with pytest.raises(ValueError):
-            opt(t())
-    else:
-        torch.testing.assert_close(opt(t()), f(t()))
-
 
 def test_returning_a_started_generator_declines():
     def f(x):

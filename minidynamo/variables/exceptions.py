@@ -62,7 +62,7 @@ def make_exception(tx, cls, args: list, kwargs: dict, made_at=None) -> "Exceptio
             unsupported("exceptions", f"{type(e).__name__} making a {cls.__qualname__}: {e}")
         if type(real) is not cls:  # OSError(errno, ...) picks a subclass
             unsupported("exceptions", f"{cls.__qualname__}(...) made a {type(real).__qualname__}")
-    elif not _simple(cls):
+    elif not _simple(cls) and not issubclass(cls, StopIteration):  # its `value` is args[0]: modeled
         unsupported("exceptions", f"a {cls.__qualname__} made from values known only at run time")
     return ExceptionVariable(cls, list(args), real, made_at)
 

@@ -1,125 +1,278 @@
-"""`gen.send(value)` and `gen.close()` on a generator made in the trace
-(variables/generators.py), as CPython's gen_send_ex and gen_close do them.
+"""`gen.send(value)`, `gen.throw(exc)` and `gen.close()` on a generator made in the trace
+(variables/generators.py), and the step `yield from` takes, as CPython's gen_send_ex,
+_gen_throw and gen_close do them.
 
-send: the value becomes the result of the yield the body is suspended at and the body runs
-to its next yield, whose value send returns; a generator not started takes only None; one
-that returns raises StopIteration(return value) in the caller (a modeled exception, so the
-caller's `except StopIteration as e: e.value` is traced on 3.11+).
+Each drives the body one step and gets an outcome: it yielded an item, it returned a
+value, or an exception left it (one the body raised itself, modeled exactly; it ends the
+generator, a StopIteration becoming PEP 479's RuntimeError). The method then gives the
+caller what CPython gives: the item; StopIteration(return value), or close()'s result;
+the exception, raised at the caller's call instruction so a try there may catch it.
 
-close: a generator not started or finished just ends. One suspended outside any try or
-with block ends without running a line. One suspended inside a try (3.11+) gets a
-GeneratorExit raised at its yield: the handlers of the exception table covering the yield
-run (a `finally` once, an `except GeneratorExit`), each re-raise going to the next handler
-out, as the exception unwinds in CPython; the GeneratorExit leaving the body ends close()
-(3.13+: a body that returns instead makes that value close()'s result); a body that yields
-instead raises eager's RuntimeError in the caller. A with block around the yield (its
-__exit__ would get the exception), a `yield from` (the delegate is closed first) and
-Python 3.10 (no exception table) decline.
+send: the value becomes the result of the yield the body is suspended at; a generator
+not started takes only None.
+
+throw: the exception is raised at the yield the body is suspended at (CPython pushes the
+sent None first, then unwinds): the body's own handlers run through the translator's
+`catch` (a with block's exit declines there), and the body goes on to its next yield, its
+return, or lets the exception out. Into a generator not started or finished it is raised
+straight back to the caller (3.10/3.11: a StopIteration thrown into one not started
+becomes the RuntimeError). Suspended in `yield from` a generator, the delegate gets the
+throw first: its item is the outer's item; its return value is what the `yield from`
+evaluates to (the outer runs on); its exception is raised in the outer at the yield. A
+delegate without a throw method (an iterator over a container) leaves the exception to
+the outer. GeneratorExit closes the delegate and is raised in the outer.
+
+close: GeneratorExit thrown (see above); a body that yields instead raises eager's
+RuntimeError in the caller; one that returns makes close() return None (3.13+: its return
+value); a GeneratorExit leaving the body is close()'s normal end, any other exception is
+raised in the caller. A generator not started or finished just ends.
 """
 from __future__ import annotations
 
-from .._compat import PY311, PY313
+from .._compat import PY312, PY313
 from ..exc import Raised, unsupported
 from .constant import ConstantVariable
-from .exceptions import make_exception
+from .exceptions import ExceptionVariable, exception_class, make_exception
 
 
 def _is_none(v) -> bool:
     return v.is_python_constant() and v.as_python_constant() is None
 
 
-def _raise_in_caller(tx, cls, args=()):
-    """Raise `cls(*args)` at the caller's current instruction (the call of send/close)."""
-    tx.throw(tx.made_here(cls, list(args)))
+def _check_resumable(gen, what: str) -> None:
+    state = gen.state
+    if state == "running":
+        unsupported("exceptions", f"ValueError: {gen.describe()} already executing")
+    if state == "failed":
+        unsupported("generator", f"{what} on a {gen.describe()} after a decline inside it")
+    if len(gen.items.made) != gen.index:  # an item pulled ahead of the consumer (not by these methods)
+        unsupported("generator", f"{what} on a {gen.describe()} read ahead of its consumer")
+
+
+def _record(gen, item) -> None:
+    """An item the body yielded to one of these methods, kept in step with next() (the
+    items are read by position)."""
+    gen.items.made.append(item)
+    gen.index += 1
+
+
+def _stop_iteration_error(frame, exc: ExceptionVariable) -> ExceptionVariable:
+    """PEP 479: a StopIteration leaving a generator's body becomes a RuntimeError."""
+    error = make_exception(frame, RuntimeError, [ConstantVariable("generator raised StopIteration")], {})
+    error.cause = error.context = exc
+    error.suppress_context = True
+    return error
+
+
+# --- one step of the body ---------------------------------------------------------------
+
+def _run(gen):
+    """Run the body from where it stands: ("yield", item), ("return", value) or ("raise",
+    the exception that left it)."""
+    try:
+        item = gen.run_body()
+    except Raised as e:
+        if not e.catchable or e.origin[0] is not gen.frame and (e.through or (None,))[0] is not gen.frame:
+            raise  # not modeled exactly: the eager run raises it
+        gen.state = "done"
+        exc = e.value
+        if issubclass(exc.exc_type, StopIteration):
+            exc = _stop_iteration_error(gen.frame, exc)
+        return "raise", exc
+    if item is None:
+        return "return", gen.return_value
+    return "yield", item
+
+
+def _send(gen, value):
+    """The outcome of sending `value` (None: next())."""
+    if gen.state == "done":
+        return "return", None
+    return _run_pulled(gen, value)
+
+
+def _run_pulled(gen, value):
+    frame = gen.frame
+    if gen.state == "suspended":
+        frame.push(value)  # the value of the yield
+    return _run(gen)
+
+
+def _throw_in(gen, exc: ExceptionVariable):
+    """The outcome of raising `exc` in the body at its yield (CPython's _gen_throw)."""
+    state = gen.state
+    if state in ("created", "done"):
+        gen.state = "done"
+        if state == "created" and not PY312 and issubclass(exc.exc_type, StopIteration):
+            return "raise", _stop_iteration_error(gen.frame, exc)
+        return "raise", exc
+    delegate = _delegate(gen)
+    if delegate is not None:
+        outcome = _throw_to_delegate(gen, delegate, exc)
+        if outcome is not None:
+            return outcome
+        # the delegate has no throw: the exception is the outer body's
+    return _raise_at_yield(gen, exc)
+
+
+def _raise_at_yield(gen, exc: ExceptionVariable):
+    frame = gen.frame
+    index = frame.instructions.index(frame.yield_inst)
+    if frame.exc_info is not None and frame.exc_info is not exc:
+        exc.context = frame.exc_info  # thrown into a generator handling an exception of its own
+    frame.push(ConstantVariable(None))  # gen_send_ex pushes the sent None before it unwinds
+    raised = Raised(exc, (frame, index), f"{exc.exc_type.__qualname__} thrown into a {gen.describe()}")
+    if not frame.catch(raised, index):
+        if not raised.catchable:
+            gen.state = "failed"
+            unsupported("generator", f"an exception thrown into a {gen.describe()} suspended inside a "
+                                     "with block (its __exit__ would get it)")
+        gen.state = "done"  # no handler of the body covers the yield: it leaves the body
+        return "raise", _stop_iteration_error(frame, exc) if issubclass(exc.exc_type, StopIteration) else exc
+    return _run(gen)
+
+
+def _delegate(gen):
+    """The iterator a generator suspended in `yield from` delegates to, else None."""
+    frame = gen.frame
+    inst = frame.yield_inst
+    if inst is None:
+        return None
+    if inst.opname == "YIELD_FROM":  # 3.10
+        return frame.stack[-1]
+    index = frame.instructions.index(inst)
+    if index and frame.instructions[index - 1].opname == "SEND":  # 3.11+: SEND; YIELD_VALUE
+        return frame.stack[-1]
+    return None
+
+
+def _throw_to_delegate(gen, delegate, exc):
+    """`exc` thrown into `gen`'s delegate first (None: the delegate has no throw, the outer
+    body gets the exception itself)."""
+    from .generators import GeneratorVariable
+    is_gen = isinstance(delegate, GeneratorVariable)
+    if not is_gen and hasattr(delegate.python_type(), "throw"):
+        unsupported("generator", f"throw() into a yield from {delegate.describe()}")
+    if issubclass(exc.exc_type, GeneratorExit):  # the delegate is closed, then the outer gets it
+        if is_gen:
+            outcome = _as_delegate(gen, lambda: _close(delegate))
+            if outcome[0] == "raise":
+                return _raise_at_yield(gen, outcome[1])
+        elif hasattr(delegate.python_type(), "close"):
+            unsupported("generator", f"closing a yield from {delegate.describe()}")
+        return _raise_at_yield(gen, exc)
+    if not is_gen:
+        return None
+    _check_resumable(delegate, "throw()")
+    kind, value = _as_delegate(gen, lambda: _throw_in(delegate, exc))
+    if kind == "yield":
+        _record(delegate, value)
+        return kind, value
+    if kind == "return":  # the yield from ends with that value: SEND finds the delegate finished
+        return _run_pulled(gen, ConstantVariable(None))
+    return _raise_at_yield(gen, value)
+
+
+def _as_delegate(gen, step):
+    """Run `step` of the delegate while the outer generator is running (CPython marks it
+    executing: the delegate's body cannot resume it)."""
+    gen.state = "running"
+    try:
+        return step()
+    finally:
+        if gen.state == "running":
+            gen.state = "suspended"
+
+
+def _close(gen):
+    """The outcome of close(): ("return", close()'s result) or ("raise", exception)."""
+    if gen.state in ("created", "done"):
+        gen.state = "done"
+        return "return", ConstantVariable(None)
+    _check_resumable(gen, "close()")
+    kind, value = _throw_in(gen, make_exception(gen.frame, GeneratorExit, [], {}))
+    if kind == "yield":
+        gen.state = "suspended"
+        return "raise", make_exception(gen.frame, RuntimeError, [ConstantVariable("generator ignored GeneratorExit")], {})
+    if kind == "return":
+        return kind, value if PY313 else ConstantVariable(None)
+    if issubclass(value.exc_type, GeneratorExit):
+        return "return", ConstantVariable(None)
+    return kind, value
+
+
+# --- the methods ------------------------------------------------------------------------
+
+def _deliver(tx, gen, outcome, returned):
+    """What the caller of send/throw gets: the item; `returned(value)`'s exception; the
+    exception that left the body, raised at the caller's call instruction."""
+    kind, value = outcome
+    if kind == "yield":
+        _record(gen, value)
+        return value
+    if kind == "return":
+        value = returned(value)
+    tx.throw(value)
+
+
+def _stop_iteration(tx, value):
+    """The StopIteration a generator's return raises (`return None`: no args, as CPython)."""
+    return tx.made_here(StopIteration, [] if value is None or _is_none(value) else [value])
 
 
 def send(tx, gen, value):
     """`gen.send(value)`."""
     if gen.state == "created" and not _is_none(value):
-        _raise_in_caller(tx, TypeError, [ConstantVariable("can't send non-None value to a just-started generator")])
-    was_done = gen.state == "done"
-    items = gen.items
-    if len(items.made) != gen.index:  # an item pulled ahead of the consumer (not by these methods)
-        unsupported("generator", f"send() on a {gen.describe()} read ahead of its consumer")
-    item = gen.pull(value)
-    if item is None:
-        _raise_in_caller(tx, StopIteration, [] if was_done else [gen.return_value])
-    items.made.append(item)  # kept in step with next() (the items are read by position)
-    gen.index += 1
-    return item
+        tx.throw(tx.made_here(TypeError, [ConstantVariable("can't send non-None value to a just-started generator")]))
+    _check_resumable(gen, "send()")
+    return _deliver(tx, gen, _send(gen, value), lambda v: _stop_iteration(tx, v))
+
+
+def throw(tx, gen, args: list, kwargs: dict):
+    """`gen.throw(exc)`: an exception object or class."""
+    if len(args) != 1 or kwargs:
+        unsupported("generator", f"throw() on a {gen.describe()} with {len(args)} arguments (only "
+                                 "throw(exception) is traced; the (type, value, traceback) form is deprecated)")
+    value = args[0]
+    if isinstance(value, ExceptionVariable):
+        exc = value
+    elif (cls := exception_class(value)) is not None:
+        exc = tx.made_here(cls)
+    elif value.is_python_constant() and not isinstance(value.as_python_constant(), type):
+        name = type(value.as_python_constant()).__name__
+        tx.throw(tx.made_here(TypeError, [ConstantVariable("exceptions must be classes or instances deriving "
+                                                           f"from BaseException, not {name}")]))
+    else:
+        unsupported("generator", f"throw() of {value.describe()} into a {gen.describe()}")
+    if gen.state not in ("created", "done"):
+        _check_resumable(gen, "throw()")
+    return _deliver(tx, gen, _throw_in(gen, exc), lambda v: _stop_iteration(tx, v))
 
 
 def close(tx, gen):
     """`gen.close()`."""
-    state = gen.state
-    if state == "running":
-        unsupported("exceptions", f"ValueError: {gen.describe()} already executing")
-    if state == "failed":
-        unsupported("generator", f"{gen.describe()} closed after a decline inside it")
-    if state in ("created", "done") or not gen.suspended_in_cleanup():
-        gen.state = "done"  # nothing runs: no handler covers the yield
-        return ConstantVariable(None)
-    frame = gen.frame
-    yield_inst = frame.yield_inst
-    if not PY311:
-        unsupported("generator", f"close() of a {gen.describe()} suspended inside a try or with block "
-                                 "(Python 3.10: the block stack is not modeled)")
-    index = frame.instructions.index(yield_inst)
-    if yield_inst.opname != "YIELD_VALUE" or index and frame.instructions[index - 1].opname == "SEND":
-        unsupported("generator", f"close() of a {gen.describe()} suspended in a yield from")
-    exc = make_exception(frame, GeneratorExit, [], {})
-    while True:
-        entry = frame.instructions[index].handler
-        if entry is None or _leaves_body(frame, entry[0]):
-            gen.state = "done"  # the GeneratorExit left the body: close() returns
-            return ConstantVariable(None)
-        target, depth, lasti = entry
-        if frame._with_exit(target):
-            gen.state = "failed"
-            unsupported("generator", f"close() of a {gen.describe()} suspended inside a with block (its "
-                                     "__exit__ would get the GeneratorExit)")
-        if depth > len(frame.stack):
-            gen.state = "failed"
-            unsupported("generator", f"close() of a {gen.describe()}: unexpected stack at its handler")
-        del frame.stack[depth:]
-        if lasti:
-            frame.push(ConstantVariable(index))
-        frame.push(exc)
-        frame.ip = target
-        index = _run_handler(tx, gen, exc)
-        if index is None:
-            return ConstantVariable(None) if not PY313 else gen.return_value
+    kind, value = _close(gen)
+    if kind == "raise":
+        tx.throw(value)
+    return value
 
 
-def _leaves_body(frame, target: int) -> bool:
-    """3.12+: the handler around a whole generator body (StopIteration → RuntimeError)
-    re-raises anything else unchanged: the exception leaves the body."""
-    return frame.instructions[target].opname == "CALL_INTRINSIC_1"
-
-
-def _run_handler(tx, gen, exc):
-    """Run the body from the handler: None when it returned; the index of the
-    instruction that re-raised `exc` (its next handler runs next)."""
-    from ..interpreter.translator import _Yield
-    registry = gen.registry
-    gen.state = "running"
-    registry.pulling += 1
-    try:
-        value = gen.frame.run()
-    except _Yield:
-        gen.state = "suspended"
-        _raise_in_caller(tx, RuntimeError, [ConstantVariable("generator ignored GeneratorExit")])
-    except Raised as e:
-        if e.value is not exc or e.origin[0] is not gen.frame:
-            gen.state = "failed"
-            raise
-        gen.state = "suspended"
-        return e.origin[1]
-    except BaseException:
-        gen.state = "failed"
-        raise
-    finally:
-        registry.pulling -= 1
-    gen.state = "done"
-    gen.return_value = value
-    return None
+def delegate_step(tx, gen, sent):
+    """One step of `yield from gen` (SEND, 3.10's YIELD_FROM): the value sent goes on to
+    `gen`; its item, or None once it returned (its `return_value` is the result); an
+    exception leaving its body is raised at the delegating instruction, where the
+    delegating body's handlers may catch it."""
+    if gen.state == "created" and not _is_none(sent):
+        tx.throw(tx.made_here(TypeError, [ConstantVariable("can't send non-None value to a just-started generator")]))
+    if gen.state == "done":
+        return None
+    if len(gen.items.made) != gen.index and _is_none(sent):
+        return gen.next_item()  # an item already pulled ahead (by a zip over it, say)
+    _check_resumable(gen, "yield from")
+    kind, value = _send(gen, sent)
+    if kind == "yield":
+        _record(gen, value)
+        return value
+    if kind == "return":
+        return None
+    tx.throw(value)

@@ -7,8 +7,13 @@ enumerate, `yield from`) runs it from where it stopped to its next `yield`, so i
 the consumer's interleave as in CPython. Its `return` ends it (the value is what `yield
 from` gives); a generator partly consumed and dropped never runs the rest of its body.
 
+`send`, `throw` and `close` drive the body through generator_methods.py; an exception the
+body raises is caught by its own handlers (the translator's `catch`), and one leaving the
+body reaches the caller of send/throw/close (or of `yield from`) as CPython raises it there.
+
 What the trace cannot make exact declines, with the reason:
-- `throw` (`send` and `close`: generator_methods.py);
+- an exception leaving the body into next(), a for loop or a consumer model (the eager run
+  raises it);
 - a generator left suspended inside a try or with block when the trace ends (CPython
   runs its cleanup when the last reference goes, at a time the trace does not know);
 - a generator that started and is still live after the trace (returned, or live at a graph
@@ -98,6 +103,9 @@ class GeneratorVariable(IteratorVariable):
         self.return_value: VariableTracker = ConstantVariable(None)
         self.registry = _registry(frame.output)
         self.registry.generators.append(self)
+        # CPython's gi_exc_state: a generator's body handles only its own exceptions (a
+        # bare raise outside its handlers declines; a throw chains only to its own).
+        frame.exc_info = None
 
     # --- what it is -------------------------------------------------------------------
     def python_type(self):
@@ -123,6 +131,15 @@ class GeneratorVariable(IteratorVariable):
             unsupported("exceptions", f"ValueError: {self.describe()} already executing")
         if state == "failed":
             unsupported("generator", f"{self.describe()} pulled again after a decline inside it")
+        if state == "suspended":
+            self.frame.push(ConstantVariable(None) if sent is None else sent)  # the value of the yield
+        return self.run_body()
+
+    def run_body(self):
+        """Run the body from where it stands (its stack and ip set up) to its next yield:
+        the yielded tracker, or None once it returned (`return_value`). Anything raised
+        out of it (an exception that left the body, a decline) marks it "failed": the
+        methods that model the exception leaving (generator_methods.py) mark it "done"."""
         if current_location.get() is None:
             # Only a rebuild reads items after the trace (an enumerate or zip over this
             # generator that outlives it): the body would run at the wrong time.
@@ -132,13 +149,10 @@ class GeneratorVariable(IteratorVariable):
         if registry.pulling >= MAX_PULL_DEPTH:
             unsupported("generator", f"generators pulling generators more than {MAX_PULL_DEPTH} deep")
         from ..interpreter.translator import _Yield
-        frame = self.frame
-        if state == "suspended":
-            frame.push(ConstantVariable(None) if sent is None else sent)  # the value of the yield
         self.state = "running"
         registry.pulling += 1
         try:
-            value = frame.run()
+            value = self.frame.run()
         except _Yield as y:
             self.state = "suspended"
             return y.value
@@ -214,7 +228,9 @@ class GeneratorVariable(IteratorVariable):
             return send(tx, self, args[0])
         if name == "close" and not args and not kwargs:
             return close(tx, self)
-        if name in ("send", "throw", "close"):
+        if name == "throw":
+            return throw(tx, self, args, kwargs)
+        if name in ("send", "close"):
             unsupported("generator", f"{name}() on a {self.describe()} is not traced")
         return super().call_method(tx, name, args, kwargs)
 
@@ -383,4 +399,4 @@ def _snapshot(v, gen, seen=None):
                 hint="iterate over it with a for loop, or build a list first")
 
 
-from .generator_methods import close, send  # noqa: E402 - they drive the tracker above
+from .generator_methods import close, send, throw  # noqa: E402 - they drive the tracker above

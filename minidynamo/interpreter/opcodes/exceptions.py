@@ -10,8 +10,10 @@ POP_EXCEPT, RERAISE; `except E as e` clears `e` with its own STORE_FAST/DELETE_F
 
 A frame catches only an exception it models exactly: raised by its own instruction, or
 left by a Python function its call instruction inlined directly (the frames between ran
-nothing but their bytecode). One that came out of a model of a builtin (a map's
-function, a generator pulled by list()), a generator's body, or that reaches a with
+nothing but their bytecode). A generator's body catches its own the same way; one leaving
+it reaches its caller only through send/throw/close/`yield from`
+(variables/generator_methods.py). One that came out of a model of a builtin (a map's
+function, a generator pulled by list()), or that reaches a with
 statement's exit, is caught by no frame any more: it declines as before, so the eager run
 raises and handles it.
 
@@ -99,14 +101,17 @@ class ExceptionOps:
         the call it made: False where this frame does not catch it (it propagates)."""
         if not e.catchable:
             return False
-        if not (e.origin == (self, index) or e.through == (self, index)) or self.generator:
+        if not (e.origin == (self, index) or e.through == (self, index)):
             e.catchable = False
             return False
         if not PY311:
             return self._catch_310(e)
         entry = self.instructions[index].handler
-        if entry is None:
-            return False  # the frame's caller may catch it
+        if entry is None or self.generator and self.instructions[entry[0]].opname == "CALL_INTRINSIC_1":
+            # The frame's caller may catch it. A generator's body (3.12+: inside the handler
+            # that turns StopIteration into RuntimeError): its driver sees it leave the body
+            # (variables/generator_methods.py).
+            return False
         target, depth, lasti = entry
         if self._with_exit(target):
             e.catchable = False  # a with statement's __exit__ would get it: not modeled
@@ -123,6 +128,8 @@ class ExceptionOps:
         """3.10: unwind the block stack to the innermost try block's handler."""
         blocks = self.blocks
         if not any(kind == "try" for kind, _, _ in blocks):
+            if any(kind == "with" for kind, _, _ in blocks):
+                e.catchable = False  # a with statement's __exit__ would get it on the way out
             return False  # nothing here catches it; the frame's caller may
         while blocks:
             kind, target, depth = blocks.pop()

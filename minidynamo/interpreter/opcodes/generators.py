@@ -9,20 +9,30 @@ before running it again. `yield from` pulls its iterator, one item per resume:
               (exhausted: SEND pops both and pushes the return value, then jumps)
   3.12-3.14   the same, SEND's target is END_SEND (SEND replaces the sent value with the
               return value, END_SEND pops the iterator below it)
-`send`, `throw` and `close` decline, so the value sent is always None.
+The value sent goes on to a generator delegated to (variables/generator_methods.py,
+`delegate_step`); an exception leaving it is raised at the SEND. `throw` at a `yield from`'s
+yield goes to CLEANUP_THROW (3.12+).
 """
 from __future__ import annotations
 
 from ..._compat import PY312
 from ...exc import unsupported
 from ...variables.constant import ConstantVariable
+from ...variables.exceptions import ExceptionVariable
+from ...variables.generator_methods import delegate_step
+from ...variables.generators import GeneratorVariable
 from ...variables.lists import IteratorVariable, iterator_of
 
 
-def _pull(receiver):
-    """The next item of the iterator `yield from` delegates to (None: exhausted)."""
+def _pull(tx, receiver, sent):
+    """The next item of the iterator `yield from` delegates to, `sent` sent to it (None:
+    exhausted)."""
+    if isinstance(receiver, GeneratorVariable):
+        return delegate_step(tx, receiver, sent)
     if not isinstance(receiver, IteratorVariable):
         unsupported("generator", f"yield from {receiver.describe()}")
+    if not (isinstance(sent, ConstantVariable) and sent.value is None):
+        unsupported("generator", f"send() of a value through yield from {receiver.describe()}")
     return receiver.next_item()
 
 
@@ -59,7 +69,7 @@ class GeneratorOps:
 
     def SEND(self, inst):  # 3.11+: [receiver, sent] → [receiver, item] or the return value
         receiver = self.stack[-2]
-        item = _pull(receiver)
+        item = _pull(self, receiver, self.stack[-1])
         if item is not None:
             self.stack[-1] = item  # YIELD_VALUE follows
             return
@@ -71,6 +81,18 @@ class GeneratorOps:
             self.push(_returned(receiver))
         self.ip = inst.target
 
+    def CLEANUP_THROW(self, inst):  # 3.12+: [receiver, last sent, exc] → [None, value], or exc raised again
+        # The handler of an exception thrown in at a `yield from`'s yield: a StopIteration
+        # ends the `yield from` with its value.
+        exc = self.pop()
+        if not isinstance(exc, ExceptionVariable):
+            unsupported("exceptions", f"re-raising {exc.describe()}")
+        if not issubclass(exc.exc_type, StopIteration):
+            self.throw(exc)
+        del self.stack[-2:]
+        self.push(ConstantVariable(None))
+        self.push(exc.var_getattr(self, "value"))
+
     def END_SEND(self, inst):  # 3.12+: [receiver, value] → [value]
         value = self.pop()
         self.pop()
@@ -79,9 +101,9 @@ class GeneratorOps:
     def YIELD_FROM(self, inst):  # 3.10: [receiver, sent] → yields, or [return value]
         if not self.generator:
             unsupported("generator", "yield from")
-        self.pop()  # the value sent: None
+        sent = self.pop()
         receiver = self.stack[-1]
-        item = _pull(receiver)
+        item = _pull(self, receiver, sent)
         if item is not None:
             self.ip -= 1  # CPython runs YIELD_FROM again with the next value sent
             self._suspend(inst, item)
