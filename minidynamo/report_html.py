@@ -43,7 +43,8 @@ h2{font-size:17px;margin:6px 0 10px} h3{font-size:15px;margin:14px 0 6px} h4{fon
 .card b{display:block;font-size:22px} .card span{font-size:12px;color:#5b6577}
 table{border-collapse:collapse;font-size:13px;margin:4px 0}
 td,th{border-bottom:1px solid #e6e9ee;padding:3px 10px 3px 0;text-align:left;vertical-align:top}
-th{color:#5b6577;font-weight:600} td.num,th.num{text-align:right;padding-left:10px;white-space:nowrap}
+th{color:#5b6577;font-weight:600} td.num,th.num{text-align:right;padding-left:10px} td.num{white-space:nowrap}
+.wide{overflow-x:auto}
 code,pre{font-family:ui-monospace,SFMono-Regular,Menlo,Consolas,monospace;font-size:12px}
 pre{background:#f3f5f8;border:1px solid #e1e5eb;border-radius:4px;padding:8px;overflow:auto;max-height:70vh;margin:4px 0}
 pre.src{padding:4px 0} pre.src span{display:block;padding:0 8px;white-space:pre}
@@ -97,11 +98,25 @@ def _context_of(where_text) -> str:
 
 
 def _short_path(path: str) -> str:
+    """Relative to the working directory, or from the package on for an installed one."""
     try:
         rel = os.path.relpath(path)
     except ValueError:  # another drive
-        return path
-    return rel if not rel.startswith("..") else path
+        rel = path
+    if not rel.startswith(".."):
+        return rel
+    for marker in ("site-packages" + os.sep, "dist-packages" + os.sep):
+        if marker in path:
+            return path.split(marker, 1)[1]
+    return path
+
+
+_PATH = re.compile(r"(?<![\w.])(/[^\s():]+\.py)\b")
+
+
+def _short_paths(text: str) -> str:
+    """`text` with each file path in it shortened (a frame's label: `f (file:line)`)."""
+    return _PATH.sub(lambda m: _short_path(m.group(1)), text)
 
 
 def _badge(kind: str, text: str | None = None) -> str:
@@ -123,7 +138,7 @@ class Page:
 
     # --- helpers -------------------------------------------------------------------------
     def frame_link(self, frame) -> str:
-        return f'<a href="#frame-{self.ids[id(frame.cache)]}">{esc(frame.label)}</a>'
+        return f'<a href="#frame-{self.ids[id(frame.cache)]}">{esc(_short_paths(frame.label))}</a>'
 
     def entry_link(self, frame, index: int, text: str | None = None) -> str:
         return f'<a href="#frame-{self.ids[id(frame.cache)]}-entry-{index}">{esc(text or f"entry {index}")}</a>'
@@ -239,9 +254,9 @@ class Page:
                                 for k in names)
                 for k, v in phases.items():
                     total_ms[k] += v
-                bar = "".join(f'<div class="p{names.index(k) % 5}" style="width:{200 * phases[k] / biggest:.1f}px" '
+                bar = "".join(f'<div class="p{names.index(k) % 5}" style="width:{160 * phases[k] / biggest:.1f}px" '
                               f'title="{esc(k)}: {phases[k]:.1f} ms"></div>' for k in names if k in phases)
-                rows.append(f"<tr><td>{self.frame_link(f)}</td><td>{self.entry_link(f, index)}</td>"
+                rows.append(f"<tr><td>{self.frame_link(f)}</td><td class=num>{self.entry_link(f, index)}</td>"
                             f"<td>{_badge(e.kind)}</td>{cells}<td class=num><b>{e.compile_time_ms:.1f}</b></td>"
                             f'<td><div class="bar">{bar}</div></td></tr>')
         if not rows:
@@ -257,7 +272,8 @@ class Page:
                 "a graph break, the backend compiling the graph, and generating the guards and the entry "
                 "function. A first compile in a process also pays torch's one-time import of its fake "
                 "tensors.</p>")
-        return f'<section id="times"><h2>Compile time</h2>{note}<div>{legend}</div>{_fold(f"{len(rows)} entries", table, len(rows) <= 40)}</section>'
+        folded = _fold(f"{len(rows)} entries", f'<div class="wide">{table}</div>', len(rows) <= 40)
+        return f'<section id="times"><h2>Compile time</h2>{note}<div>{legend}</div>{folded}</section>'
 
     def breaks(self) -> str:
         items = []
@@ -312,7 +328,7 @@ class Page:
         parts = []
         for f in self.rec.frames:
             k = self.ids[id(f.cache)]
-            head = f'<div class="frame" id="frame-{k}"><h3>{esc(f.label)}</h3>'
+            head = f'<div class="frame" id="frame-{k}"><h3>{esc(_short_paths(f.label))}</h3>'
             sub = [f"{esc(f.origin if not f.continuation else 'resume function')}",
                    f"generated name <code>{esc(f.cache.name)}</code>" if f.continuation else "",
                    f"backend <code>{esc(backend_name(f.cache.backend))}</code>",
@@ -371,7 +387,9 @@ class Page:
             svg = graph_svg(gm.graph, e.kernels)
         except Exception as err:  # noqa: BLE001 - a report must never fail the run
             svg = f'<p class="note">no picture: {esc(type(err).__name__)}: {esc(err)}</p>'
-        return out + _fold(f"<b>picture of the graph</b> ({nodes} nodes)", f'<div class="svgbox">{svg}</div>',
+        legend = ('<div class="muted">dashed red: this node reads a tensor a Triton launch above it wrote</div>'
+                  if e.kernels else "")
+        return out + _fold(f"<b>picture of the graph</b> ({nodes} nodes)", f'{legend}<div class="svgbox">{svg}</div>',
                            nodes <= _OPEN_PICTURE_NODES)
 
     def launches(self, e) -> str:

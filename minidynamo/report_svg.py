@@ -19,6 +19,7 @@ _BOX_H = 34
 _GAP = 14  # between boxes of a layer
 _CHAR = 6.6  # width of a character of the 11px monospace font
 _MAX_LABEL = 34
+_WAYPOINT_W = 6.0  # the slot a long edge takes in a row it crosses
 
 # (fill, stroke) per node kind
 _COLORS = {
@@ -48,7 +49,11 @@ def esc(text) -> str:
 
 
 def _short(text: str, limit: int = _MAX_LABEL) -> str:
-    return text if len(text) <= limit else text[:limit - 1] + "…"
+    """Cut in the middle: a parameter's path differs at its end (`..._attn_c_attn_weight`)."""
+    if len(text) <= limit:
+        return text
+    head = limit // 3
+    return text[:head] + "…" + text[len(text) - (limit - head - 1):]
 
 
 def target_name(node, kernels=None) -> str:
@@ -94,22 +99,68 @@ def value_text(node) -> str:
     return ""
 
 
+def _label(node, kernels) -> str:
+    """`name: what it does`; where that is too long, what it does (the name is in the tooltip)."""
+    if node.op in ("placeholder", "output"):
+        return _short(node.name)
+    what = target_name(node, kernels)
+    full = f"{node.name}: {what}"
+    return full if len(full) <= _MAX_LABEL else _short(what)
+
+
+class _Waypoint:
+    """Where a long edge crosses a layer; `prev`: the waypoint or node above it."""
+    __slots__ = ("prev",)
+
+    def __init__(self, prev):
+        self.prev = prev
+
+
+def _curve(x1: float, y1: float, x2: float, y2: float) -> str:
+    """A cubic from (x1, y1) down to (x2, y2), leaving and arriving vertically."""
+    bend = max(12.0, (y2 - y1) / 2)
+    return f"C{x1:.1f},{y1 + bend:.1f} {x2:.1f},{y2 - bend:.1f} {x2:.1f},{y2}"
+
+
 def _kind(node) -> str:
     if node.op == "call_function" and getattr(node.target, "__name__", "").startswith("triton_kernel_wrapper"):
         return "triton"
     return node.op
 
 
-def _layers(nodes) -> dict:
+def _layers(nodes, inputs) -> dict:
     """node -> layer: its longest path from an input, inputs just above their first user."""
     layer = {}
     for n in nodes:
-        ins = n.all_input_nodes
-        layer[n] = 1 + max((layer[p] for p in ins), default=-1)
+        layer[n] = 1 + max((layer[p] for p in inputs[n]), default=-1)
+    users: dict = {}
+    for n in nodes:
+        for p in inputs[n]:
+            users.setdefault(p, []).append(n)
     for n in reversed(nodes):
-        if not n.all_input_nodes and n.users:
-            layer[n] = max(0, min(layer[u] for u in n.users) - 1)
+        if not inputs[n] and users.get(n):
+            layer[n] = max(0, min(layer[u] for u in users[n]) - 1)
     return layer
+
+
+def _after_writes(nodes, kernels) -> dict:
+    """node -> the Triton launches it must follow: it reads a tensor a launch before it
+    wrote (drawn dashed: an order the data edges alone do not show)."""
+    records = getattr(kernels, "records", None) or []
+    after: dict = {}
+    written: dict = {}  # tensor node -> the launch that wrote it last
+    for n in nodes:
+        for p in n.all_input_nodes:
+            if p in written and written[p] is not n:
+                after.setdefault(n, []).append(written[p])
+        if _kind(n) == "triton":
+            index, args = n.kwargs.get("kernel_idx"), n.kwargs.get("kwargs") or {}
+            record = records[index] if isinstance(index, int) and index < len(records) else None
+            names = record.written_tensors() if record is not None else None
+            for name, value in args.items():
+                if hasattr(value, "op") and (names is None or name in names):
+                    written[value] = n
+    return after
 
 
 def graph_svg(graph, kernels=None) -> str:
@@ -120,40 +171,62 @@ def graph_svg(graph, kernels=None) -> str:
     if len(nodes) > MAX_NODES:
         return (f'<p class="note">{len(nodes)} nodes: too many to draw (more than {MAX_NODES}); '
                 'the code lists every one.</p>')
-    layer = _layers(nodes)
+    after = _after_writes(nodes, kernels)
+    inputs = {n: list(dict.fromkeys([*n.all_input_nodes, *after.get(n, ())])) for n in nodes}
+    layer = _layers(nodes, inputs)
     rows: dict = {}
     for n in nodes:
         rows.setdefault(layer[n], []).append(n)
-    labels = {n: (_short(f"{n.name}: {target_name(n, kernels)}" if n.op != "placeholder" else n.name),
-                  _short(value_text(n))) for n in nodes}
+    # An edge over several layers passes through a waypoint in each layer between: a slot of
+    # its own in that row, so it goes around the boxes there instead of under them.
+    above = {n: [] for n in nodes}  # what an item's edges come from, one layer up
+    edges = []  # (input, node, waypoints)
+    for n in nodes:
+        for p in inputs[n]:
+            prev, points = p, []
+            for r in range(layer[p] + 1, layer[n]):
+                point = _Waypoint(prev)
+                rows[r].append(point)
+                points.append(point)
+                prev = point
+            above[n].append(prev)
+            edges.append((p, n, points, p in after.get(n, ()) and p not in n.all_input_nodes))
+    labels = {n: (_label(n, kernels), _short(value_text(n))) for n in nodes}
     width = {n: max(56.0, _CHAR * max(len(a), len(b)) + 16) for n, (a, b) in labels.items()}
     center: dict = {}
     for r in sorted(rows):
         row = rows[r]
         wanted = {}
         for i, n in enumerate(row):
-            ins = [center[p] for p in n.all_input_nodes if p in center]
+            if isinstance(n, _Waypoint):
+                wanted[n] = center[n.prev]
+                continue
+            ins = [center[p] for p in above[n] if p in center]
             users = [u for u in n.users if u in center]
             wanted[n] = sum(ins) / len(ins) if ins else (center[users[0]] if users else i * 120.0)
         row.sort(key=lambda n: wanted[n])
         right = 10.0
         for n in row:
-            left = max(right, wanted[n] - width[n] / 2)
-            center[n] = left + width[n] / 2
-            right = left + width[n] + _GAP
-    total_w = int(max(center[n] + width[n] / 2 for n in nodes) + 12)
+            w = width.get(n, _WAYPOINT_W)
+            left = max(right, wanted[n] - w / 2)
+            center[n] = left + w / 2
+            right = left + w + _GAP
+    total_w = int(max(center[n] + width.get(n, _WAYPOINT_W) / 2 for row in rows.values() for n in row) + 12)
     total_h = int((max(rows) + 1) * _ROW + 10)
     top = {n: 10 + layer[n] * _ROW for n in nodes}
     parts = [f'<svg xmlns="http://www.w3.org/2000/svg" class="graph" width="{total_w}" height="{total_h}" '
              f'viewBox="0 0 {total_w} {total_h}" font-family="monospace" font-size="11">',
              '<g fill="none" stroke="#8a94a6" stroke-width="1.1" stroke-opacity="0.8">']
-    for n in nodes:
-        for p in dict.fromkeys(n.all_input_nodes):
-            x1, y1 = center[p], top[p] + _BOX_H
-            x2, y2 = center[n], top[n] - 1
-            bend = max(18.0, (y2 - y1) / 2)
-            parts.append(f'<path d="M{x1:.1f},{y1} C{x1:.1f},{y1 + bend:.1f} {x2:.1f},{y2 - bend:.1f} '
-                         f'{x2:.1f},{y2}" marker-end="url(#md-arrow)"/>')
+    for p, n, points, order_only in edges:
+        x, y = center[p], top[p] + _BOX_H
+        d = [f"M{x:.1f},{y}"]
+        for r, point in enumerate(points, layer[p] + 1):  # down through each waypoint's row
+            x2, y2 = center[point], 10 + r * _ROW
+            d.append(_curve(x, y, x2, y2) + f" L{x2:.1f},{y2 + _BOX_H}")
+            x, y = x2, y2 + _BOX_H
+        d.append(_curve(x, y, center[n], top[n] - 1))
+        dash = ' stroke-dasharray="4 3" stroke="#c0392b"' if order_only else ""
+        parts.append(f'<path d="{" ".join(d)}"{dash} marker-end="url(#md-arrow)"/>')
     parts.append("</g>")
     for n in nodes:
         fill, stroke = _COLORS.get(_kind(n), _COLORS["call_function"])
