@@ -175,6 +175,9 @@ HELPERS = [
     ("_h_side", "def _h_side(u):\n    SIDE.append(\"helper\")\n    return u + 1\n"),
     ("_h_dict", "def _h_dict(d):\n    return d[\"p\"] * 2 + d.get(\"q\", d[\"p\"])\n"),
     ("_h_grid", "def _h_grid(block, meta):\n    return (triton.cdiv(meta[\"n\"], block),)\n"),
+    ("_h_raise", "def _h_raise(u, k):\n    if k % 2:\n        raise KeyError(f\"odd {k}\")\n    return u * 2\n"),
+    ("_h_reraise", "def _h_reraise(u, k):\n    try:\n        return _h_raise(u, k + 1)\n    except KeyError as e:\n"
+                   "        raise ValueError(\"again\") from e\n"),
     ("_h_check", "def _h_check(u, n):\n    if n == 3:\n        raise ValueError(f\"bad n {n}\")\n"
                  "    return u * 2\n"),
     # autograd.Functions with side effects: on a list passed in, on SIDE in backward, ctx attributes
@@ -219,18 +222,19 @@ SUPPORTED_KINDS = [
     ("mutate_global", 2), ("push_closure", 2), ("helper_raise", 1), ("alias", 2),
     ("module", 5), ("dict_view", 4), ("arg_dict", 3), ("import", 3), ("size_ctor", 5), ("state_read", 5),
     ("tag_read", 3), ("inplace_alias", 2), ("lazy_consumer", 4), ("param", 3), ("autograd_fn", 3),
+    ("gen_drive", 4), ("raise_catch", 4),
 ]
 UNSUPPORTED_KINDS = [
     ("print", 4), ("side", 4), ("gbox", 2), ("data_branch", 3), ("try", 3), ("genexpr", 3),
-    ("c_call", 3), ("item", 2), ("raise", 2), ("assert", 2), ("with", 2), ("classdef", 1),
+    ("item", 2), ("raise", 2), ("assert", 2), ("with", 2), ("classdef", 1),
     ("tolist", 1), ("torch_error", 2), ("helper_side", 1), ("arg_dict_write", 2), ("view_iter_mutate", 1),
 ]
-# Graph-break points (tests/fuzzgen.py `b_*`): each is an instruction of the function's own
+# Graph-break points (tests/fuzzgen.py `b_*`, tests/fuzz_flow.py `b_c_call`): each is an instruction of the function's own
 # frame that the trace declines and that a graph can break at (the graph before it runs,
 # the instruction natively, the rest in a resume function). "loop" is a loop whose body
 # holds one of the others.
 BREAK_KINDS = [
-    ("print", 5), ("graph_break", 4), ("item", 5), ("data_branch", 5), ("loop", 4),
+    ("print", 5), ("graph_break", 4), ("item", 5), ("data_branch", 5), ("loop", 4), ("c_call", 4),
 ]
 # How a traced value is printed: {t} a tensor, {s} a Python number, {i} an int local.
 PRINTS = [

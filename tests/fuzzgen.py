@@ -9,11 +9,13 @@ of an nn.Module argument `m`, dict views taken before their dict changes, on loc
 and on a dict argument `dd`, imports inside the function, constructors taking sizes from
 `.size()`/`.shape`/tuples/varargs, reads of the global torch state), with constructs it
 declines inserted at random (print, data-dependent branches, try/except, generator
-expressions, C calls, writes to outside objects, raises, asserts, `with`, class
+expressions, writes to outside objects, raises, asserts, `with`, class
 definitions, `.item()`/`.tolist()`, writes to the argument dict), graph-break points
 inserted at random (`print` of shapes, numbers and strings, `minidynamo.graph_break()`,
-`.item()` whose value is used after, branches and loops on tensor data, and loops whose
-body breaks; features "B:..."), plus a sequence of
+`.item()` whose value is used after, branches and loops on tensor data, C calls such as
+`time.time()`, and loops whose body breaks; features "B:..."), generators driven with
+next/send/throw/close and exceptions raised and caught in the function (tests/fuzz_flow.py),
+plus a sequence of
 calls: input shapes (1-D to 4-D, some empty), dtypes (a program's calls stay within one
 family: float32/64, int32/64 or float16/bfloat16, the op choice depends on it), layouts,
 the global torch state a call runs under (no_grad, inference_mode, autocast, default
@@ -32,6 +34,7 @@ import random
 import sys
 from dataclasses import dataclass, field
 
+from fuzz_flow import FlowStatements
 from fuzz_tables import (ALIASINGS, BINARY, BREAK_KINDS, CONDS, DATA_CONDS, DICT_KEYS, EMPTY_SHAPES, FAMILIES,
                          HELPERS, INT_UNSAFE, ITEM_SOURCES, KNOWN_BUGS, LAYOUTS, LAZY_CONSUMERS, PARAM_USES,
                          PRELUDE, PRINTS, SCALARS, SCALE_VALUES, SHAPES, SIGNATURES, SIZE_CTORS, STATE_READS, STATES,
@@ -138,7 +141,7 @@ def _weighted(ch, table):
     return table[-1][0]
 
 
-class _Gen:
+class _Gen(FlowStatements):
     def __init__(self, ch, unsupported_percent: int, allow_triton: bool, family: str = "float",
                  break_percent: int = 0):
         self.ch = ch
@@ -797,15 +800,6 @@ class _Gen:
 
     def u_genexpr(self, scope, in_block):
         return self._assign(scope, in_block, [], f"sum(w for w in ({self.texpr(scope)}, {self.texpr(scope)}))")
-
-    def u_c_call(self, scope, in_block):
-        t = self.fresh("c")
-        call = self.ch.pick(["time.perf_counter()", 'zlib.crc32(b"fuzz")', "os.getpid()"])
-        lines = [f"{t} = {call}"]
-        v = self._some_local(scope)
-        if v and "crc32" in call:
-            lines.append(f"{v} = {v} + {t} % 5")
-        return lines
 
     def u_item(self, scope, in_block):
         return self._assign(scope, in_block, [], f"({self.texpr(scope)}) + ({self.texpr(scope)}).sum().item()")

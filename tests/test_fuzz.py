@@ -21,6 +21,7 @@ import traceback
 import warnings
 from dataclasses import dataclass
 
+import fuzz_flow
 import fuzz_modules
 import pytest
 import torch
@@ -391,12 +392,12 @@ def test_fuzz_long(program, backend):
 # --- the generator itself ------------------------------------------------------------------
 
 def test_generator_covers_every_construct():
-    """Over a few hundred seeds, every statement kind, break point (in a loop too), Triton
+    """Over two thousand seeds, every statement kind, break point (in a loop too), Triton
     form, dtype, state, hook and module form is generated, and every program compiles."""
     from fuzz_tables import (ALIASINGS, BREAK_KINDS, FAMILIES, LAYOUTS, LAZY_CONSUMERS, PARAM_USES, SIZE_CTORS,
                              STATE_READS, STATES, SUPPORTED_KINDS, TAG_READS, UNSUPPORTED_KINDS)
     seen = set()
-    for seed in range(1200):
+    for seed in range(2000):
         p = generate(RandomChooser(seed))
         compile(p.source, f"<seed {seed}>", "exec")
         seen |= p.features
@@ -412,7 +413,9 @@ def test_generator_covers_every_construct():
         {f"size{i}" for i in range(len(SIZE_CTORS))} | {f"state_read{i}" for i in range(len(STATE_READS))} | \
         {f"lazy{i}" for i in range(len(LAZY_CONSUMERS))} | {f"param{i}" for i in range(len(PARAM_USES))} | \
         {f"tag_read{i}" for i in range(len(TAG_READS))} | {f"autograd_fn{i}" for i in range(3)} | \
-        {"param_rgTrue", "param_rgFalse", "param_rgNone", "tag"} | {"alias:" + a for a in ALIASINGS[1:]}
+        {"param_rgTrue", "param_rgFalse", "param_rgNone", "tag"} | {"alias:" + a for a in ALIASINGS[1:]} | \
+        {f"gen_drive{i}" for i in range(len(fuzz_flow.GEN_FORMS))} | \
+        {f"raise_catch{i}" for i in range(len(fuzz_flow.RAISE_FORMS))} | {f"c_call{i}" for i in range(len(fuzz_flow.C_CALLS))}
     assert wanted <= seen, sorted(wanted - seen)
 
 
@@ -446,6 +449,35 @@ def test_a_failing_call_leaves_no_hook_and_no_state_behind(monkeypatch):
 def test_fuzz_seeds(seed):
     """A few fixed programs from the random chooser (reproduce one: python tests/fuzzgen.py SEED)."""
     check_program(generate(RandomChooser(seed)), _backend(random.Random(seed).choice(BACKENDS)))
+
+
+def _flow_program(lines, result, break_first=False):
+    body = (["print(n)"] if break_first else []) + ["v0 = x + y"] + lines + [f"return {result}, v0"]
+    calls = [CallSpec((4, 3), "float32", "contiguous", rg, n, 0.5, 0) for n in (1, 2, 3, 2) for rg in (False, True)]
+    return Program(assemble(body, helpers_used={"_h_raise", "_h_reraise"}), "plain", calls)
+
+
+def _flow_cases():
+    for i, (defs, drive, result) in enumerate(fuzz_flow.GEN_FORMS):
+        names = {"g": "gen1", "gi": "gen2", "it": "it1", "t": "t1", "log": "log1", "a": "x * 2", "b": "y - 1"}
+        yield f"gen_drive{i}", [ln.format(**names) for ln in defs + drive], result.format(**names)
+    for i, (lines, result) in enumerate(fuzz_flow.RAISE_FORMS):
+        names = {"t": "t1", "it": "it1", "a": "x * 2", "b": "y - 1"}
+        yield f"raise_catch{i}", [ln.format(**names) for ln in lines], result.format(**names)
+
+
+@pytest.mark.parametrize("name, lines, result", list(_flow_cases()), ids=lambda v: v if isinstance(v, str) else "")
+def test_flow_forms_trace_whole(name, lines, result):
+    """Each generator and raise-and-catch form of the generator (tests/fuzz_flow.py) is
+    traced whole: one graph per entry, no break and no eager run; after a graph break too
+    (in the resume function)."""
+    for break_first in (False, True):
+        opt = check_program(_flow_program(lines, result, break_first), graph_module_backend)
+        kinds = [(e.kind, e.reason or e.break_reason) for _, e in all_entries(opt)]
+        allowed = ("graph", "break") if break_first else ("graph",)
+        assert all(kind in allowed for kind, _ in kinds), kinds
+        breaks = [r for kind, r in kinds if kind == "break"]
+        assert all(r.category == "side_effect" for r in breaks), breaks
 
 
 # Why a program with no unsupported construct may still run (part of) a call eagerly: a
@@ -490,9 +522,10 @@ def test_fuzz_traces_most_programs_without_unsupported(capsys):
         print("\n" + report)
     assert not unexpected, unexpected
     assert broke >= programs // 4 and in_loops >= 1, report
-    # a break is at a generated break point (output, graph_break(), .item(), a data branch),
-    # or where a legitimate fallback used to run the whole call eagerly
+    # a break is at a generated break point (output, graph_break(), .item(), a data branch,
+    # a C call), or where a legitimate fallback used to run the whole call eagerly
     odd = [str(r) for r in break_reasons if r.category not in ("side_effect", "graph_break", "data_dependent")
+           and not (r.category == "call" and "C function" in str(r))
            and not any(why in str(r) for why in LEGITIMATE_FALLBACKS)]
     assert not odd, odd
 
