@@ -154,6 +154,53 @@ def body_raises_and_catches_its_own(x):
     return list(gen())
 
 
+def rethrow_a_caught_exception(x):
+    def gen():
+        while True:
+            try:
+                yield 1
+            except KeyError as e:
+                yield len(e.args)
+
+    g = gen()
+    next(g)
+    try:
+        raise KeyError("a", "b")
+    except KeyError as e:
+        r = g.throw(e)
+    next(g)
+    g.close()
+    return x + r
+
+
+def generator_expression(x):
+    g = (i * x for i in range(3))
+    a = next(g)
+    try:
+        g.throw(ValueError("v"))
+    except ValueError as e:
+        return a + len(str(e)), list(g)
+    return None
+
+
+def thrown_while_in_its_handler(x):
+    def gen():
+        try:
+            yield 1
+        except ValueError:
+            try:
+                yield 2
+            except KeyError as e:
+                yield type(e.__context__).__name__, 3
+
+    g = gen()
+    next(g)
+    g.throw(ValueError)
+    r = g.throw(KeyError)
+    g.close()
+    return x + r[1], r[0]
+
+
 # --- not caught: to the caller --------------------------------------------------------------
 
 def uncaught_to_caller(x, log):
@@ -461,6 +508,24 @@ def three_argument_form(x):
     return x + 1
 
 
+def finally_yields_then_reraises_into_next(x):
+    # The re-raise reaches next(): an exception leaving a body into next() runs eagerly.
+    def gen():
+        try:
+            yield 1
+        finally:
+            yield 2
+
+    g = gen()
+    next(g)
+    a = g.throw(ValueError)
+    try:
+        next(g)
+    except ValueError:
+        return x + a
+    return x
+
+
 def leaves_the_function(x):
     def gen():
         yield x
@@ -477,7 +542,8 @@ GRAPH = [caught_then_next_item, class_thrown, handler_raises_another, nested_han
 GRAPH_NO_LOG = [caught_then_returns, caught_then_returns_none, thrown_into_a_handler, throw_twice,
                 body_raises_and_catches_its_own, stop_iteration_thrown, not_an_exception,
                 not_started_stop_iteration, finished, yield_from_delegate_returns, yield_from_three_deep,
-                yield_from_a_list_stop_iteration, send_through_yield_from]
+                yield_from_a_list_stop_iteration, send_through_yield_from, rethrow_a_caught_exception,
+                generator_expression, thrown_while_in_its_handler]
 
 
 @pytest.mark.parametrize("fn", GRAPH, ids=lambda f: f.__name__)
@@ -498,6 +564,10 @@ def test_throw_into_a_with_block_declines():
 
 def test_three_argument_throw_declines():
     check(three_argument_form, (torch.randn(2),), kind="eager", reason="generator")
+
+
+def test_exception_leaving_a_body_into_next_runs_eagerly():
+    check(finally_yields_then_reraises_into_next, (torch.randn(2),), kind="eager")
 
 
 def test_exception_leaving_the_function_is_raised_by_the_eager_run():
