@@ -3,11 +3,18 @@ graphs per guard set and replay them.
 
 Inputs. A recording reads its inputs where they live. A call whose inputs sit at the
 addresses of an earlier recording replays it as is (no copies; we hold those tensors, so
-the addresses cannot be reused by others); new addresses get a new recording, up to
-`MAX_RECORDINGS`. Past that, when the graph writes to no input, one "copy" recording with
-its own input buffers is replayed after copying the inputs in; otherwise calls with new
-addresses run the plain graph (a copy recording would write its own buffers, not the
-caller's). What the graph writes is what the trace recorded (`analyse`).
+the addresses cannot be reused by others). An input seen at more than one address (from the
+first call on, warm-up runs included: a decode step's fresh token ids, say) is *moving*;
+once one is, a call that matches no recording goes to a "staged" recording, which has its
+own buffers for the moving inputs the graph does not write (each call copies them in) and
+reads every other input in place (parameters, a KV cache written in place, a position
+counter): it is replayed for any address of the staged inputs and the same addresses of the
+others (`MAX_RECORDINGS` such sets). With nothing moving, new addresses (new sizes, with
+symbolic sizes) get a new recording, up to `MAX_RECORDINGS`; past that, when the graph writes
+to no input, a staged recording that copies every input in is replayed. An input the graph
+writes is never staged (a replay would write our buffer, not the caller's): such inputs are
+read in place, and new addresses of them run the plain graph once the recordings are full.
+What the graph writes is what the trace recorded (`analyse`).
 
 Outputs. A call returns aliases of the recording's static outputs (no copy): new tensor
 objects sharing the graph's memory, which belongs to the recording's memory pool. An output
@@ -122,16 +129,28 @@ class _Slot:
         self.held = HeldCheck(outputs)  # free: safe to replay over the outputs
 
 
+def _buffer_like(t: torch.Tensor) -> torch.Tensor:
+    """A copy of `t` of ours with its sizes, strides, dtype and device (the graph was traced
+    for those strides; a clone of a view would be compact). Valid contents: a warm-up run
+    over it must not index out of bounds."""
+    return torch.empty_strided(t.size(), t.stride(), dtype=t.dtype, device=t.device).copy_(t)
+
+
 class _InputSet:
     """Static inputs at fixed addresses, and the captures (slots) made over them."""
 
-    __slots__ = ("inputs", "key", "owned", "slots")
+    __slots__ = ("inputs", "key", "staged", "slots")
 
-    def __init__(self, inputs: list, owned: bool, key: tuple):
+    def __init__(self, inputs: list, key: tuple, staged: tuple = ()):
         self.inputs = inputs
-        self.key = key  # _input_key of the calls it replays for
-        self.owned = owned  # our own buffers (the copy recording): inputs are copied in
+        self.key = key  # the key of the calls it replays for
+        self.staged = staged  # indices of inputs that are our own buffers: copied in per call
         self.slots: list[_Slot] = []
+
+    @property
+    def owned(self) -> bool:
+        """Whether any input is a buffer of ours (a warm-up run over them is harmless)."""
+        return bool(self.staged)
 
 
 class CudaGraphRunner:
@@ -143,13 +162,17 @@ class CudaGraphRunner:
         # With symbolic sizes one graph serves many sizes, and a recording holds one: the
         # keys carry sizes, and the copy recordings are one per size (up to MAX_RECORDINGS).
         self.symbolic = has_symbolic_inputs(gm)
-        self.copy_recordings: dict = {}  # sizes (None when static) -> _InputSet
+        self.copy_recordings: dict = {}  # _staged_key -> staged _InputSet
         self.calls = 0
         self.replays = 0
         self.held_fallbacks = 0  # plain runs because every slot's outputs were still held
         self.fallback_reason = self._static_reason(gm, example_inputs)
         written, _, _ = analyse(gm) if self.fallback_reason is None else (set(), [], [])
+        self.written: set = written  # indices of the inputs the graph may write
         self.writes_inputs = bool(written)
+        self.first_ptrs: list | None = None  # each input's address at the first call
+        self.moving: set = set()  # indices of inputs seen at another address since
+        self.staged: tuple = ()  # the moving inputs the graph does not write: copied in
         self.clone_reason: str | None = None  # set when outputs are cloned, not aliased
         self.max_slots = MAX_SLOTS
         # Choosing a free slot, replaying it and handing out its aliases is one step: two
@@ -191,24 +214,71 @@ class CudaGraphRunner:
 
     def __call__(self, *args):
         self.calls += 1
-        if self.fallback_reason is not None or self.calls <= WARMUP_RUNS:
+        if self.fallback_reason is not None:
             return self.compiled(*args)
-        key = _input_key(args, self.symbolic)
-        for rec in self.recordings:
-            if rec.key == key:
+        if self.calls <= WARMUP_RUNS:
+            self._note_addresses(args)
+            return self.compiled(*args)
+        if self.recordings:
+            key = _input_key(args, self.symbolic)
+            for rec in self.recordings:
+                if rec.key == key:
+                    return self._run(rec, args)
+        if self.staged:
+            rec = self.copy_recordings.get(self._staged_key(args))
+            if rec is not None:
                 return self._run(rec, args)
-        if len(self.recordings) < MAX_RECORDINGS:
-            rec = _InputSet(list(args), owned=False, key=key)  # holds the caller's tensors
+        return self._miss(args)
+
+    def _note_addresses(self, args) -> None:
+        """Mark the inputs whose address differs from their first call's as moving."""
+        ptrs = [a.data_ptr() for a in args]
+        if self.first_ptrs is None:
+            self.first_ptrs = ptrs
+            return
+        for i, (p, q) in enumerate(zip(ptrs, self.first_ptrs)):
+            if p != q:
+                self.moving.add(i)
+        staged = tuple(sorted(self.moving - self.written))
+        if staged != self.staged:  # recordings staged otherwise are never looked up again
+            self.staged = staged
+            self.copy_recordings = {}
+
+    def _staged_key(self, args) -> tuple:
+        """A staged recording's key: the in-place inputs' addresses (with symbolic sizes,
+        and sizes and strides), the staged inputs' sizes and strides (a buffer has one)."""
+        staged = self.staged
+        key = []
+        for i, a in enumerate(args):
+            if i in staged:
+                key.append((tuple(a.shape), a.stride()))
+            elif self.symbolic:
+                key.append((a.data_ptr(), tuple(a.shape), a.stride(), a.storage_offset()))
+            else:
+                key.append(a.data_ptr())
+        return tuple(key)
+
+    def _miss(self, args):
+        """No recording serves these inputs: make one, or run the plain graph."""
+        self._note_addresses(args)
+        if not self.staged and len(self.recordings) < MAX_RECORDINGS:
+            rec = _InputSet(list(args), key=_input_key(args, self.symbolic))  # the caller's tensors
             self.recordings.append(rec)
             return self._run(rec, args)
-        if self.writes_inputs:
-            return self.compiled(*args)
-        sizes = tuple(k[1:] for k in key) if self.symbolic else None
-        rec = self.copy_recordings.get(sizes)
+        if not self.staged:
+            if self.writes_inputs:
+                return self.compiled(*args)
+            # Nothing moves (new sizes of one buffer, or sets of inputs each used in
+            # place before): past the in-place recordings, copy every input in.
+            self.staged = tuple(range(len(args)))
+            self.copy_recordings = {}
+        key = self._staged_key(args)
+        rec = self.copy_recordings.get(key)
         if rec is None:
             if len(self.copy_recordings) >= MAX_RECORDINGS:
                 return self.compiled(*args)
-            rec = self.copy_recordings[sizes] = _InputSet([a.clone() for a in args], owned=True, key=key)
+            inputs = [_buffer_like(a) if i in self.staged else a for i, a in enumerate(args)]
+            rec = self.copy_recordings[key] = _InputSet(inputs, key=key, staged=self.staged)
         return self._run(rec, args)
 
     def _run(self, rec: _InputSet, args):
@@ -233,9 +303,9 @@ class CudaGraphRunner:
                 # into static memory would cost what the aliases save: fresh outputs.
                 self.held_fallbacks += 1
                 return None
-        if rec.owned:
-            for static, a in zip(rec.inputs, args):
-                static.copy_(a)
+        inputs = rec.inputs
+        for i in rec.staged:
+            inputs[i].copy_(args[i])
         slot.graph.replay()
         self.replays += 1
         if self.clone_reason is None:
@@ -260,7 +330,7 @@ class CudaGraphRunner:
 
     def _capture(self, rec: _InputSet):
         """(CUDA graph, static outputs) of one capture over `rec`'s inputs."""
-        if rec.owned:  # our own buffers: a warm-up run on a side stream is harmless
+        if rec.owned and not self.writes_inputs:  # our own buffers: a warm-up run on a side stream is harmless
             stream = torch.cuda.Stream()
             stream.wait_stream(torch.cuda.current_stream())
             with torch.cuda.stream(stream):
