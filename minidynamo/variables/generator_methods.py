@@ -58,10 +58,18 @@ def _record(gen, item) -> None:
 
 def _stop_iteration_error(frame, exc: ExceptionVariable) -> ExceptionVariable:
     """PEP 479: a StopIteration leaving a generator's body becomes a RuntimeError."""
+    if not issubclass(exc.exc_type, StopIteration):
+        return exc
     error = make_exception(frame, RuntimeError, [ConstantVariable("generator raised StopIteration")], {})
     error.cause = error.context = exc
     error.suppress_context = True
     return error
+
+
+def _left_body(gen, exc: ExceptionVariable):
+    """`exc` left the body: the generator is finished, the caller gets it (PEP 479's)."""
+    gen.state = "done"
+    return "raise", _stop_iteration_error(gen.frame, exc)
 
 
 # --- one step of the body ---------------------------------------------------------------
@@ -74,27 +82,19 @@ def _run(gen):
     except Raised as e:
         if not e.catchable or e.origin[0] is not gen.frame and (e.through or (None,))[0] is not gen.frame:
             raise  # not modeled exactly: the eager run raises it
-        gen.state = "done"
-        exc = e.value
-        if issubclass(exc.exc_type, StopIteration):
-            exc = _stop_iteration_error(gen.frame, exc)
-        return "raise", exc
+        return _left_body(gen, e.value)
     if item is None:
         return "return", gen.return_value
     return "yield", item
 
 
 def _send(gen, value):
-    """The outcome of sending `value` (None: next())."""
+    """The outcome of sending `value` (None: next()); a finished generator returns None
+    again (StopIteration without a value)."""
     if gen.state == "done":
         return "return", None
-    return _run_pulled(gen, value)
-
-
-def _run_pulled(gen, value):
-    frame = gen.frame
     if gen.state == "suspended":
-        frame.push(value)  # the value of the yield
+        gen.frame.push(value)  # the value of the yield
     return _run(gen)
 
 
@@ -102,9 +102,9 @@ def _throw_in(gen, exc: ExceptionVariable):
     """The outcome of raising `exc` in the body at its yield (CPython's _gen_throw)."""
     state = gen.state
     if state in ("created", "done"):
+        if state == "created" and not PY312:  # 3.10/3.11 convert it in gen_send_ex
+            return _left_body(gen, exc)
         gen.state = "done"
-        if state == "created" and not PY312 and issubclass(exc.exc_type, StopIteration):
-            return "raise", _stop_iteration_error(gen.frame, exc)
         return "raise", exc
     delegate = _delegate(gen)
     if delegate is not None:
@@ -127,8 +127,7 @@ def _raise_at_yield(gen, exc: ExceptionVariable):
             gen.state = "failed"
             unsupported("generator", f"an exception thrown into a {gen.describe()} suspended inside a "
                                      "with block (its __exit__ would get it)")
-        gen.state = "done"  # no handler of the body covers the yield: it leaves the body
-        return "raise", _stop_iteration_error(frame, exc) if issubclass(exc.exc_type, StopIteration) else exc
+        return _left_body(gen, exc)  # no handler of the body covers the yield
     return _run(gen)
 
 
@@ -149,7 +148,7 @@ def _delegate(gen):
 def _throw_to_delegate(gen, delegate, exc):
     """`exc` thrown into `gen`'s delegate first (None: the delegate has no throw, the outer
     body gets the exception itself)."""
-    from .generators import GeneratorVariable
+    from .generators import GeneratorVariable  # a cycle: generators.py imports these methods
     is_gen = isinstance(delegate, GeneratorVariable)
     if not is_gen and hasattr(delegate.python_type(), "throw"):
         unsupported("generator", f"throw() into a yield from {delegate.describe()}")
@@ -169,7 +168,7 @@ def _throw_to_delegate(gen, delegate, exc):
         _record(delegate, value)
         return kind, value
     if kind == "return":  # the yield from ends with that value: SEND finds the delegate finished
-        return _run_pulled(gen, ConstantVariable(None))
+        return _send(gen, ConstantVariable(None))
     return _raise_at_yield(gen, value)
 
 
