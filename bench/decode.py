@@ -16,6 +16,8 @@ after a final synchronize. Tools:
   eager            the model as it is;
   minidynamo       `minidynamo.optimize(model)`;
   md-cudagraphs    `minidynamo.optimize(model, mode="cudagraphs")`;
+  md-inductor-cudagraphs  the same with `backend="inductor"` (Inductor's fused kernels,
+                   minidynamo's capture and CUDA graphs);
   tc-reduce-overhead  `torch.compile(model, mode="reduce-overhead")`;
   tc-inductor      `torch.compile(model)`.
 
@@ -42,7 +44,7 @@ import torch
 _BENCH = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(_BENCH))
 
-TOOLS = ("eager", "minidynamo", "md-cudagraphs", "tc-reduce-overhead", "tc-inductor")
+TOOLS = ("eager", "minidynamo", "md-cudagraphs", "md-inductor-cudagraphs", "tc-reduce-overhead", "tc-inductor")
 
 
 def build(args):
@@ -71,10 +73,11 @@ def sync(device):
 def runner_for(tool, model):
     if tool == "eager":
         return model
-    if tool in ("minidynamo", "md-cudagraphs"):
+    if tool.startswith("md-") or tool == "minidynamo":
         import minidynamo
         minidynamo.reset()
-        return minidynamo.optimize(model, mode="cudagraphs" if tool == "md-cudagraphs" else None)
+        return minidynamo.optimize(model, mode="cudagraphs" if tool.endswith("cudagraphs") else None,
+                                   backend="inductor" if "inductor" in tool else "eager")
     import torch._dynamo
     torch._dynamo.reset()
     if tool == "tc-reduce-overhead":
@@ -83,8 +86,8 @@ def runner_for(tool, model):
 
 
 def generate(model, step, prompt, cache, cache_arg, new_tokens, host_sync):
-    """Prefill (eager), then decode steps through `step`: (tokens on the device, seconds
-    of the decode steps)."""
+    """Prefill (eager), then decode steps through `step`: (tokens, seconds of the decode
+    steps, seconds the host took to issue them: less when the GPU is the bound)."""
     device = prompt.device
     n = prompt.shape[1]
     cache.reset()
@@ -102,9 +105,10 @@ def generate(model, step, prompt, cache, cache_arg, new_tokens, host_sync):
             logits = step(input_ids=tok, cache_position=pos, use_cache=True, **{cache_arg: cache}).logits
             tok = logits[:, -1:].argmax(-1)
             toks.append(tok)
+        host = time.perf_counter() - t0
         sync(str(device))
         seconds = time.perf_counter() - t0
-    return torch.cat(toks, 1)[0].tolist(), seconds
+    return torch.cat(toks, 1)[0].tolist(), seconds, host
 
 
 def describe_minidynamo(opt) -> dict:
@@ -131,20 +135,23 @@ def measure(tool, model, prompt, cache_arg, new_cache, args, want):
     step = runner_for(tool, model)
     cache = new_cache()
     t0 = time.perf_counter()
-    tokens, _ = generate(model, step, prompt, cache, cache_arg, args.new_tokens, False)
+    tokens, _, _ = generate(model, step, prompt, cache, cache_arg, args.new_tokens, False)
     first = time.perf_counter() - t0
     row = {"tool": tool, "first_generation_s": first, "tokens_equal": want is None or tokens == want}
     for host_sync in ([False, True] if args.sync else [False]):
-        times = []
+        times, hosts = [], []
         for _ in range(args.reps):
-            toks, sec = generate(model, step, prompt, cache, cache_arg, args.new_tokens, host_sync)
+            toks, sec, host = generate(model, step, prompt, cache, cache_arg, args.new_tokens, host_sync)
             row["tokens_equal"] = row["tokens_equal"] and (want is None or toks == want)
             times.append(sec * 1000 / steps)
+            hosts.append(host * 1000 / steps)
         key = "sync_" if host_sync else ""
         row[key + "ms_per_token"] = statistics.median(times)
         row[key + "ms_per_token_min"] = min(times)
+        if not host_sync:
+            row["host_ms_per_token"] = statistics.median(hosts)
     row["tokens/s"] = 1000 / row["ms_per_token"]
-    if tool in ("minidynamo", "md-cudagraphs"):
+    if tool == "minidynamo" or tool.startswith("md-"):
         row.update(describe_minidynamo(step))
     elif tool.startswith("tc-"):
         row.update(describe_torch_compile())
@@ -168,7 +175,7 @@ def main(argv=None):
     args = p.parse_args(argv)
 
     model, prompt, cache_arg, new_cache = build(args)
-    want, _ = generate(model, model, prompt, new_cache(), cache_arg, args.new_tokens, False)
+    want, _, _ = generate(model, model, prompt, new_cache(), cache_arg, args.new_tokens, False)
     rows = []
     for tool in args.tools:
         try:
@@ -183,8 +190,9 @@ def main(argv=None):
     ro = next((r for r in rows if r["tool"] == "tc-reduce-overhead" and "ms_per_token" in r), None)
     print()
     sync_col = " | sync ms/token" if args.sync else ""
-    print(f"| tool | first generation s | ms/token | tokens/s | × eager tokens/s | vs reduce-overhead{sync_col} | tokens |")
-    print("|---|---:|---:|---:|---:|---:|" + ("---:|" if args.sync else "") + "---|")
+    print(f"| tool | first generation s | ms/token | host ms/token | tokens/s | × eager tokens/s "
+          f"| vs reduce-overhead{sync_col} | tokens |")
+    print("|---|---:|---:|---:|---:|---:|---:|" + ("---:|" if args.sync else "") + "---|")
     for r in rows:
         if "ms_per_token" not in r:
             print(f"| {r['tool']} | {r['error']} |")
@@ -193,7 +201,7 @@ def main(argv=None):
         vs = f"{ro['ms_per_token'] / r['ms_per_token']:.2f}" if ro else ""
         extra = f" | {r['sync_ms_per_token']:.3f}" if args.sync else ""
         same = "identical" if r["tokens_equal"] else "DIFFER"
-        print(f"| {r['tool']} | {r['first_generation_s']:.2f} | {r['ms_per_token']:.3f} | "
+        print(f"| {r['tool']} | {r['first_generation_s']:.2f} | {r['ms_per_token']:.3f} | {r['host_ms_per_token']:.3f} | "
               f"{r['tokens/s']:.0f} | {speed} | {vs}{extra} | {same} |")
     meta = {"torch": torch.__version__, "python": sys.version.split()[0], "args": vars(args)}
     try:
