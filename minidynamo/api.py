@@ -13,6 +13,7 @@ from .backends import backend_name, lookup_backend
 from .cache import FunctionCache
 from .codegen import MISS, dispatcher
 from .user_names import for_module
+from .user_tracebacks import trimmed
 
 _all_caches: "weakref.WeakSet[FunctionCache]" = weakref.WeakSet()
 
@@ -67,11 +68,14 @@ class OptimizedFunction:
 
     def __call__(self, *args, **kwargs):
         # The general path; _install_call puts a generated one in the instance's class.
-        for entry in self._cache.dispatch_order():
-            result = entry.run(*args, **kwargs)
-            if result is not MISS:
-                return result
-        return self._cache.miss(args, kwargs)
+        try:
+            for entry in self._cache.dispatch_order():
+                result = entry.run(*args, **kwargs)
+                if result is not MISS:
+                    return result
+            return self._cache.miss(args, kwargs)
+        except BaseException as e:
+            raise trimmed(e)  # the user's exception without the package's frames
 
     def _install_call(self):
         cls, entries, fn = type(self), self._cache.entries, self._fn
@@ -136,7 +140,10 @@ class OptimizedModule(torch.nn.Module):
                                             naming=for_module(mod, forward.__qualname__))
 
     def __call__(self, *args, **kwargs):
-        return self._optimized(*args, **kwargs)
+        try:
+            return self._optimized(*args, **kwargs)
+        except BaseException as e:
+            raise trimmed(e)
 
     forward = __call__
 

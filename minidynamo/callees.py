@@ -132,6 +132,11 @@ def optimized_module_call(fn, backend):
                     and not hooks_present(module):
                 return optimized(module, *args, **kwargs)
             return module(*args, **kwargs)
+        # Under the frame hook this frame is the package's, whose whole subtree would run
+        # plainly: marked to run plainly itself, so a module called with hooks has its
+        # forward (and the hooks) offered to the optimizer as frames of their own.
+        from .frame_hook import run_plainly
+        run_plainly(call.__code__)
         return call
     return _once(cls, "module call", backend, make)
 

@@ -12,6 +12,7 @@ import operator
 import types
 
 from .sources import Namespace
+from .user_tracebacks import trimmed
 
 MISS = object()  # returned by an entry whose guards fail
 
@@ -120,12 +121,16 @@ def build_functions(defs: list, ns: Namespace, filename: str, qualname: str | No
     """Several (name, params, body) functions over one namespace, compiled at once:
     [(function, its source text), ...]. With `qualname`, the functions carry it, so a
     call with wrong arguments raises the TypeError the user's function would."""
+    trim = ns.bind(trimmed, "trimmed")
     factory_args = ", ".join(ns.values)
     texts, inner = [], []
     for i, (name, params, body) in enumerate(defs):
         lines = [f"def {name}({params}):", *body]
         texts.append("\n".join(lines))
-        inner += ["    " + line for line in lines] + [f"    __f{i} = {name}"]
+        # What the user's code raises leaves without the package's frames (user_tracebacks.py).
+        wrapped = [lines[0], "    try:", *("    " + line for line in body),
+                   f"    except BaseException as {ns.prefix}raised:", f"        raise {trim}({ns.prefix}raised)"]
+        inner += ["    " + line for line in wrapped] + [f"    __f{i} = {name}"]
     results = ", ".join(f"__f{i}" for i in range(len(defs)))
     src = f"def __make({factory_args}):\n" + "\n".join(inner) + f"\n    return [{results}]\n"
     scope: dict = {}

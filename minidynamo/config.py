@@ -27,6 +27,9 @@ class Config:
     snapshot_guards: bool = True
     # Turn minidynamo's internal errors into logged eager fallbacks.
     suppress_errors: bool = False
+    # Keep minidynamo's own frames in the tracebacks of exceptions the user's code raises
+    # (False: they are dropped, user_tracebacks.py; the package's own errors keep them).
+    full_tracebacks: bool = False
 
     def __init__(self):
         for name in _SETTINGS:

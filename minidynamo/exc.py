@@ -63,6 +63,12 @@ class Unsupported(Exception):
         at = f" (at {self.where})" if self.where else ""
         return f"[{self.category}] {self.detail}{at}"
 
+    def __str__(self):
+        # reached_from (the user's line whose call led into torch) is learnt as the error
+        # leaves the inlined frames: the message says it from then on.
+        reached_from = getattr(self, "reached_from", None)
+        return super().__str__() + (f" (called from {reached_from})" if reached_from else "")
+
     def __reduce__(self):
         return (Unsupported, (self.category, self.detail, self.where, self.hint))
 

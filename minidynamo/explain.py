@@ -28,11 +28,14 @@ class BreakReason:
     hint: str
     no_break: str | None = None  # for a whole-call fallback: why the graph could not break there
     graph_break: bool = False  # a graph break (else the reason a call runs eagerly as a whole)
+    # Where inside torch or the standard library: the user's line whose call led there.
+    reached_from: str | None = None
 
     @classmethod
     def of(cls, r, graph_break: bool = False) -> "BreakReason":
         """The BreakReason of an Unsupported (an entry's break or fallback reason)."""
-        return cls(r.category, r.detail, r.where, r.hint, getattr(r, "no_break", None), graph_break)
+        return cls(r.category, r.detail, r.where, r.hint, getattr(r, "no_break", None), graph_break,
+                   getattr(r, "reached_from", None))
 
     @property
     def reason(self) -> str:
@@ -51,6 +54,8 @@ class BreakReason:
 
     def __str__(self):
         at = f"\n    at {self.where}" if self.where else ""
+        if self.reached_from:
+            at += f"\n    called from {self.reached_from}"
         return f"[{self.category}] {self.detail}{at}\n    hint: {self.hint}"
 
 
@@ -147,6 +152,8 @@ class ExplainOutput:
             lines.append(f"{'graph break' if b.graph_break else 'runs eagerly'}: [{b.category}] {b.detail}")
             if b.where:
                 lines.append(f"    at {b.where}")
+            if b.reached_from:
+                lines.append(f"    called from {b.reached_from}")
             lines.append(f"    hint: {b.hint}")
             if b.no_break:
                 lines.append(f"    no graph break there: {b.no_break}")

@@ -269,6 +269,16 @@ def torch_code_optimized(code) -> bool:
     return path.startswith(_torch_dir) and code.co_name in TORCH_OPTIMIZED.get(path[len(_torch_dir):], ())
 
 
+def in_torch_or_stdlib(filename: str) -> bool:
+    """Whether code from `filename` is torch's or the standard library's (not the user's, nor
+    another installed package's, which the user may read as their model's code)."""
+    _paths()
+    path = os.path.abspath(filename)
+    if path.startswith(_torch_dir):
+        return True
+    return path.startswith(_stdlib_dirs) and not path.startswith(_site_dirs)
+
+
 def _paths():
     global _torch_dir, _site_dirs
     if _torch_dir is None:

@@ -271,6 +271,32 @@ def _graph_modules(gm: fx.GraphModule) -> list:
     return [m for _, m in gm.named_modules() if isinstance(m, fx.GraphModule)]
 
 
+class _InterpreterAnalysisFilter(logging.Filter):
+    """torch analyses a kernel's Triton IR to learn which inputs it writes; a kernel run by
+    Triton's interpreter has none, so torch logs a warning with a traceback, at every
+    functionalization, and treats every input as written (correct, only less optimized).
+    That expected failure is said once, in one line, on minidynamo's logger instead."""
+
+    said = False
+
+    def filter(self, record):
+        exc = record.exc_info[1] if record.exc_info else None
+        if not (record.getMessage().startswith("Encountered an exception in identify_")
+                and "InterpretedFunction" in str(exc)):
+            return True
+        if not _InterpreterAnalysisFilter.said:
+            _InterpreterAnalysisFilter.said = True
+            log.info("Triton kernels run by Triton's interpreter: torch's backends cannot read which "
+                     "inputs they write, so every tensor input of a launch is taken as written")
+        return False
+
+
+@functools.cache
+def _quiet_interpreter_analysis():
+    for name in ("torch._dynamo", "torch._higher_order_ops.triton_kernel_wrap"):  # where torch versions log it
+        logging.getLogger(name).addFilter(_InterpreterAnalysisFilter())
+
+
 def with_torch_triton_ops(gm: fx.GraphModule, compiles_kernels: bool = False) -> fx.GraphModule:
     """`gm` with its Triton launch nodes, and those of its Function nodes' bodies,
     rewritten as torch's triton_kernel_wrapper_mutation over torch's kernel side table.
@@ -292,6 +318,7 @@ def with_torch_triton_ops(gm: fx.GraphModule, compiles_kernels: bool = False) ->
         _check_compilable(node.target.table.records[node.kwargs["kernel_idx"]], compiles_kernels)
     for _, node in launches:
         _as_torch_launch(node, kernel_side_table, triton_kernel_wrapper_mutation)
+    _quiet_interpreter_analysis()
     for changed in {id(m): m for m, _ in launches}.values():
         changed.graph.lint()
         changed.recompile()

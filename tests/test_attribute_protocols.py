@@ -437,3 +437,17 @@ def test_c_getattribute_that_is_not_generic_declines():
     entry = opt.cache_entries()[0]
     assert entry.kind in ("break", "eager") and "_local" in str(entry.break_reason or entry.reason)
 
+
+
+_SCHEMA = torch.ops.aten.add.Tensor._schema  # a pybind11 object: its properties' getters are C
+
+
+def test_a_property_computed_in_c_breaks_with_its_reason():
+    # (pybind11 classes such as ProcessGroup or FunctionSchema): the getter is no Python
+    # function to inline; the read runs natively at a graph break, as eager reads it.
+    assert not isinstance(type(_SCHEMA).__dict__["name"].fget, type(lambda: 0))
+
+    def f(x):
+        return x * len(_SCHEMA.name)
+
+    check(f, torch.ones(3), kind="break", reason="construct")

@@ -61,7 +61,7 @@ def test_every_setting_has_a_default_of_its_type_and_round_trips(monkeypatch):
 def test_repr_lists_every_setting():
     text = repr(Config())
     assert text.startswith("Config(cache_size_limit=8, error_on_recompile=False, dump_dir=")
-    assert text.endswith("suppress_errors=False)")
+    assert text.endswith("full_tracebacks=False)")
     assert all(f"{name}=" in text for name in Config.__annotations__)
 
 

@@ -334,6 +334,35 @@ def test_a_module_called_from_an_eager_frame_runs_its_forward_optimized_with_its
     assert LOG == ["hook"] * 3
 
 
+@torch._dynamo.disable
+def _runs_eagerly(x):
+    LOG.append("disabled")
+
+
+class _Blocks(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.inner = nn.Linear(3, 3)
+
+    def forward(self, x):
+        return torch.relu(self.inner(x)) * 2
+
+
+def test_a_module_whose_hook_breaks_keeps_its_forward_in_a_graph():
+    # (FSDP2's and other libraries' pre-forward hooks are disabled functions): the module
+    # call runs natively at the break, and its forward is still optimized as a frame of its
+    # own, as under torch.compile.
+    m = _Blocks()
+    m.register_forward_pre_hook(lambda mod, args: _runs_eagerly(args[0]))
+    backend = CountingBackend()
+    opt = minidynamo.optimize(m, backend=backend)
+    LOG.clear()
+    for _ in range(2):
+        torch.testing.assert_close(opt(t()), m(t()))
+    assert LOG == ["disabled"] * 4
+    assert backend.calls == 1  # the forward's graph, traced once
+
+
 def test_the_hook_is_per_thread_and_not_left_behind():
     def f(x):
         try:

@@ -99,6 +99,34 @@ def test_triton_launch_through_aot_eager_as_torch_hop():
     assert [n.target for n in graphs[0].graph.nodes].count(triton_kernel_wrapper_mutation) == 1
 
 
+@pytest.mark.skipif(torch.cuda.is_available(), reason="on a GPU kernels are compiled: torch reads their IR")
+def test_interpreted_kernels_under_aot_eager_log_no_torch_traceback():
+    # torch cannot read which inputs an interpreted kernel writes: it warns with a traceback
+    # at each functionalization. minidynamo says so once, in one line of its own log.
+    import logging
+
+    class Keep(logging.Handler):
+        records: list = []
+
+        def emit(self, record):
+            self.records.append(record)
+
+    keep = Keep()
+    # torch's loggers do not propagate to the root logger: listen on them directly
+    loggers = [logging.getLogger(n) for n in ("torch._dynamo", "torch._higher_order_ops.triton_kernel_wrap")]
+    for lg in loggers:
+        lg.addHandler(keep)
+    try:
+        x = torch.randn(8, 8)
+        w = torch.randn(8, 8, requires_grad=True)
+        _same_as_eager(_with_kernel, "aot_eager", x, w)
+    finally:
+        for lg in loggers:
+            lg.removeHandler(keep)
+    noisy = [r.getMessage() for r in keep.records if r.exc_info]
+    assert not noisy, noisy
+
+
 @pytest.mark.skipif(torch.cuda.is_available(), reason="on a GPU inductor compiles the kernel")
 def test_inductor_refuses_interpreted_kernels_clearly():
     x = torch.randn(8, 8)

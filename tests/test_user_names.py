@@ -150,3 +150,104 @@ def test_a_traceback_through_a_resume_function_names_the_users_function():
         assert frames[-1].name == "_raises_after_a_break"
         assert frames[-1].line == 'raise ValueError("bad value")'
         assert not any(f.name.startswith("resume_in") for f in frames if not f.filename.startswith("<"))
+
+
+def _raises_after_a_break(x):
+    y = x + 1
+    print("mid")
+    if y.sum() > 0:
+        raise ValueError("bad value")
+    return y
+
+
+def test_a_traceback_through_a_resume_function_names_the_users_function():
+    # The code after the break runs as a resume function: its frame keeps the user's name
+    # (and file and line), so the traceback reads as the eager one does.
+    import traceback
+    opt = minidynamo.optimize(backend="eager")(_raises_after_a_break)
+    for _ in range(2):  # the first call traces, the second runs the cached entries
+        with pytest.raises(ValueError, match="bad value") as info:
+            opt(torch.ones(3))
+        frames = traceback.extract_tb(info.value.__traceback__)
+        assert frames[-1].name == "_raises_after_a_break"
+        assert frames[-1].line == 'raise ValueError("bad value")'
+        assert not any(f.name.startswith("resume_in") for f in frames if not f.filename.startswith("<"))
+
+
+def _package_frames(exc) -> list:
+    import os
+    import traceback
+    package = os.path.dirname(minidynamo.__file__)
+    return [f for f in traceback.extract_tb(exc.__traceback__)
+            if f.filename.startswith("<minidynamo") or f.filename.startswith(package)]
+
+
+def _helper_raising(z):
+    raise ValueError("from the helper")
+
+
+def _calls_a_raising_helper(x):
+    y = x * 2
+    print("mid")
+    return _helper_raising(y + 1)
+
+
+@pytest.mark.parametrize("how", ["function", "module"])
+def test_a_users_exception_leaves_with_one_frame_of_the_package(how):
+    # Eager shows the user's frames; so does the optimized call, past the one frame where it
+    # was entered: no dispatch, cache, guard or resume-driver frames in between.
+    import traceback
+
+    class Net(torch.nn.Module):
+        def forward(self, x):
+            return _calls_a_raising_helper(x)
+
+    opt = minidynamo.optimize(backend="eager")(_calls_a_raising_helper) if how == "function" \
+        else minidynamo.optimize(Net(), backend="eager")
+    for _ in range(3):  # traced, then cached entries
+        with pytest.raises(ValueError, match="from the helper") as info:
+            opt(torch.ones(3))
+        assert len(_package_frames(info.value)) <= 1, _package_frames(info.value)
+        names = [f.name for f in traceback.extract_tb(info.value.__traceback__)]
+        assert names[-2:] == ["_calls_a_raising_helper", "_helper_raising"]
+
+
+def test_full_tracebacks_keeps_the_package_frames():
+    minidynamo.config.full_tracebacks = True
+    try:
+        opt = minidynamo.optimize(backend="eager")(_calls_a_raising_helper)
+        with pytest.raises(ValueError) as info:
+            opt(torch.ones(3))
+        assert len(_package_frames(info.value)) > 1
+    finally:
+        minidynamo.config.full_tracebacks = False
+
+
+def test_the_packages_own_error_keeps_its_frames():
+    # fullgraph=True refusing a break is the package's error: its frames say where.
+    opt = minidynamo.optimize(backend="eager", fullgraph=True)(_calls_a_raising_helper)
+    with pytest.raises(minidynamo.Unsupported) as info:
+        opt(torch.ones(3))
+    assert len(_package_frames(info.value)) > 1
+
+
+def test_a_break_inside_torch_names_the_users_line_that_led_there():
+    net = torch.nn.Linear(4, 2)
+    sgd = torch.optim.SGD(net.parameters(), lr=0.1)
+
+    def train_step(x):
+        sgd.zero_grad()
+        loss = net(x).sum()
+        loss.backward()
+        sgd.step()
+        return loss
+
+    report = minidynamo.explain(train_step)(torch.ones(3, 4))
+    by_detail = {b.detail: b for b in report.break_reasons}
+    # zero_grad is marked by torch itself (torch._disable_dynamo): named as such, at the user's line
+    zero = next(b for d, b in by_detail.items() if d.startswith("Optimizer.zero_grad"))
+    assert "torch._disable_dynamo" in zero.detail and zero.where.endswith("sgd.zero_grad()")
+    # the step's break is inside torch/optim: the user's line that called it is named too
+    step = by_detail["reading Tensor.grad while tracing"]
+    assert "torch" in step.where and step.reached_from.endswith("sgd.step()")
+    assert "called from" in str(report) and "optimizer.step()" in step.hint

@@ -12,6 +12,7 @@ import sys
 
 from .._compat import CO_ASYNC_GENERATOR, CO_COROUTINE, CO_GENERATOR, CO_ITERABLE_COROUTINE, VERSION
 from ..exc import Raised, Unsupported, current_location, format_location, unsupported
+from ..frame_hook import in_torch_or_stdlib
 from ..graph import OutputGraph
 from ..instructions import normalize
 from ..logs import get_logger
@@ -196,6 +197,20 @@ class InstructionTranslator(GeneratorOps, LoadStoreOps, StackOps, BinaryOps, Jum
         except Raised as e:
             e.through = (self, direct) if direct is not None else None
             raise
+        except Unsupported as e:
+            # A decline inside torch or the standard library: say which line of the user's
+            # code led there (the call this frame is making), once, from the outermost such call.
+            if getattr(e, "reached_from", None) is None and in_torch_or_stdlib(child.code.co_filename) \
+                    and not in_torch_or_stdlib(self.code.co_filename):
+                e.reached_from = format_location((self.code.co_filename, self._line_at(self.ip - 1)))
+            raise
+
+    def _line_at(self, index: int) -> int | None:
+        """The source line of instruction `index` (the nearest one before it that has one)."""
+        for inst in reversed(self.instructions[:index + 1]):
+            if inst.lineno is not None:
+                return inst.lineno
+        return self.code.co_firstlineno
 
     def start_generator(self, fn_var, args: list, kwargs: dict) -> "InstructionTranslator":
         """A child translator over a generator function's body, not yet run: a

@@ -15,7 +15,7 @@ from .code_objects import CodeVariable, signature_of
 from .constant import ConstantVariable, is_constant_value
 from .dicts import DictVariable
 from .lists import TupleVariable
-from .purity import is_compiler_disabled
+from .purity import is_compiler_disabled, is_disabled_by_torch
 
 
 class CellVariable(VariableTracker):
@@ -225,7 +225,9 @@ class UserFunctionVariable(BaseFunctionVariable):
         if getattr(self.fn, "_minidynamo_graph_break", False):
             unsupported("graph_break", "minidynamo.graph_break()")
         if is_compiler_disabled(self.fn):  # runs eagerly (torch's wrapper switches the eval-frame hook off)
-            which = "minidynamo.disable" if getattr(self.fn, "_minidynamo_disable", False) else "torch.compiler.disable"
+            which = "minidynamo.disable" if getattr(self.fn, "_minidynamo_disable", False) \
+                else "torch's own torch._disable_dynamo (torch.compile breaks here too)" \
+                if is_disabled_by_torch(self.fn) else "torch.compiler.disable"
             unsupported("call", f"{self.fn.__qualname__} is wrapped by {which}: it runs eagerly",
                         hint="the disabled function always runs eagerly; call it outside the optimized "
                              "function if the rest should be captured")

@@ -197,6 +197,10 @@ class UserObjectVariable(VariableTracker):
         if isinstance(static, property):
             if static.fget is None:
                 unsupported("exceptions", f"AttributeError: property {name!r} has no getter")
+            if not isinstance(static.fget, types.FunctionType):  # a C getter (pybind11's properties)
+                unsupported("construct", f"property {name!r} of {cls.__qualname__} is computed by C code "
+                                         f"({type(static.fget).__name__}), which is not traced",
+                            hint="read it before the optimized call and pass the value in")
             return UserFunctionVariable(static.fget).call_function(tx, [self], {})
         if hasattr(type(static), "__get__"):
             if isinstance(obj, logging.Logger) and _logs_once(static) and self.source is not None:

@@ -152,6 +152,20 @@ def qualified_name(fn) -> str:
 
 
 def is_compiler_disabled(fn) -> bool:
-    """A `minidynamo.disable` / `torch.compiler.disable` / `torch._dynamo.disable` wrapper:
-    always runs eagerly."""
-    return getattr(fn, "_torchdynamo_disable", False) is True or getattr(fn, "_minidynamo_disable", False) is True
+    """A `minidynamo.disable` / `torch.compiler.disable` / `torch._dynamo.disable` wrapper
+    (or torch's own `torch._disable_dynamo` one): always runs eagerly."""
+    return getattr(fn, "_torchdynamo_disable", False) is True or getattr(fn, "_minidynamo_disable", False) is True \
+        or is_disabled_by_torch(fn)
+
+
+def is_disabled_by_torch(fn) -> bool:
+    """A function torch marks with `torch._compile._disable_dynamo` (Optimizer.zero_grad,
+    hooks' removal, ...): its wrapper applies torch._dynamo.disable when first called, so
+    it is recognised by the wrapper's code."""
+    return getattr(fn, "__code__", None) is _disable_dynamo_code()
+
+
+@functools.cache
+def _disable_dynamo_code():
+    import torch._compile
+    return torch._compile._disable_dynamo(lambda: None).__code__

@@ -96,7 +96,10 @@ class TensorVariable(VariableTracker):
             return tx.output.call("call_function", getattr, [self, ConstantVariable(name)], {},
                                   what=f"Tensor.{name}")
         if name == "grad":
-            unsupported("construct", "reading Tensor.grad while tracing")
+            unsupported("construct", "reading Tensor.grad while tracing",
+                        hint="gradients (an optimizer's step reads them) are not traced yet: call "
+                             "optimizer.step() outside the optimized function; the forward and the "
+                             "loss are captured")
         if not hasattr(self.cls, name):
             unsupported("exceptions", f"AttributeError: {self.cls.__name__!r} object has no attribute {name!r}")
         if not callable(getattr(torch.Tensor, name)):  # grad_fn, is_leaf, _version...: data, not methods
