@@ -243,4 +243,6 @@ def test_fsdp2_per_block_graphs(results):
 
 
 def test_fsdp2_root_trains_as_eager(results):
-    _check(results, "optimize(FSDP2 root)")
+    # FSDP's hooks are disabled functions: the root's call breaks there and runs natively,
+    # with its forward and the blocks' offered to the optimizer as frames of their own.
+    assert _check(results, "optimize(FSDP2 root)")["graphs"] >= 1
