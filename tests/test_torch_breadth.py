@@ -873,3 +873,22 @@ def test_privateuse1_backend_name_is_a_guarded_query():
         return x + 1 if torch._C._get_privateuse1_backend_name() == "privateuseone" else x
 
     check(f, torch.randn(3), kind="graph")
+
+
+@pytest.mark.parametrize("train", [False, True])
+def test_multihead_attention_is_one_graph(train):
+    # Its forward reads Tensor.is_nested (a constant of the tensor's layout, under its guard).
+    torch.manual_seed(0)
+    mha = torch.nn.MultiheadAttention(8, 2, batch_first=True, dropout=0.0).train(train)
+
+    def f(x):
+        return mha(x, x, x)[0]
+
+    check(f, torch.randn(2, 5, 8), kind="graph")
+
+
+def test_is_nested_and_device_kind_queries_are_constants():
+    def f(x):
+        return x * 2 if not x.is_nested and x.is_cpu and not x.is_mkldnn and not x.is_sparse_csr else x
+
+    check(f, torch.randn(3), kind="graph")

@@ -44,7 +44,8 @@ _RESIZE_METHODS = {"resize_": "reallocates the storage", "resize_as_": "realloca
 _AUTOGRAD_METHODS = {"backward": "runs autograd", "register_hook": "registers a hook"}
 # Attributes pinned by the TENSOR_MATCH guard (type, dtype, device, shape, strides,
 # requires_grad) or implied by them. Not is_leaf, grad_fn, storage_offset: not guarded.
-_METADATA_ATTRS = {"dtype", "device", "ndim", "requires_grad", "is_cuda", "is_sparse",
+_METADATA_ATTRS = {"dtype", "device", "ndim", "requires_grad", "is_cuda", "is_sparse", "is_nested", "is_cpu",
+                   "is_mkldnn", "is_xpu", "is_mps", "is_sparse_csr",
                    "is_quantized", "is_meta", "layout", "itemsize", "nbytes"}
 _TENSOR_ATTRS = {"T", "mT", "H", "mH", "real", "imag", "data"}
 
