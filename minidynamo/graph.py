@@ -98,6 +98,11 @@ class OutputGraph:
         # Calls whose only effect is output, made after the graph in order (side_effects.py):
         # (function, the object it is called on, constant args, constant kwargs).
         self.deferred_calls: list = []
+        # Python attributes the trace set on tensors (`x.tag = 3`), per tensor: one graph
+        # node is one tensor object (aliases of an input share its node, in-place results
+        # are their input's). node → [a tracker of it (one with a source if any), {name: value}];
+        # the entry sets them on the real tensors after the graph (side_effects.py).
+        self.tensor_attrs: dict = {}
 
     def record_append(self, var) -> None:
         """An outside list the trace appended to without reading it (see ListVariable)."""

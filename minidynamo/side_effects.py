@@ -92,6 +92,12 @@ def writeback_lines(rb, output) -> list[str]:
             temp = rb.temp()
             contents.append(f"{temp} = [{', '.join(rb.expr(i) for i in var.items)}]")
             applies.append(f"{target}[:] = {temp}")
+    for var, attrs in output.tensor_attrs.values():  # `x.tag = value` on tensors
+        target = rb.expr(var)  # the input by its name, or the graph's output
+        for name, value in attrs.items():
+            temp = rb.temp()
+            contents.append(f"{temp} = {rb.expr(value)}")
+            applies.append(f"{rb.ns.bind(setattr, 'setattr')}({target}, {name!r}, {temp})")
     return contents + applies + _deferred_call_lines(rb, output)
 
 

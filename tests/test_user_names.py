@@ -152,28 +152,6 @@ def test_a_traceback_through_a_resume_function_names_the_users_function():
         assert not any(f.name.startswith("resume_in") for f in frames if not f.filename.startswith("<"))
 
 
-def _raises_after_a_break(x):
-    y = x + 1
-    print("mid")
-    if y.sum() > 0:
-        raise ValueError("bad value")
-    return y
-
-
-def test_a_traceback_through_a_resume_function_names_the_users_function():
-    # The code after the break runs as a resume function: its frame keeps the user's name
-    # (and file and line), so the traceback reads as the eager one does.
-    import traceback
-    opt = minidynamo.optimize(backend="eager")(_raises_after_a_break)
-    for _ in range(2):  # the first call traces, the second runs the cached entries
-        with pytest.raises(ValueError, match="bad value") as info:
-            opt(torch.ones(3))
-        frames = traceback.extract_tb(info.value.__traceback__)
-        assert frames[-1].name == "_raises_after_a_break"
-        assert frames[-1].line == 'raise ValueError("bad value")'
-        assert not any(f.name.startswith("resume_in") for f in frames if not f.filename.startswith("<"))
-
-
 def _package_frames(exc) -> list:
     import os
     import traceback

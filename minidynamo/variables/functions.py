@@ -512,9 +512,12 @@ class CachedFunctionVariable(VariableTracker):
         appended = {k: (list(v.appended or []), v._size) for k, (v, _) in mutated.items()
                     if getattr(v, "appended", None) is not None and not v.loaded}
         stored = {k: dict(v.stored) for k, (v, _) in mutated.items() if getattr(v, "stored", None) is not None}
+        tensor_attrs = {k: [v[0], dict(v[1])] for k, v in tx.output.tensor_attrs.items()}
         try:
             return UserFunctionVariable(self.wrapper.__wrapped__).call_function(tx, args, kwargs)
         except Unsupported:
+            tx.output.tensor_attrs.clear()  # attributes the attempt set on tensors: taken back
+            tx.output.tensor_attrs.update(tensor_attrs)
             for key, (var, _) in list(tx.output.mutated.items()):
                 if key in stored:  # attributes the attempt set on an object already written: taken back
                     var.stored.clear()

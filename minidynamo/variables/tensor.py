@@ -116,6 +116,9 @@ class TensorVariable(VariableTracker):
         `not x.__dict__` (one check whatever the names; empty is the common case), else
         `'scale' not in x.__dict__`. A tensor the graph computed is a new object without
         attributes."""
+        written = tx.output.tensor_attrs.get(self.node)
+        if written is not None and name in written[1]:  # set earlier in this trace
+            return written[1][name]
         attrs = self._instance_dict(tx, name)
         if attrs is None:
             return None
@@ -139,6 +142,9 @@ class TensorVariable(VariableTracker):
     def has_attr(self, tx, name):
         """`hasattr(x, name)` for a name an input tensor's class lacks: whether its
         `__dict__` has it, guarded as such (not its value); None: ask `var_getattr`."""
+        written = tx.output.tensor_attrs.get(self.node)
+        if written is not None and name in written[1]:
+            return True
         attrs = self._instance_dict(tx, name)
         if attrs is None:
             return None
@@ -210,8 +216,7 @@ class TensorVariable(VariableTracker):
         eager raises; a change declines as `requires_grad_()` does (autograd metadata, not an
         op). Other attributes of a tensor are not traced."""
         if name != "requires_grad":
-            unsupported("side_effect", f"setting attribute {name!r} on {self.describe()} (attributes of "
-                                       "tensors are not traced)")
+            return self._set_python_attr(tx, name, value)
         if not value.is_python_constant():
             unsupported("construct", f"setting requires_grad of {self.describe()} to {value.describe()}")
         flag = value.as_python_constant()
@@ -224,6 +229,24 @@ class TensorVariable(VariableTracker):
             # a tensor passed in that requires grad may be a leaf or not (not guarded)
             unsupported("construct", f"setting requires_grad of {self.describe()}, passed in requiring grad")
         self._requires_grad_([value], {})
+
+    def _set_python_attr(self, tx, name, value):
+        """`x.tag = value`, an attribute of the tensor object itself (not the class's: `x.data`,
+        `x.grad`, a property, decline): kept per tensor, read back by later reads in the
+        trace, set on the real tensor by the entry after the graph."""
+        if inspect.getattr_static(self.cls, name, None) is not None:
+            unsupported("side_effect", f"setting Tensor.{name} on {self.describe()} (a tensor property "
+                                       "or method, not a plain attribute)")
+        output = tx.output
+        if output.graph is not output.root_graph:
+            unsupported("side_effect", f"setting attribute {name!r} on {self.describe()} inside a "
+                                       "subgraph (an autograd.Function's or a higher-order op's body)")
+        entry = output.tensor_attrs.get(self.node)
+        if entry is None:
+            entry = output.tensor_attrs[self.node] = [self, {}]
+        elif entry[0].source is None and self.source is not None:
+            entry[0] = self  # written back through the name the frame reads it by
+        entry[1][name] = value
 
     def iter_items(self, tx):
         if self.fake.dim() == 0:
