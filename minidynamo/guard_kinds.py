@@ -551,7 +551,7 @@ def _kernel_name(obj) -> str | None:
     from triton.runtime.jit import KernelInterface  # triton is optional: imported only for its objects
     if not isinstance(obj, KernelInterface):  # triton.cdiv and other helpers are not kernels
         return None
-    from .triton.capture import kernel_name
+    from .triton.kernels import kernel_name
     try:
         return kernel_name(obj)
     except Exception:

@@ -15,12 +15,11 @@ import torch
 from .config import config
 from .dynamic import is_symbolic, static_or_none
 from .guard_snapshot import Plan, Snapshots
-from .guard_kinds import KINDS, Guard, chain, contiguous_strides, describe_object
+from .guard_kinds import Guard, chain
 from .sources import (LocalSource, Namespace, ObjectSource, ReadBeforeWrites, Source, TensorsSource,
                       TermsSource)
 
-__all__ = ["KINDS", "Guard", "GuardSet", "c_tensor_check", "contiguous_strides", "describe_object",
-           "shape_guard", "tensor_guard"]
+__all__ = ["Guard", "GuardSet", "c_tensor_check", "shape_guard", "tensor_guard"]
 
 
 def tensor_guard(source: Source, t: torch.Tensor, fake=None) -> Guard:

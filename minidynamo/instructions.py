@@ -32,7 +32,6 @@ is rewritten here, once, so the opcode handlers see fewer variants:
 """
 from __future__ import annotations
 
-import linecache
 import weakref
 from dataclasses import dataclass
 from typing import Any
@@ -120,7 +119,7 @@ def _compare_symbol(arg) -> str:
     return _COMPARE_SYMBOLS[name.replace("_CAST", "")]
 
 
-def _rewrite(instr, label_of) -> list[Inst]:
+def _rewrite(instr) -> list[Inst]:
     """One `bytecode.Instr` → zero or more canonical `Inst`s (targets still as Labels)."""
     op, arg, line = instr.name, _local_name(instr.arg), instr.lineno
     if op in _DROPPED:
@@ -216,7 +215,7 @@ def normalize(code) -> list[Inst]:
         elif item.name == "MAKE_CELL" and not in_prologue:
             new = [Inst("MAKE_CELL", item.arg.name, None, item.lineno)]
         else:
-            new = _rewrite(item, label_index)
+            new = _rewrite(item)
         for k, inst in enumerate(new):
             inst.origin, inst.first = position, k == 0
         if new:
@@ -332,8 +331,3 @@ def _insert_setup_except(insts: list[Inst], marks: list[tuple[int, int]]) -> lis
             inst.handler = out[i + 1].handler  # covered as the instruction it stands before
     return out
 
-
-def source_line(filename: str, lineno: int | None) -> str:
-    if lineno is None:
-        return ""
-    return linecache.getline(filename, lineno).strip()

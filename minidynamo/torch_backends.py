@@ -326,14 +326,15 @@ def with_torch_triton_ops(gm: fx.GraphModule, compiles_kernels: bool = False) ->
 
 
 def _check_compilable(record, compiles_kernels: bool) -> None:
-    from .triton.capture import kernel_chain
+    from .triton.kernels import kernel_chain
     if compiles_kernels and type(kernel_chain(record.kernel)[-1]).__name__ == "InterpretedFunction":
         raise BackendError(f"kernel {record.name} runs in Triton's interpreter (TRITON_INTERPRET=1), "
                            "which inductor cannot compile: use backend='aot_eager' or 'eager'")
 
 
 def _as_torch_launch(node: fx.Node, side_table, wrapper) -> None:
-    from .triton.capture import ConfigGrid, kernel_chain
+    from .triton.capture import ConfigGrid
+    from .triton.kernels import kernel_chain
     record = node.target.table.records[node.kwargs["kernel_idx"]]
     grids = [tuple(record.grid)] if record.grid is not None else None
     if record.grid_per_call:  # graph values already: one grid per config, in order

@@ -11,7 +11,7 @@ from kernels import capture_kernels as K
 from kernels.capture_kernels import triton
 
 import minidynamo
-from minidynamo.triton.program import SCRATCH_ALIGN, layout
+from minidynamo.triton.scratch import SCRATCH_ALIGN, layout
 
 _needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 

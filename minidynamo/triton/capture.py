@@ -12,7 +12,6 @@ config at run time; the grid for its choice is looked up, never recomputed).
 from __future__ import annotations
 
 import contextlib
-import inspect
 from dataclasses import dataclass, field
 
 from ..exc import unsupported
@@ -20,26 +19,6 @@ from ..exc import unsupported
 # Keyword arguments Triton's launcher takes for itself, not for the kernel.
 SPECIAL_KWARGS = ("num_warps", "num_stages", "num_ctas", "maxnreg", "enable_fp_fusion",
                   "launch_cooperative_grid", "launch_pdl", "debug")
-
-
-def kernel_chain(kernel) -> list:
-    """[outermost, ..., innermost jit function]: autotune → heuristics → jit."""
-    from triton.runtime.autotuner import Autotuner, Heuristics
-    chain = [kernel]
-    while isinstance(chain[-1], (Autotuner, Heuristics)):
-        chain.append(chain[-1].fn)
-    return chain
-
-
-def kernel_name(kernel) -> str:
-    inner = kernel_chain(kernel)[-1]
-    fn = getattr(inner, "fn", inner)
-    return getattr(fn, "__name__", type(inner).__name__)
-
-
-def kernel_signature(kernel) -> inspect.Signature:
-    inner = kernel_chain(kernel)[-1]
-    return inspect.signature(getattr(inner, "fn", inner))
 
 
 @dataclass(eq=False)

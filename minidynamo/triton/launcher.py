@@ -33,9 +33,11 @@ re-checked since it is a plain attribute).
 """
 from __future__ import annotations
 
+import inspect
 import logging
 import threading
 
+from .kernels import kernel_chain, kernel_name
 from .launch_code import variant_source
 from .resolve import Decline, config_index, resolve
 from .resolved import ResolvedLaunch
@@ -90,25 +92,9 @@ class _PerConfigGrid:
         return tuple(self.grids[i])
 
 
-def _kernel_chain(kernel) -> list:
-    chain = [kernel]
-    for _ in range(8):
-        inner = getattr(chain[-1], "fn", None)
-        if inner is None:
-            break
-        chain.append(inner)
-    return chain
-
-
-def _kernel_name(kernel) -> str:
-    k = _kernel_chain(kernel)[-1]
-    return getattr(k, "__name__", type(kernel).__name__)
-
-
 def _param_order(kernel) -> tuple:
-    import inspect
     try:
-        return tuple(inspect.signature(_kernel_chain(kernel)[-1]).parameters)
+        return tuple(inspect.signature(kernel_chain(kernel, function=True)[-1]).parameters)
     except (TypeError, ValueError):
         return ()
 
@@ -124,15 +110,15 @@ class Launcher:
         self.grid_per_call = grid_per_call
         self.constant_kwargs = dict(constant_kwargs)
         self.dynamic_names = tuple(dynamic_names)
-        self.name = _kernel_name(kernel)
+        self.name = kernel_name(kernel)
         self._param_order = _param_order(kernel)
         # Names autotune configs and heuristics set: never passed positionally.
-        self._meta_names = {n for k in _kernel_chain(kernel) for n in getattr(k, "values", {})}
-        self._meta_names.update(n for k in _kernel_chain(kernel) for c in getattr(k, "configs", ())
+        self._meta_names = {n for k in kernel_chain(kernel, function=True) for n in getattr(k, "values", {})}
+        self._meta_names.update(n for k in kernel_chain(kernel, function=True) for c in getattr(k, "configs", ())
                                 for n in getattr(c, "kwargs", {}))
         self.config_kwargs = None  # per-call grid of an autotuned kernel: the configs' kwargs, in order
         if grid_per_call:
-            tuners = [k for k in _kernel_chain(kernel) if hasattr(k, "configs") and hasattr(k, "cache")]
+            tuners = [k for k in kernel_chain(kernel, function=True) if hasattr(k, "configs") and hasattr(k, "cache")]
             if len(tuners) > 1:
                 raise ValueError(f"kernel {self.name} has more than one @triton.autotune")
             if tuners:
@@ -192,7 +178,7 @@ class Launcher:
     # -- ordinary path --------------------------------------------------------
     def _static_reason(self) -> str | None:
         import os
-        if any(type(k).__name__ == "InterpretedFunction" for k in _kernel_chain(self.kernel)):
+        if any(type(k).__name__ == "InterpretedFunction" for k in kernel_chain(self.kernel, function=True)):
             return "interpreter mode (TRITON_INTERPRET=1)"
         if os.environ.get("TRITON_INTERPRET", "0") not in ("", "0"):
             return "interpreter mode (TRITON_INTERPRET=1)"

@@ -24,6 +24,8 @@ from collections import namedtuple
 from dataclasses import dataclass
 from functools import lru_cache
 
+from .kernels import kernel_chain
+
 
 @dataclass(frozen=True)
 class MutationAnalysis:
@@ -471,16 +473,11 @@ class _Analyzer:
 
 
 def _unwrap(kernel):
-    """Follow autotune/heuristics/jit wrappers down to the Python function."""
-    obj, chain = kernel, []
-    for _ in range(32):
-        if isinstance(obj, types.FunctionType):
-            return obj, chain
-        from triton.runtime.jit import KernelInterface
-        if not isinstance(obj, KernelInterface) or not hasattr(obj, "fn"):  # library subclasses too
-            break
-        chain.append(obj)
-        obj = obj.fn
+    """(the Python function, the layers above it) of an autotune/heuristics/jit kernel."""
+    from triton.runtime.jit import KernelInterface  # triton is optional: imported once a kernel is seen
+    *chain, fn = kernel_chain(kernel, function=True)
+    if isinstance(fn, types.FunctionType) and all(isinstance(k, KernelInterface) for k in chain):  # library subclasses too
+        return fn, chain
     raise TypeError("analyze_mutations() expects a @triton.jit kernel (optionally wrapped by "
                     f"@triton.autotune/@triton.heuristics), got {type(kernel).__name__}")
 

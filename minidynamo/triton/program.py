@@ -36,7 +36,6 @@ from .resolved import SCALAR, TENSOR, HeuristicCheck
 from .scratch import SCRATCH_ALIGN, SizeExprs, as_int, definitely_contiguous, layout, scratch_view, slot_layout
 
 DEVICE_TYPES = ("cuda",)  # where values are allocated from metadata (tests add "cpu")
-__all__ = ["SCRATCH_ALIGN", "layout", "program_lines", "scratch_view"]
 
 
 class EntryNames:
@@ -80,10 +79,6 @@ class _Launch:
         self.args = [kwargs[n] for n in self.launcher.dynamic_names]
         variants = self.launcher.variants
         self.resolved = variants[0] if variants else None
-
-    @property
-    def ns(self) -> dict:  # what the entry's note reads (launches to the C entry)
-        return {"DIRECT": None if self.resolved.entry.is_c_entry else self.resolved.entry.why_not_c_entry}
 
     def why_not(self) -> str | None:
         if self.resolved is None:

@@ -13,6 +13,8 @@ import re
 from dataclasses import dataclass
 
 from .entry import entry_call
+from .kernels import kernel_chain
+from .launch_code import normalise_grid
 from .resolved import (CONSTANT, SCALAR, TENSOR, HeuristicCheck, LaunchState, ParamSlot, ResolvedLaunch,
                        ScalarSpec, TunerChoice, ValueRef)
 
@@ -157,13 +159,6 @@ def _is_tensor(v) -> bool:
     return isinstance(v, torch.Tensor)
 
 
-def _chain(kernel) -> list:
-    chain = [kernel]
-    while getattr(chain[-1], "fn", None) is not None and len(chain) < 16:
-        chain.append(chain[-1].fn)
-    return chain
-
-
 def config_index(configs_kwargs: list, meta) -> int | None:
     """The first config whose kwargs the bound arguments carry (the grid depends on those
     alone), else None."""
@@ -180,7 +175,7 @@ def resolve(launcher, ret, recorder, kw: dict, values: tuple) -> ResolvedLaunch:
     if P.error:
         raise Decline(P.error)
     rt = P.runtime
-    if any(getattr(k, "pre_run_hooks", None) for k in _chain(launcher.kernel)):
+    if any(getattr(k, "pre_run_hooks", None) for k in kernel_chain(launcher.kernel, function=True)):
         raise Decline("the kernel has pre-run hooks", permanent=False)
     if getattr(rt, "add_stages_inspection_hook", None) is not None:
         raise Decline("add_stages_inspection_hook is set", permanent=False)
@@ -204,12 +199,14 @@ def resolve(launcher, ret, recorder, kw: dict, values: tuple) -> ResolvedLaunch:
 
     # Walk the decorator stack, replaying what each layer adds to the kwargs, so the replay
     # can name the autotuner's cache entry and recompute heuristics per call.
-    k, kw2, tuners, checks = launcher.kernel, dict(kw), [], []
-    for _ in range(16):
+    # The chain runs on to the Python function, so a layer that is neither (an
+    # InterpretedFunction, a library's wrapper, the bare function) declines below.
+    kw2, tuners, checks = dict(kw), [], []
+    for k in kernel_chain(launcher.kernel, function=True):
         if isinstance(k, P.JITFunction):
             break
         if isinstance(k, P.Autotuner):
-            checks.append(_tuner_choice(launcher, k, kw2, ref, recorder))
+            checks.append(_tuner_choice(launcher, k, kw2, ref))
             tuners.append(checks[-1])
             kw2.update(checks[-1].config.all_kwargs())
         elif isinstance(k, P.Heuristics):
@@ -222,7 +219,6 @@ def resolve(launcher, ret, recorder, kw: dict, values: tuple) -> ResolvedLaunch:
                 kw2[name] = value
         else:
             raise Decline(f"unsupported kernel wrapper {type(k).__name__}")
-        k = k.fn
     else:
         raise Decline("kernel decorator stack too deep")
     jit = k
@@ -286,11 +282,10 @@ def resolve(launcher, ret, recorder, kw: dict, values: tuple) -> ResolvedLaunch:
     if callable(launcher.grid) and dyn_scalars:  # the grid may read a scalar: computed per call
         grid_meta = {n: (None if n in dyn_index else v) for n, v in meta.items()}
         return ResolvedLaunch(**common, grid_fn=launcher.grid, grid_meta=grid_meta)
-    from .launch_code import normalise_grid
     return ResolvedLaunch(**common, grid=normalise_grid(recorder.result))
 
 
-def _tuner_choice(launcher, k, kw2: dict, ref, recorder) -> TunerChoice:
+def _tuner_choice(launcher, k, kw2: dict, ref) -> TunerChoice:
     cfg = k.best_config
     if getattr(cfg, "pre_hook", None) is not None:
         raise Decline("autotune config has a pre_hook", permanent=False)

@@ -14,10 +14,8 @@ from ..triton.capture import (
     ConfigGrid,
     LaunchRecord,
     check_grid_value,
-    kernel_chain,
-    kernel_name,
-    kernel_signature,
 )
+from ..triton.kernels import kernel_chain, kernel_name, kernel_signature
 from .base import ObjectConstantVariable, VariableTracker
 from .constant import ConstantVariable, is_constant_value
 from .dicts import DictVariable
