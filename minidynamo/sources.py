@@ -8,6 +8,7 @@ dict, a closure cell, a function object).
 from __future__ import annotations
 
 import keyword
+import math
 import sys
 import types
 from dataclasses import dataclass
@@ -47,6 +48,7 @@ class Namespace:
         return name
 
     def bind(self, obj, hint: str = "o") -> str:
+        """The name `obj` has here, a fresh one that says what it is (`_readable`) if none."""
         name = self._by_id.get(id(obj))
         if name is not None and self.values[name] is obj:
             return name
@@ -54,10 +56,47 @@ class Namespace:
             for existing, value in self.values.items():
                 if type(value) is type(obj) and value == obj:
                     return existing
-        name = self._fresh(self.prefix + _readable(obj, hint))
+        return self._add(obj, _readable(obj, hint))
+
+    def bind_as(self, obj, hint: str) -> str:
+        """`bind`, but a fresh name says what the object is for (`hint`, made an identifier),
+        not what it is: launch code names a C entry `entry_<kernel>`, whatever its own name."""
+        name = self._by_id.get(id(obj))
+        if name is not None and self.values[name] is obj:
+            return name
+        return self._add(obj, identifier(hint))
+
+    def const(self, value, hint: str) -> str:
+        """`value` written as a literal where one is the same value, else `bind_as`."""
+        text = literal(value)
+        return text if text is not None else self.bind_as(value, hint)
+
+    def _add(self, obj, base: str) -> str:
+        name = self._fresh(self.prefix + base)
         self.values[name] = obj
         self._by_id[id(obj)] = name
         return name
+
+
+def identifier(text: str, default: str | None = None) -> str:
+    """`text` as a name for generated code: each character that cannot be in a name becomes
+    `_`; a result that is empty or starts with a digit is `default`, or else gets a `_` in
+    front. The package's one cleaner of names (Namespace, triton/'s launch code)."""
+    cleaned = "".join(c if c.isalnum() else "_" for c in text)
+    if cleaned and not cleaned[0].isdigit():
+        return cleaned
+    return default if default is not None else "_" + cleaned
+
+
+def literal(value) -> str | None:
+    """`value` written as code, where a literal is the same value (None, bool, int, str, a
+    finite float), else None."""
+    t = type(value)
+    if value is None or t in (bool, int, str):
+        return repr(value)
+    if t is float and math.isfinite(value):
+        return repr(value)
+    return None
 
 
 def _readable(obj, hint: str) -> str:
@@ -81,8 +120,7 @@ def _readable(obj, hint: str) -> str:
         text = getattr(obj, "__name__", hint)
     else:
         text = hint
-    cleaned = "".join(c if c.isalnum() else "_" for c in text)
-    return cleaned if cleaned and not cleaned[0].isdigit() else hint
+    return identifier(text, default=hint)
 
 
 class Source:

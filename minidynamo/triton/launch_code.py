@@ -2,60 +2,19 @@
 checks, then one call of the compiled kernel's entry. The launcher's own variants and a
 graph's launch program (program.py) are both rendered here.
 
-Renderers take `names`, which binds an object for generated code (``bind(value, hint)``)
-or writes it inline where it can be (``const(value, hint)``), and expressions for the
-dynamic values; they return code text.
+Renderers take `names`, the generated code's `sources.Namespace` (an object bound under a
+name that says what it is for: ``bind_as(value, hint)``; written inline where it can be:
+``const(value, hint)``), and expressions for the dynamic values; they return code text.
 """
 from __future__ import annotations
 
 import builtins
-import math
 
+from ..sources import Namespace, identifier
 from .entry import N_STANDARD, render_call
 from .resolved import SCALAR, TENSOR, HeuristicCheck, ResolvedLaunch, ScalarSpec, TunerChoice
 
 _INT_RANGES = {"i32": (-2**31, 2**31 - 1), "i64": (-2**63, 2**63 - 1), "u64": (2**63, 2**64 - 1)}
-
-
-def clean(hint: str) -> str:
-    text = "".join(c if c.isalnum() or c == "_" else "_" for c in hint)
-    return text if text and not text[0].isdigit() else "_" + text
-
-
-def inline(value) -> str | None:
-    """`value` written as code, where it can be without a binding."""
-    t = type(value)
-    if value is None or t in (bool, int, str):
-        return repr(value)
-    if t is float and math.isfinite(value):
-        return repr(value)
-    return None
-
-
-class Names:
-    """Bindings of a generated function with its own namespace (a launcher variant)."""
-
-    def __init__(self, reserved=()):
-        self.values: dict = {"__builtins__": builtins}
-        self._by_id: dict = {}
-        self._reserved = set(reserved)
-
-    def bind(self, value, hint: str) -> str:
-        name = self._by_id.get(id(value))
-        if name is not None and self.values[name] is value:
-            return name
-        base = name = clean(hint)
-        n = 1
-        while name in self.values or name in self._reserved or hasattr(builtins, name):
-            n += 1
-            name = f"{base}_{n}"
-        self.values[name] = value
-        self._by_id[id(value)] = name
-        return name
-
-    def const(self, value, hint: str) -> str:
-        text = inline(value)
-        return text if text is not None else self.bind(value, hint)
 
 
 # ---------------------------------------------------------------- checks (each: true means "no")
@@ -65,21 +24,21 @@ def state_conditions(state, names, kernel: str) -> list[str]:
     (with a key fixed at resolution), globals the kernel read."""
     conds = []
     if state.check_device:
-        conds.append(f"{names.bind(state.get_device, 'current_device')}() != {state.device}")
-    conds.append(names.bind(state.pre_run_hooks, f"pre_run_hooks_{kernel}"))
-    runtime = names.bind(state.runtime, "triton_runtime")
+        conds.append(f"{names.bind_as(state.get_device, 'current_device')}() != {state.device}")
+    conds.append(names.bind_as(state.pre_run_hooks, f"pre_run_hooks_{kernel}"))
+    runtime = names.bind_as(state.runtime, "triton_runtime")
     if state.debug is not None:
         conds.append(f"{runtime}.debug is not {names.const(state.debug, 'debug_flag')}")
     for attr, hook in (("launch_enter_hook", state.enter_hook), ("launch_exit_hook", state.exit_hook)):
         if hook is None:
             conds.append(f"{runtime}.{attr} is not None")
         else:  # an empty HookChain: it must stay the same, empty, object
-            h = names.bind(hook, attr)
+            h = names.bind_as(hook, attr)
             conds.append(f"{runtime}.{attr} is not {h} or {h}.calls")
     for t in state.tuners:
-        tuner = names.bind(t.tuner, f"autotuner_{kernel}")
-        configs = names.bind(t.configs, f"configs_{kernel}")
-        config = names.bind(t.config, f"config_{kernel}")
+        tuner = names.bind_as(t.tuner, f"autotuner_{kernel}")
+        configs = names.bind_as(t.configs, f"configs_{kernel}")
+        config = names.bind_as(t.config, f"config_{kernel}")
         conds += [f"{tuner}.configs is not {configs}", f"len({configs}) != {t.n_configs}"]
         if t.key is None:
             conds.append(f"{configs}[0] is not {config}")
@@ -87,9 +46,9 @@ def state_conditions(state, names, kernel: str) -> list[str]:
             conds.append(f"{tuner}.cache.get({names.const(t.key, f'tuning_key_{kernel}')}) is not {config}")
     missing = None
     for gdict, gname, gval in state.globals_read:
-        missing = missing or names.bind(_MISSING, "missing")
-        conds.append(f"{names.bind(gdict, 'globals_' + clean(gname))}.get({gname!r}, {missing}) != "
-                     f"{names.const(gval, 'global_' + clean(gname))}")
+        missing = missing or names.bind_as(_MISSING, "missing")
+        conds.append(f"{names.bind_as(gdict, 'globals_' + identifier(gname))}.get({gname!r}, {missing}) != "
+                     f"{names.const(gval, 'global_' + identifier(gname))}")
     return conds
 
 
@@ -104,7 +63,7 @@ _MISSING = _Missing()
 def tensor_conditions(slot, expr: str, device: int, names) -> list[str]:
     """Device and dtype of a tensor value (what a graph's guards pin; a launcher checks)."""
     return [f"{expr}.get_device() != {device}",
-            f"{expr}.dtype is not {names.bind(slot.dtype, str(slot.dtype).replace('torch.', ''))}"]
+            f"{expr}.dtype is not {names.bind_as(slot.dtype, str(slot.dtype).replace('torch.', ''))}"]
 
 
 def alignment_condition(slot, pointer: str) -> str | None:
@@ -141,24 +100,24 @@ def per_call_conditions(resolved: ResolvedLaunch, value_exprs: list, names, loca
     """Autotuner keys over dynamic values and recomputed heuristics, in the order Triton
     evaluates them. `local(hint)` gives a fresh local name (for a heuristic's result)."""
     conds = []
-    kernel = clean(resolved.kernel_name)
+    kernel = identifier(resolved.kernel_name)
     for check in resolved.per_call_checks:
         if isinstance(check, TunerChoice):
             parts = [_ref(p, value_exprs, names, "key_part") for p in check.key_parts]
             key = "(" + "".join(p + ", " for p in parts) + ")"
-            conds.append(f"{names.bind(check.tuner, f'autotuner_{kernel}')}.cache.get({key}) is not "
-                         f"{names.bind(check.config, f'config_{kernel}')}")
+            conds.append(f"{names.bind_as(check.tuner, f'autotuner_{kernel}')}.cache.get({key}) is not "
+                         f"{names.bind_as(check.config, f'config_{kernel}')}")
         elif isinstance(check, HeuristicCheck):
-            fn = names.bind(check.fn, f"heuristic_{clean(check.name)}")
+            fn = names.bind_as(check.fn, f"heuristic_{identifier(check.name)}")
             arg = "{" + ", ".join(f"{n!r}: {_ref(r, value_exprs, names, n)}" for n, r in check.inputs) + "}"
-            got = local(clean(check.name).lower())
+            got = local(identifier(check.name).lower())
             value = check.value
             if value is None or type(value) is bool:
                 conds.append(f"{fn}({arg}) is not {value!r}")
             else:
-                kind = "int" if type(value) is int else names.bind(type(value), "type_" + clean(check.name))
+                kind = "int" if type(value) is int else names.bind_as(type(value), "type_" + identifier(check.name))
                 conds.append(f"({got} := {fn}({arg})).__class__ is not {kind} or "
-                             f"{got} != {names.const(value, clean(check.name))}")
+                             f"{got} != {names.const(value, identifier(check.name))}")
     return conds
 
 
@@ -171,13 +130,13 @@ def kernel_args(resolved: ResolvedLaunch, value_exprs: list, names) -> list[str]
         if p.role in (TENSOR, SCALAR):
             out.append(value_exprs[p.value_index])
         else:
-            out.append(names.const(p.value, f"{clean(resolved.kernel_name)}_{p.name}"))
+            out.append(names.const(p.value, f"{identifier(resolved.kernel_name)}_{p.name}"))
     return out
 
 
 def launch_call(resolved: ResolvedLaunch, grid: list, stream: str, args: list, names) -> str:
     """The call of the compiled kernel's entry with grid expressions (x, y, z)."""
-    kernel = clean(resolved.kernel_name)
+    kernel = identifier(resolved.kernel_name)
     standard = [*grid, stream, names.const(resolved.function, f"function_{kernel}"),
                 names.const(resolved.packed_metadata, f"metadata_{kernel}"), "None", "None", "None"]
     assert len(standard) == N_STANDARD
@@ -190,7 +149,7 @@ def launch_call(resolved: ResolvedLaunch, grid: list, stream: str, args: list, n
 
 
 def stream_expr(state, names) -> str:
-    return f"{names.bind(state.get_stream, 'current_stream')}({state.device})"
+    return f"{names.bind_as(state.get_stream, 'current_stream')}({state.device})"
 
 
 # ---------------------------------------------------------------- a launcher's variant
@@ -199,9 +158,13 @@ def variant_source(resolved: ResolvedLaunch, n_values: int) -> tuple[str, dict, 
     *values)``: the checks, falling through to `next_variant` (bound later in the
     namespace), then the launch."""
     values = [f"a{i}" for i in range(n_values)]
-    kernel = clean(resolved.kernel_name)
-    names = Names(reserved={"launcher", "grid", "gx", "gy", "gz", *values, f"launch_{kernel}",
-                            *(f"p{i}" for i in range(n_values)), "next_variant"})
+    kernel = identifier(resolved.kernel_name)
+    # The variant's own module namespace: no prefix, nothing that shadows a builtin.
+    names = Namespace(prefix="")
+    names.values["__builtins__"] = builtins
+    for reserved in (*dir(builtins), "launcher", "grid", "gx", "gy", "gz", *values, f"launch_{kernel}",
+                     *(f"p{i}" for i in range(n_values)), "next_variant"):
+        names.reserve(reserved)
     params = ", ".join(["launcher", *(["grid"] if resolved.grid_per_call else []), *values])
     fallthrough = f"        return next_variant({params})"
     state = resolved.state
@@ -229,10 +192,10 @@ def variant_source(resolved: ResolvedLaunch, n_values: int) -> tuple[str, dict, 
         body.append(f"    gx, gy, gz = {pick}")
         grid = ["gx", "gy", "gz"]
     elif resolved.grid is None:  # a callable grid that per-call scalars feed
-        meta = names.bind(resolved.grid_meta, "grid_meta")
+        meta = names.bind_as(resolved.grid_meta, "grid_meta")
         upd = ", ".join(f"{n!r}: {v}" for n, v in zip(resolved.dynamic_names, values))
-        body.append(f"    gx, gy, gz = {names.bind(normalise_grid, 'normalise_grid')}("
-                    f"{names.bind(resolved.grid_fn, 'grid_fn')}({{**{meta}, {upd}}}))")
+        body.append(f"    gx, gy, gz = {names.bind_as(normalise_grid, 'normalise_grid')}("
+                    f"{names.bind_as(resolved.grid_fn, 'grid_fn')}({{**{meta}, {upd}}}))")
         grid = ["gx", "gy", "gz"]
     else:
         grid = [str(g) for g in resolved.grid]

@@ -29,45 +29,14 @@ import torch
 import torch.fx as fx
 
 from ..graph import aliased_values, written_values
+from ..sources import identifier
 from .capture import launch_record
-from .launch_code import (alignment_condition, clean, inline, kernel_args, launch_call, per_call_conditions,
+from .launch_code import (alignment_condition, kernel_args, launch_call, per_call_conditions,
                           scalar_conditions, state_conditions, stream_expr)
 from .resolved import SCALAR, TENSOR, HeuristicCheck
 from .scratch import SCRATCH_ALIGN, SizeExprs, as_int, definitely_contiguous, layout, scratch_view, slot_layout
 
 DEVICE_TYPES = ("cuda",)  # where values are allocated from metadata (tests add "cpu")
-
-
-class EntryNames:
-    """The entry's namespace as launch_code's `names`: objects are bound under the names
-    launch_code gives them (`entry_<kernel>` for a C entry, whatever its own name is)."""
-
-    def __init__(self, ns):
-        self.ns = ns
-        self._by_id: dict = {}
-
-    def bind(self, value, hint: str) -> str:
-        name = self._by_id.get(id(value))
-        if name is not None and self.ns.values.get(name) is value:
-            return name
-        base = name = self.ns.prefix + clean(hint)
-        n = 1
-        while name in self.ns.values and self.ns.values[name] is not value:
-            n += 1
-            name = f"{base}_{n}"
-        self.ns.values[name] = value
-        self._by_id[id(value)] = name
-        return name
-
-    def const(self, value, hint: str) -> str:
-        text = inline(value)
-        return text if text is not None else self.bind(value, hint)
-
-    def dtype(self, dtype) -> str:
-        return self.bind(dtype, str(dtype).replace("torch.", ""))
-
-    def device(self, device) -> str:
-        return self.bind(device, str(device))
 
 
 class _Launch:
@@ -162,7 +131,7 @@ class ProgramBuilder:
 
     def __init__(self, graph, ns, input_exprs: dict, var_name):
         self.ns = ns
-        self.names = EntryNames(ns)
+        self.names = ns  # launch_code binds into the entry's own namespace
         self.var_name = var_name
         self.nodes = list(graph.nodes)
         out = next(n for n in self.nodes if n.op == "output")
@@ -201,7 +170,7 @@ class ProgramBuilder:
         check of global launch state that must hold for the program to run."""
         conds: list[str] = []
         for launch in self.launches.values():
-            for c in state_conditions(launch.resolved.state, self.names, clean(launch.record.name)):
+            for c in state_conditions(launch.resolved.state, self.names, identifier(launch.record.name)):
                 if c not in conds:
                     conds.append(c)
         self.conds = " or ".join(conds) or "False"
@@ -222,8 +191,8 @@ class ProgramBuilder:
             total_expr = self._symbolic_layout(intervals, lines)
             self.scratch_bytes = "a per-call number of"
         dev = next(iter(intervals)).meta["val"].device
-        lines.append(f"{self.sbuf} = {self.names.bind(torch.empty, 'empty')}(({total_expr},), "
-                     f"dtype={self.names.bind(torch.uint8, 'uint8')}, device={self.names.device(dev)})")
+        lines.append(f"{self.sbuf} = {self.names.bind_as(torch.empty, 'empty')}(({total_expr},), "
+                     f"dtype={self.names.bind_as(torch.uint8, 'uint8')}, device={self.names.bind(dev)})")
         lines.append(f"{self.sb} = {self.sbuf}.data_ptr()")
         return lines
 
@@ -272,8 +241,8 @@ class ProgramBuilder:
     def _empty_like_lines(self, node, val, names):
         name = names.get(node) or self.var_name(node)
         like = node.args[0]
-        bind = self.names.bind
-        dtype = f"dtype={self.names.dtype(val.dtype)}"
+        bind = self.names.bind_as
+        dtype = f"dtype={self.names.bind(val.dtype)}"
         if like not in self.scratch and not node.kwargs:
             # Same metadata as the fake result (the guards pin the real argument's, or it
             # is a value made here), and parsing one argument costs less than the rest.
@@ -283,9 +252,9 @@ class ProgramBuilder:
                 return [f"{name} = {bind(torch.empty_like, 'empty_like')}({names[like]}, {dtype})"], name
             # A scratch value is contiguous, and so is an empty_like of it.
             return [f"{name} = {bind(torch.empty, 'empty')}({self._shape(val)}, {dtype}, "
-                    f"device={self.names.device(val.device)})"], name
+                    f"device={self.names.bind(val.device)})"], name
         return [f"{name} = {bind(torch.empty_strided, 'empty_strided')}("
-                f"{tuple(val.shape)!r}, {val.stride()!r}, {dtype}, device={self.names.device(val.device)})"], name
+                f"{tuple(val.shape)!r}, {val.stride()!r}, {dtype}, device={self.names.bind(val.device)})"], name
 
     def _shape(self, val) -> str:
         dims = [self.sizes.render(s) for s in val.shape]
@@ -333,7 +302,7 @@ class ProgramBuilder:
         args = [self._scratch_tensor(v) if v in self.scratch else o for v, o in zip(launch.args, objects)]
         if r.grid_per_call:
             args.insert(0, self._grid_arg(launch, names))
-        slow = f"{self.names.bind(launch.launcher, 'launch_' + launch.record.name)}({', '.join(args)})"
+        slow = f"{self.names.bind_as(launch.launcher, 'launch_' + launch.record.name)}({', '.join(args)})"
         return lines + [f"if {' or '.join(checks)}:", f"    {slow}", "else:", f"    {call}"]
 
     def _scalar_check(self, value, spec, expr: str, lines: list) -> str:
@@ -343,7 +312,7 @@ class ProgramBuilder:
         key = (value, spec)
         local = self.spec_checks.get(key)
         if local is None:
-            local = self.spec_checks[key] = self.local("not_" + clean(str(expr)).strip("_")[:20])
+            local = self.spec_checks[key] = self.local("not_" + identifier(str(expr)).strip("_")[:20])
             lines.append(f"{local} = {' or '.join(scalar_conditions(spec, expr))}")
         return local
 
@@ -354,8 +323,8 @@ class ProgramBuilder:
         else:
             nbytes, shape = self.sizes.render(val.numel() * val.element_size()), self._shape(val)
         off = self.scratch[value]
-        return (f"{self.names.bind(scratch_view, 'scratch_view')}({self.sbuf}, {off}, {nbytes}, "
-                f"{self.names.dtype(val.dtype)}, {shape})")
+        return (f"{self.names.bind_as(scratch_view, 'scratch_view')}({self.sbuf}, {off}, {nbytes}, "
+                f"{self.names.bind(val.dtype)}, {shape})")
 
     def _grid_arg(self, launch: _Launch, names) -> str:
         def one(g):
