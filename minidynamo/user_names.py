@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import inspect
 import linecache
+import os
 import re
 from dataclasses import dataclass
 
@@ -54,12 +55,20 @@ def _word(name: str) -> re.Pattern:
     return re.compile(r"(?<![\w.])" + re.escape(name) + r"(?!\w)")
 
 
+# optimize(module) calls the module from a function of api.py; a break in the module's hooks
+# (or Module.__call__) resumes in that function, which is no code of the user's.
+_OWN_CALL_FILE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "api.py")
+
+
 def for_resume(fn, root: Naming) -> Naming:
     """The Naming of resume function `fn` (resume.py) of the function `root` names."""
     info = getattr(fn, "_minidynamo_resume", None)
     if info is None:
         return root
     code = info.code
+    if code.co_filename == _OWN_CALL_FILE:  # optimize(module)'s call of the module: no line of the user's
+        return Naming(root.function, root.where, "after a graph break in the module's call (its hooks)",
+                      root.renames)
     line = normalize(code)[info.target].lineno if info.target < len(normalize(code)) else None
     renames = []
     for param, original in zip(info.params, info.originals):

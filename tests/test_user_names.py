@@ -229,3 +229,19 @@ def test_a_break_inside_torch_names_the_users_line_that_led_there():
     # torch's version and state): the user's line that called it is named too
     step = next(b for b in report.break_reasons if b.reached_from and b.reached_from.endswith("sgd.step()"))
     assert "torch" in step.where and "called from" in str(report)
+
+
+@torch._dynamo.disable
+def _disabled_hook_body(x):
+    return None
+
+
+def test_a_break_in_a_modules_hook_is_named_without_the_packages_lines():
+    # optimize(module) calls the module from a function of the package: the code after a
+    # break in the module's hooks is named for the module's call, not by a line of api.py.
+    net = torch.nn.Linear(3, 3)
+    net.register_forward_pre_hook(lambda mod, args: _disabled_hook_body(args[0]))
+    report = minidynamo.explain(net)(torch.ones(2, 3))
+    text = str(report)
+    assert "after a graph break in the module's call (its hooks)" in text
+    assert "api.py" not in text
