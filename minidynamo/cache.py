@@ -21,6 +21,7 @@ from .config import config
 from .exc import InternalError
 from .convert import CacheEntry, compile_call
 from .logs import compile_watch, get_logger
+from .sources import IteratorSource
 from .user_names import Naming, for_resume, plain
 
 recompile_log = get_logger("recompiles")
@@ -99,6 +100,8 @@ class GuardFailure:
     # (a resume function's entries); "" for the function's own entries.
     resume: str = ""
     raw_source: str = field(default="", repr=False)  # the source's name as guards use it
+    # The guard reads a loop iterator's position or sequence (a resume function's iterator).
+    on_iterator: bool = field(default=False, repr=False)
 
     def __str__(self):
         return f"{self.function}: {self.reason} (guard: {self.guard})"
@@ -336,7 +339,8 @@ class FunctionCache:
                 raw = guard.source.name()
                 found_all.append(GuardFailure(now, naming.function, guard.code(entry.ns), naming.text(reason),
                                               guard.kind, naming.text(raw), expected, actual, naming.where,
-                                              index, resume=naming.resume, raw_source=raw))
+                                              index, resume=naming.resume, raw_source=raw,
+                                              on_iterator=any(isinstance(s, IteratorSource) for s in guard.reads())))
                 closeness.append(self._differences(entry, args, kwargs) if len(self.entries) > 1 else 0)
         if not found_all:
             return None
@@ -396,10 +400,10 @@ class FunctionCache:
             last = next(f for f in reversed(self.failures) if (f.kind, f.source) == top)
             why = (f"; the guard that keeps failing: {top[0]} on {top[1]} ({count} of "
                    f"{len(self.failures)} recompiles), last: {last.reason}")
-        if self.continuation and "iterator" in why:
-            why += (" (a graph break inside a loop: each iteration resumes at another position of "
-                    "the loop, so the iterations past the limit run eagerly; move the break out of "
-                    "the loop to capture them all)")
+            if self.continuation and last.on_iterator:
+                why += (" (a graph break inside a loop: each iteration resumes at another position "
+                        "of the loop, so the iterations past the limit run eagerly; move the break "
+                        "out of the loop to capture them all)")
         what = self.naming.label() if not self.continuation else \
             f"the code of {self.naming.label()}"
         msg = (f"minidynamo: {what} reached cache_size_limit "

@@ -100,11 +100,6 @@ class CacheEntry:
     def hit_count(self) -> int:
         return self.hits[0]
 
-    def first_failure(self, args, kwargs):
-        """(guard, explanation) for the first guard these arguments fail, or None."""
-        found = self.first_mismatch(args, kwargs)
-        return None if found is None else (found[0], found[1])
-
     def first_mismatch(self, args, kwargs):
         """(guard, explanation, expected, actual) for the first guard these arguments
         fail, or None."""
@@ -276,7 +271,7 @@ def compile_call(fn, args, kwargs, backend, *, name: str, slow=None, fullgraph: 
             rb.prepare(tail.roots())
             tail.lines(rb)
         except Unsupported as reason:
-            if resumes is None or getattr(reason, "break_at", None) is None:
+            if resumes is None or reason.break_at is None:
                 raise
             breaking = reason
             traced = time.perf_counter()
@@ -406,7 +401,7 @@ def _restart_for_break(fn, args, kwargs, name, reason, ns, out_name, fullgraph, 
     why = why_no_break(tx, index, fullgraph)
     if why is not None:
         raise _no_break(reason, why)
-    tail = BreakTail(tx, index, resumes, continuation, getattr(reason, "inside_call", False), backend)
+    tail = BreakTail(tx, index, resumes, continuation, reason.inside_call, backend)
     rb = Rebuilder(ns, out_name)
     rb.prepare(tail.roots())
     try:

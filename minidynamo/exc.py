@@ -49,25 +49,50 @@ current_location: contextvars.ContextVar = contextvars.ContextVar("minidynamo_lo
 
 class Unsupported(Exception):
     """Raised when the interpreter declines a construct; the call then runs eagerly.
-    `hint` says what the user can do (by default, the category's hint)."""
 
-    def __init__(self, category: str, detail: str, where: str | None = None, hint: str | None = None):
+    Its fields, the only ones any module reads or sets (decisions read these, never the
+    message text):
+    - `category`: a key of CATEGORIES; `detail`: what was declined (the message users see);
+      `where`: the user's `file:line: source` of the instruction; `hint`: what the user can
+      do (by default, the category's hint).
+    - `raised`: the Python exception class the eager run raises here, where a model of
+      CPython catching it needs it (`raising`, `Raised`, every AttributeError: getattr's
+      default and hasattr), else None.
+    - `raised_at`: (translator, instruction index) of the frame the raise is in, innermost
+      (the translator adds it as the error leaves that frame), else None.
+    - `no_break`: why no frame may break for it (the whole call runs eagerly), else None.
+    - `break_at`: (instruction index, step) where the frame being optimized could break for
+      it (set by the root translator; breaks.py), else None.
+    - `inside_call`: it was declined inside a call that frame made (breaks.py).
+    - `reached_from`: the user's line whose call led into torch or the standard library,
+      where it was declined there (the message says it from then on), else None.
+    """
+
+    def __init__(self, category: str, detail: str, where: str | None = None, hint: str | None = None,
+                 *, raised: type | None = None, no_break: str | None = None):
         assert category in CATEGORIES, category
         self.category = category
         self.detail = detail
         self.where = where
         self.hint = hint or HINTS[category]
+        self.raised = raised
+        self.raised_at = None
+        self.no_break = no_break
+        self.break_at = None
+        self.inside_call = False
+        self.reached_from = None
         super().__init__(self._message())
+
+    def raises(self, exc_class: type) -> bool:
+        """Whether the eager run raises `exc_class` (or a subclass of it) here."""
+        return self.raised is not None and issubclass(self.raised, exc_class)
 
     def _message(self) -> str:
         at = f" (at {self.where})" if self.where else ""
         return f"[{self.category}] {self.detail}{at}"
 
     def __str__(self):
-        # reached_from (the user's line whose call led into torch) is learnt as the error
-        # leaves the inlined frames: the message says it from then on.
-        reached_from = getattr(self, "reached_from", None)
-        return super().__str__() + (f" (called from {reached_from})" if reached_from else "")
+        return super().__str__() + (f" (called from {self.reached_from})" if self.reached_from else "")
 
     def __reduce__(self):
         return (Unsupported, (self.category, self.detail, self.where, self.hint))
@@ -83,13 +108,13 @@ def format_location(loc) -> str | None:
     return f"{where}: {text}" if text else where
 
 
-def unsupported(category: str, detail: str, hint: str | None = None, no_break: str | None = None):
+def unsupported(category: str, detail: str, hint: str | None = None, no_break: str | None = None,
+                raised: type | None = None):
     """Raise Unsupported for the instruction being traced. Never returns. `no_break` says
-    why no frame of the call may break for it: the whole call then runs eagerly."""
-    error = Unsupported(category, detail, format_location(current_location.get()), hint)
-    if no_break is not None:
-        error.no_break = no_break
-    raise error
+    why no frame of the call may break for it: the whole call then runs eagerly. `raised`:
+    the exception class the eager run raises (see Unsupported)."""
+    raise Unsupported(category, detail, format_location(current_location.get()), hint,
+                      raised=raised, no_break=no_break)
 
 
 def raising(exc_class: type, detail: str):
@@ -97,9 +122,13 @@ def raising(exc_class: type, detail: str):
     class (`raised`), and the translator adds where (`raised_at`: the frame and the index of
     its instruction), so a caller that models CPython catching it (the sequence protocol's
     IndexError: variables/iteration_protocol.py) can tell it escaped unhandled."""
-    error = Unsupported("exceptions", detail, format_location(current_location.get()))
-    error.raised = exc_class
-    raise error
+    raise Unsupported("exceptions", detail, format_location(current_location.get()), raised=exc_class)
+
+
+def attribute_error(e: BaseException) -> type | None:
+    """`raised` for a decline of an exception `e` that a fold raised: its class where it
+    is an AttributeError (getattr's default and hasattr catch those), else None."""
+    return type(e) if isinstance(e, AttributeError) else None
 
 
 class Raised(Unsupported):
@@ -112,9 +141,8 @@ class Raised(Unsupported):
     one the trace models exactly (else no frame may catch it any more)."""
 
     def __init__(self, value, origin, detail: str):
-        super().__init__("exceptions", detail, format_location(current_location.get()))
+        super().__init__("exceptions", detail, format_location(current_location.get()), raised=value.exc_type)
         self.value = value
-        self.raised = value.exc_type
         self.origin = origin
         self.through = None
         self.catchable = True

@@ -34,8 +34,7 @@ class BreakReason:
     @classmethod
     def of(cls, r, graph_break: bool = False) -> "BreakReason":
         """The BreakReason of an Unsupported (an entry's break or fallback reason)."""
-        return cls(r.category, r.detail, r.where, r.hint, getattr(r, "no_break", None), graph_break,
-                   getattr(r, "reached_from", None))
+        return cls(r.category, r.detail, r.where, r.hint, r.no_break, graph_break, r.reached_from)
 
     @property
     def reason(self) -> str:

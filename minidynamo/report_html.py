@@ -285,7 +285,7 @@ class Page:
                 cls = "reason" if e.break_reason is not None else "reason eager"
                 what = "graph break" if e.break_reason is not None else "runs eagerly as a whole"
                 extra = ""
-                if getattr(r, "no_break", None):
+                if r.no_break:
                     extra += f"<div>no graph break there: {esc(r.no_break)}</div>"
                 if e.resumes:
                     extra += ("<div>then runs that instruction natively and continues in "

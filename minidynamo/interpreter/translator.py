@@ -145,17 +145,17 @@ class InstructionTranslator(GeneratorOps, LoadStoreOps, StackOps, BinaryOps, Jum
         except _Return as r:
             return r.value
         except Unsupported as e:
-            if isinstance(e, Raised) and self.is_root and getattr(e, "break_at", None) is None:
+            if isinstance(e, Raised) and self.is_root and e.break_at is None:
                 made = e.value.made_at  # made by a call of this frame: break there, as before
                 if made is not None and made[0] is self:
                     e.break_at = made[1:]
-            if getattr(e, "raised", None) is not None and getattr(e, "raised_at", None) is None:
+            if e.raised is not None and e.raised_at is None:
                 e.raised_at = (self, start)  # the frame the raise is in, innermost first
-            if getattr(e, "no_break", None) is not None:
+            if e.no_break is not None:
                 pass  # no frame may break for it (exc.READS_FRAME)
             elif not self.is_root:
                 e.inside_call = True  # declined inside a call the frame made (breaks.py)
-            elif getattr(e, "break_at", None) is None:
+            elif e.break_at is None:
                 e.break_at = (start, step)  # where this frame could break (breaks.py)
             raise
         except (_Yield, StoppedForBreak):
@@ -200,7 +200,7 @@ class InstructionTranslator(GeneratorOps, LoadStoreOps, StackOps, BinaryOps, Jum
         except Unsupported as e:
             # A decline inside torch or the standard library: say which line of the user's
             # code led there (the call this frame is making), once, from the outermost such call.
-            if getattr(e, "reached_from", None) is None and in_torch_or_stdlib(child.code.co_filename) \
+            if e.reached_from is None and in_torch_or_stdlib(child.code.co_filename) \
                     and not in_torch_or_stdlib(self.code.co_filename):
                 e.reached_from = format_location((self.code.co_filename, self._line_at(self.ip - 1)))
             raise

@@ -170,7 +170,7 @@ def call_getattribute(tx, obj, name: str, hook):
     try:
         return UserFunctionVariable(hook).call_function(tx, [obj, ConstantVariable(name)], {})
     except Unsupported as e:
-        if e.category == "exceptions" and "AttributeError" in e.detail and _may_catch(hook.__code__):
+        if e.raises(AttributeError) and _may_catch(hook.__code__):
             unsupported("construct", f"{obj.python_type().__qualname__}.__getattribute__ may catch the "
                                      f"AttributeError for {name!r} (its try blocks are not traced)")
         raise

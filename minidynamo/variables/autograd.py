@@ -127,7 +127,8 @@ class FunctionCtxVariable(VariableTracker):
             return BoundMethodVariable(self, name)
         if name == "materialize_grads":
             return ConstantVariable(self.materialize_grads)
-        unsupported("exceptions", f"AttributeError: {self.fn_name}'s ctx has no attribute {name!r}")
+        unsupported("exceptions", f"AttributeError: {self.fn_name}'s ctx has no attribute {name!r}",
+                    raised=AttributeError)
 
     def store_attr(self, tx, name, value):
         if self.phase != "forward":

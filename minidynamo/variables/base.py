@@ -51,7 +51,8 @@ class VariableTracker:
         (lists, dicts, sets): a bound method, or the AttributeError Python would raise."""
         t = self.python_type()
         if not hasattr(t, name):
-            unsupported("exceptions", f"AttributeError: {t.__name__!r} object has no attribute {name!r}")
+            unsupported("exceptions", f"AttributeError: {t.__name__!r} object has no attribute {name!r}",
+                        raised=AttributeError)
         if not callable(getattr(t, name)):
             unsupported("construct", f"attribute {name!r} of {self.describe()}")
         from .functions import BoundMethodVariable
@@ -103,7 +104,7 @@ class ObjectConstantVariable(VariableTracker):
         try:
             return getattr(self.value, name)
         except AttributeError as e:
-            unsupported("exceptions", f"AttributeError: {e}")
+            unsupported("exceptions", f"AttributeError: {e}", raised=AttributeError)
 
 
 class NullVariable(VariableTracker):

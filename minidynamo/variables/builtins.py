@@ -11,7 +11,7 @@ import operator
 
 import torch
 
-from ..exc import exception_made, READS_FRAME, Unsupported, unsupported
+from ..exc import attribute_error, exception_made, READS_FRAME, Unsupported, unsupported
 from .base import ObjectConstantVariable
 from .constant import ConstantVariable, fold
 from .dicts import DictVariable, SetVariable
@@ -389,7 +389,7 @@ def sort_items(tx, items: list, key=None, reverse=None) -> list:
     except Unsupported:
         raise
     except Exception as e:  # the eager run raises it for real
-        unsupported("exceptions", f"sort() raised {type(e).__name__}: {e}")
+        unsupported("exceptions", f"sort() raised {type(e).__name__}: {e}", raised=attribute_error(e))
     return [items[i] for i in order]
 
 
@@ -486,7 +486,7 @@ def _getattr(tx, args, kwargs):
         try:
             return args[0].var_getattr(tx, name)
         except Unsupported as e:
-            if e.category == "exceptions" and "AttributeError" in e.detail:
+            if e.raises(AttributeError):
                 return args[2]
             raise
     return args[0].var_getattr(tx, name)
@@ -504,7 +504,7 @@ def _hasattr(tx, args, kwargs):
         args[0].var_getattr(tx, args[1].as_python_constant())
         return ConstantVariable(True)
     except Unsupported as e:
-        if e.category == "exceptions" and "AttributeError" in e.detail:
+        if e.raises(AttributeError):
             return ConstantVariable(False)
         raise
 

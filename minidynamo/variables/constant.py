@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import torch
 
-from ..exc import unsupported
+from ..exc import attribute_error, unsupported
 from .base import ObjectConstantVariable
 
 # Types whose values are immutable and whose methods are pure: safe to fold.
@@ -90,6 +90,6 @@ def fold(tx, fn, args, kwargs, what: str):
     try:
         result = fn(*args, **kwargs)
     except Exception as e:  # the eager run will raise it for real
-        unsupported("exceptions", f"{what} raised {type(e).__name__}: {e}")
+        unsupported("exceptions", f"{what} raised {type(e).__name__}: {e}", raised=attribute_error(e))
     from .builder import wrap_constant_result
     return wrap_constant_result(result, what)

@@ -21,7 +21,7 @@ import torch
 from torch.amp import autocast_mode
 from torch.autograd import grad_mode
 
-from ..exc import unsupported
+from ..exc import attribute_error, unsupported
 from .base import VariableTracker
 from .constant import ConstantVariable
 from .exits import EnteredManager, GradModeExit, WithCarrier, enter_real, null_exit  # noqa: F401 - builder, regions
@@ -330,7 +330,8 @@ class AutocastVariable(ContextManagerVariable):
             self.real = torch.autocast(*self.args)
             self.real.__enter__()
         except Exception as e:  # a bad device type or dtype: eager raises it
-            unsupported("exceptions", f"torch.autocast{self.args!r} raised {type(e).__name__}: {e}")
+            unsupported("exceptions", f"torch.autocast{self.args!r} raised {type(e).__name__}: {e}",
+                        raised=attribute_error(e))
         tx.output.entered.append(self.real)  # left by the cache if the trace stops inside
         self.node = tx.output.graph.create_node("call_function", autocast_mode._enter_autocast, self.args, {})
         return ConstantVariable(None)
@@ -433,7 +434,8 @@ def _cuda_device(arg) -> "CudaDeviceVariable":
     try:
         index = _get_device_index(arg, optional=True)
     except Exception as e:  # a CPU device, say: eager raises it
-        unsupported("exceptions", f"torch.cuda.device({arg!r}) raised {type(e).__name__}: {e}")
+        unsupported("exceptions", f"torch.cuda.device({arg!r}) raised {type(e).__name__}: {e}",
+                    raised=attribute_error(e))
     implicit = arg is None or (isinstance(arg, (str, torch.device)) and torch.device(arg).index is None)
     if implicit and index is not None:  # the current device: switching to it changes nothing
         index = -1

@@ -12,7 +12,7 @@ it or holding it across a graph break declines (nothing rebuilds it).
 """
 from __future__ import annotations
 
-from ..exc import unsupported
+from ..exc import attribute_error, unsupported
 from .base import VariableTracker
 from .constant import ConstantVariable
 from .lists import TupleVariable
@@ -59,7 +59,8 @@ def make_exception(tx, cls, args: list, kwargs: dict, made_at=None) -> "Exceptio
         try:
             real = cls(*[a.as_python_constant() for a in args])  # C code only (why_not_modeled)
         except Exception as e:  # noqa: BLE001 - the eager run raises it
-            unsupported("exceptions", f"{type(e).__name__} making a {cls.__qualname__}: {e}")
+            unsupported("exceptions", f"{type(e).__name__} making a {cls.__qualname__}: {e}",
+                        raised=attribute_error(e))
         if type(real) is not cls:  # OSError(errno, ...) picks a subclass
             unsupported("exceptions", f"{cls.__qualname__}(...) made a {type(real).__qualname__}")
     elif not _simple(cls) and not issubclass(cls, StopIteration):  # its `value` is args[0]: modeled
@@ -122,7 +123,7 @@ class ExceptionVariable(VariableTracker):
                 return ConstantVariable(value)
         if not hasattr(self.exc_type, name):
             unsupported("exceptions", f"AttributeError: {self.exc_type.__name__!r} object has no "
-                                      f"attribute {name!r}")
+                                      f"attribute {name!r}", raised=AttributeError)
         unsupported("exceptions", f"attribute {name!r} of a {self.describe()} is not modeled")
 
 

@@ -260,7 +260,8 @@ class UserFunctionVariable(BaseFunctionVariable):
         if hasattr(types.FunctionType, name):  # __globals__, __closure__, methods
             return super().var_getattr(tx, name)
         tx.output.guards.add(Guard("HASATTR", self.guard_source(), False, {"attr": name}))
-        unsupported("exceptions", f"AttributeError: 'function' object has no attribute {name!r}")
+        unsupported("exceptions", f"AttributeError: 'function' object has no attribute {name!r}",
+                    raised=AttributeError)
 
 
 # Attributes of every function whose values the trace reads as values (the type's own data
@@ -339,7 +340,8 @@ class NestedFunctionVariable(BaseFunctionVariable):
             from .builder import wrap
             return wrap(tx, types.FunctionType, None)
         if not hasattr(types.FunctionType, name):  # made here: its __dict__ is empty
-            unsupported("exceptions", f"AttributeError: 'function' object has no attribute {name!r}")
+            unsupported("exceptions", f"AttributeError: 'function' object has no attribute {name!r}",
+                        raised=AttributeError)
         return super().var_getattr(tx, name)
 
 

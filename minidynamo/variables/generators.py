@@ -213,7 +213,8 @@ class GeneratorVariable(IteratorVariable):
                 unsupported("generator", f"__qualname__ of a {self.describe()} made by a nested function")
             return ConstantVariable(value)
         if not hasattr(types.GeneratorType, name):
-            unsupported("exceptions", f"AttributeError: 'generator' object has no attribute {name!r}")
+            unsupported("exceptions", f"AttributeError: 'generator' object has no attribute {name!r}",
+                        raised=AttributeError)
         unsupported("generator", f"attribute {name!r} of a {self.describe()}")
 
     def call_method(self, tx, name, args, kwargs):

@@ -94,7 +94,7 @@ class _SequenceItems(LiveItems):
     def _ended_by(self, e: Unsupported) -> bool:
         """`e` is an IndexError raised by `__getitem__` itself, caught by nothing before the
         mixin's `except IndexError`."""
-        raised, at = getattr(e, "raised", None), getattr(e, "raised_at", None)
+        raised, at = e.raised, e.raised_at
         if raised is None or at is None or not issubclass(raised, IndexError):
             return False
         frame, index = at

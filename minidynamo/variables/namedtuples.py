@@ -134,7 +134,7 @@ def namedtuple_getattr(tx, tup: TupleVariable, name: str):
         return UserMethodVariable(UserFunctionVariable(static.__func__), ClassVariable(cls))
     if isinstance(static, property):
         if static.fget is None:
-            unsupported("exceptions", f"AttributeError: property {name!r} has no getter")
+            unsupported("exceptions", f"AttributeError: property {name!r} has no getter", raised=AttributeError)
         return UserFunctionVariable(static.fget).call_function(tx, [tup], {})
     if hasattr(type(static), "__get__"):
         return None  # tuple's methods (count, index, __getitem__...): the tuple tracker's own

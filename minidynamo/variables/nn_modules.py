@@ -22,7 +22,7 @@ import operator
 
 import torch
 
-from ..exc import unsupported
+from ..exc import attribute_error, unsupported
 from ..guards import Guard
 from ..sources import ObjectSource
 from .base import VariableTracker
@@ -170,7 +170,7 @@ def _make_parameterless(tx, cls, args, kwargs):
     try:
         template = cls(*pargs, **pkwargs)  # stores the arguments: nothing else happens
     except Exception as e:  # a bad argument: the eager run raises it for real
-        unsupported("exceptions", f"{cls.__qualname__}() raised {type(e).__name__}: {e}")
+        unsupported("exceptions", f"{cls.__qualname__}() raised {type(e).__name__}: {e}", raised=attribute_error(e))
     if any(p is not None for p in template._parameters.values()) or any(
             b is not None for b in template._buffers.values()) or template._modules:
         unsupported("call", f"{cls.__qualname__}({pargs}, {pkwargs}) made parameters, buffers or submodules")
@@ -368,7 +368,7 @@ def _check_names(cls, children):
         try:
             scratch.add_module(name, _STAND_IN)
         except Exception as e:  # the eager run raises it for real
-            unsupported("exceptions", f"{type(e).__name__}: {e}")
+            unsupported("exceptions", f"{type(e).__name__}: {e}", raised=attribute_error(e))
 
 
 _STAND_IN = nn.Identity()

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from ..exc import unsupported
+from ..exc import attribute_error, unsupported
 from .numpy_calls import (
     TORCH_OF, Arguments, NumpyNode, Slot, Spec, accepts_dtype, fill, quiet, tnp_constant,
 )
@@ -116,7 +116,7 @@ def numpy_on(call_numpy, template, inputs):
 def expected_of(out, inputs, what: str) -> Expected:
     """Expected from NumPy's output `out` on `inputs` (an exception: eager raises)."""
     if isinstance(out, Exception):
-        unsupported("exceptions", f"{what} raised {type(out).__name__}: {out}")
+        unsupported("exceptions", f"{what} raised {type(out).__name__}: {out}", raised=attribute_error(out))
     many = type(out) in (tuple, list)
     items = list(out) if many else [out]
     if not items or not all(isinstance(r, (np.ndarray, np.generic)) for r in items):
@@ -217,7 +217,8 @@ def dry_run(tx, node: NumpyNode, call: Arguments, expected: Expected | None, wha
     except (DataDependentOutputException, DynamicOutputShapeException) as e:
         unsupported("data_dependent", f"{what} depends on array data ({type(e).__name__})")
     except Exception as e:  # noqa: BLE001 - a shape error NumPy raises too
-        unsupported("exceptions", f"{what} raised {type(e).__name__}: {e} (in torch._numpy)")
+        unsupported("exceptions", f"{what} raised {type(e).__name__}: {e} (in torch._numpy)",
+                    raised=attribute_error(e))
     results = list(out) if type(out) is tuple else [out]
     for r in results:
         if not isinstance(r, torch.Tensor):

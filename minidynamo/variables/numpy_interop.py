@@ -110,7 +110,8 @@ class NumpyNdarrayVariable(VariableTracker):
             unsupported("call", f"ndarray.{name} is not traced")
         cls = self.python_type()
         if not hasattr(cls, name):
-            unsupported("exceptions", f"AttributeError: {cls.__name__!r} object has no attribute {name!r}")
+            unsupported("exceptions", f"AttributeError: {cls.__name__!r} object has no attribute {name!r}",
+                        raised=AttributeError)
         if not callable(getattr(cls, name)):
             unsupported("call", f"ndarray.{name} is not traced")
         from .functions import BoundMethodVariable

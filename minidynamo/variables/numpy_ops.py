@@ -6,7 +6,7 @@ import operator
 
 import numpy as np
 
-from ..exc import unsupported
+from ..exc import attribute_error, unsupported
 from .numpy_calls import (
     METHODS, NOT_CONSTANT, SIZE_ARGS, Arguments, Attribute, Method, NumpyNode, Slot, Spec, Strong,
     has_slot, quiet, small_size, spec_of, split_arguments,
@@ -52,7 +52,7 @@ def fold_constant_call(fn, args, kwargs, what: str):
     try:
         result = quiet(fn, *plain[0], **plain[1])
     except Exception as e:  # noqa: BLE001 - eager raises it
-        unsupported("exceptions", f"{what} raised {type(e).__name__}: {e}")
+        unsupported("exceptions", f"{what} raised {type(e).__name__}: {e}", raised=attribute_error(e))
     return numpy_constant_variable(result, what)
 
 
@@ -212,7 +212,7 @@ def call_setitem(tx, array, key, value):
         target = np.empty((1,), array.np_dtype)
         out, _ = numpy_on(target.__setitem__, ([0, stored], {}), [])
         if isinstance(out, Exception):
-            unsupported("exceptions", f"{what} raised {type(out).__name__}: {out}")
+            unsupported("exceptions", f"{what} raised {type(out).__name__}: {out}", raised=attribute_error(out))
     _run_inplace(tx, "numpy_ndarray_setitem", _setitem, call, what)
 
 

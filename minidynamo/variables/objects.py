@@ -41,7 +41,8 @@ class ModuleVariable(ObjectConstantVariable):
         try:
             value = getattr(self.value, name)
         except AttributeError:
-            unsupported("exceptions", f"AttributeError: module {self.value.__name__!r} has no attribute {name!r}")
+            unsupported("exceptions", f"AttributeError: module {self.value.__name__!r} has no attribute {name!r}",
+                        raised=AttributeError)
         return wrap(tx, value, AttrSource(self.source, name) if self.source else None)
 
 
@@ -85,7 +86,8 @@ class ClassVariable(ObjectConstantVariable):
         try:
             static = inspect.getattr_static(self.value, name)
         except AttributeError:
-            unsupported("exceptions", f"AttributeError: type object {self.value.__name__!r} has no attribute {name!r}")
+            unsupported("exceptions", f"AttributeError: type object {self.value.__name__!r} has no attribute {name!r}",
+                        raised=AttributeError)
         if isinstance(static, staticmethod):
             return wrap(tx, static.__func__, None)
         if isinstance(static, classmethod):
@@ -187,7 +189,8 @@ class UserObjectVariable(VariableTracker):
                 plain_module = getattr(cls, "__getattr__", None) is torch.nn.Module.__getattr__ \
                     and not hasattr(cls, name)  # (that guard asks the class, whose metaclass may answer)
                 tx.output.guards.add(Guard("HASATTR", self.source, False, {"attr": name, "module": plain_module}))
-            unsupported("exceptions", f"AttributeError: {cls.__qualname__!r} object has no attribute {name!r}")
+            unsupported("exceptions", f"AttributeError: {cls.__qualname__!r} object has no attribute {name!r}",
+                        raised=AttributeError)
         if isinstance(static, staticmethod):
             return UserFunctionVariable(static.__func__)
         if isinstance(static, classmethod):
@@ -196,7 +199,7 @@ class UserObjectVariable(VariableTracker):
             return UserMethodVariable(UserFunctionVariable(static), self)
         if isinstance(static, property):
             if static.fget is None:
-                unsupported("exceptions", f"AttributeError: property {name!r} has no getter")
+                unsupported("exceptions", f"AttributeError: property {name!r} has no getter", raised=AttributeError)
             if not isinstance(static.fget, types.FunctionType):  # a C getter (pybind11's properties)
                 unsupported("construct", f"property {name!r} of {cls.__qualname__} is computed by C code "
                                          f"({type(static.fget).__name__}), which is not traced",

@@ -102,7 +102,8 @@ class TensorVariable(VariableTracker):
                              "optimizer.step() outside the optimized function; the forward and the "
                              "loss are captured")
         if not hasattr(self.cls, name):
-            unsupported("exceptions", f"AttributeError: {self.cls.__name__!r} object has no attribute {name!r}")
+            unsupported("exceptions", f"AttributeError: {self.cls.__name__!r} object has no attribute {name!r}",
+                        raised=AttributeError)
         if not callable(getattr(torch.Tensor, name)):  # grad_fn, is_leaf, _version...: data, not methods
             unsupported("construct", f"reading Tensor.{name} while tracing")
         from .functions import BoundMethodVariable

@@ -164,7 +164,8 @@ class NewUserModuleVariable(NewObjectVariable):
         if name in self.children:
             return self.children[name]
         tx.output.guards.add(Guard("EQUALS_MATCH", ClassDefinesSource(self.cls, name), False))
-        unsupported("exceptions", f"AttributeError: '{self.cls.__name__}' object has no attribute '{name}'")
+        unsupported("exceptions", f"AttributeError: '{self.cls.__name__}' object has no attribute '{name}'",
+                    raised=AttributeError)
 
     def _check_public(self, name):
         if name == "__dict__" or name in _TABLES and self.init_keys is not None:
@@ -185,7 +186,8 @@ class NewUserModuleVariable(NewObjectVariable):
         self._check_public(name)
         if issubclass(t, _Module):
             if self.init_keys is None:
-                unsupported("exceptions", "AttributeError: cannot assign module before Module.__init__() call")
+                unsupported("exceptions", "AttributeError: cannot assign module before Module.__init__() call",
+                            raised=AttributeError)
             _guard_no_global_hooks(tx, _REGISTRATION_HOOKS, f"registering a submodule of a {self.describe()}")
             self.instance_dict.check_mutable("Module.__setattr__", tx)
             self.attrs.pop(name, None)  # remove_from(self.__dict__, ...): the table's entry is found

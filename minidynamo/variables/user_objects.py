@@ -237,7 +237,8 @@ class InstanceAttributes(VariableTracker):
             # hasattr()/getattr() with a default go on: the class must not gain it later
             for missing in (name,) if getattr_hook is not None else (name, "__getattr__"):
                 tx.output.guards.add(Guard("EQUALS_MATCH", ClassDefinesSource(self.cls, missing), False))
-            unsupported("exceptions", f"AttributeError: {self.cls.__qualname__!r} object has no attribute {name!r}")
+            unsupported("exceptions", f"AttributeError: {self.cls.__qualname__!r} object has no attribute {name!r}",
+                        raised=AttributeError)
         if isinstance(static, types.FunctionType):
             _guard_attr(tx, self.cls, name, static)
             return UserMethodVariable(UserFunctionVariable(static), self)
@@ -277,7 +278,7 @@ class InstanceAttributes(VariableTracker):
         if class_attribute(self.cls, "__delattr__") is not object.__delattr__:
             unsupported("construct", f"{self.cls.__qualname__}.__delattr__ is not traced")
         if name not in self.attrs:
-            unsupported("exceptions", f"AttributeError: {name!r}")
+            unsupported("exceptions", f"AttributeError: {name!r}", raised=AttributeError)
         self.instance_dict.check_mutable("attribute deletion", tx)
         del self.attrs[name]
 
@@ -409,7 +410,7 @@ class SuperVariable(VariableTracker):
                 from .builder import wrap
                 return wrap(tx, attr, AttrSource(ObjectSource(klass, klass.__qualname__), name))
             unsupported("construct", f"super().{name}: {type(attr).__name__} of {klass.__qualname__} is not traced")
-        unsupported("exceptions", f"AttributeError: 'super' object has no attribute {name!r}")
+        unsupported("exceptions", f"AttributeError: 'super' object has no attribute {name!r}", raised=AttributeError)
 
     def call_method(self, tx, name, args, kwargs):
         return self.var_getattr(tx, name).call_function(tx, args, kwargs)

@@ -40,8 +40,6 @@ _RAISE_DETAIL = "a raise statement (the exception is raised by the eager run)"
 
 
 def _raise_detail(exc) -> str:
-    # The class's name is in the text: models that catch a decline read it (hasattr's
-    # AttributeError), as they read exc.exception_made's.
     return f"raising {exc.exc_type.__qualname__} (the eager run raises it)"
 
 
