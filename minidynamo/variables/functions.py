@@ -255,7 +255,10 @@ class UserFunctionVariable(BaseFunctionVariable):
         if name == "__code__":
             tx.output.guards.add(Guard("ID_MATCH", source, fn.__code__))
             return CodeVariable(fn.__code__, source)
-        if name in _FUNCTION_VALUES or (name in fn.__dict__ and name not in _FUNCTION_DATA):
+        if name == "__annotations__" and getattr(fn, "__annotate__", None) is not None:
+            # 3.14 (PEP 649): the first read runs the function's __annotate__ code
+            unsupported("construct", f"the annotations of {self.describe()} (reading them runs code)")
+        if name in _FUNCTION_VALUES and hasattr(fn, name) or (name in fn.__dict__ and name not in _FUNCTION_DATA):
             return wrap(tx, getattr(fn, name), source)
         if hasattr(types.FunctionType, name):  # __globals__, __closure__, methods
             return super().var_getattr(tx, name)
@@ -267,7 +270,7 @@ class UserFunctionVariable(BaseFunctionVariable):
 # Attributes of every function whose values the trace reads as values (the type's own data
 # descriptors: an entry of the function's __dict__ cannot shadow them).
 _FUNCTION_VALUES = ("__name__", "__qualname__", "__module__", "__doc__", "__defaults__", "__kwdefaults__",
-                    "__dict__")
+                    "__dict__", "__type_params__", "__annotate__", "__annotations__")
 _FUNCTION_DATA = tuple(k for k, v in vars(types.FunctionType).items() if hasattr(type(v), "__set__"))
 
 
@@ -286,7 +289,8 @@ def _signature_call(tx, args, kwargs):
 class NestedFunctionVariable(BaseFunctionVariable):
     """A lambda or inner def created by MAKE_FUNCTION during the trace."""
 
-    __slots__ = ("code", "globals", "name", "defaults_var", "kwdefaults_var", "closure")
+    __slots__ = ("code", "globals", "name", "defaults_var", "kwdefaults_var", "closure", "annotated",
+                 "attrs", "dict_var")
 
     def __init__(self, code, fn_globals, name, defaults=None, kwdefaults=None, closure=None):
         super().__init__(None)
@@ -296,6 +300,11 @@ class NestedFunctionVariable(BaseFunctionVariable):
         self.defaults_var = defaults  # TupleVariable or None
         self.kwdefaults_var = kwdefaults  # DictVariable or None
         self.closure = closure  # TupleVariable of cell trackers, or None
+        self.annotated = False  # made with annotations (MAKE_FUNCTION drops them)
+        # What the trace set on it (functools.wraps: __name__, __doc__, __wrapped__...): the
+        # function's own attributes by name, the rest in its __dict__ (a DictVariable).
+        self.attrs: dict = {}
+        self.dict_var = None
 
     def get_code(self):
         return self.code
@@ -320,7 +329,62 @@ class NestedFunctionVariable(BaseFunctionVariable):
     def describe(self):
         return f"function {self.name!r}"
 
+    # Attributes of a function object that change how it runs, or that it cannot hold.
+    _FIXED = frozenset({"__code__", "__defaults__", "__kwdefaults__", "__closure__", "__globals__",
+                        "__builtins__", "__dict__", "__class__", "__call__", "__get__"})
+    _OWN = frozenset({"__name__", "__qualname__", "__doc__", "__module__", "__annotations__",
+                      "__type_params__", "__annotate__"})
+
+    def _dict(self):
+        if self.dict_var is None:
+            from .dicts import DictVariable
+            self.dict_var = DictVariable({})
+        return self.dict_var
+
+    def store_attr(self, tx, name, value):
+        """`fn.name = value` (functools.wraps, a decorator's marks) on a function made in
+        the trace: kept on the tracker, set on the function made for real if it escapes."""
+        if name in self._FIXED:
+            unsupported("side_effect", f"setting {name} of {self.describe()}")
+        if name in ("__name__", "__qualname__") and not (value.is_python_constant()
+                                                        and isinstance(value.as_python_constant(), str)):
+            unsupported("exceptions", f"TypeError: {name} must be set to a string object", raised=TypeError)
+        if name in self._OWN:
+            self.attrs[name] = value
+        else:
+            self._dict().items[name] = value
+
+    def delete_attr(self, tx, name):
+        if self.dict_var is not None and name in self.dict_var.items:
+            del self.dict_var.items[name]
+            return
+        unsupported("side_effect", f"deleting {name} of {self.describe()}")
+
+    def rebuild_fill(self, rb, name: str) -> list:
+        """The attributes the trace set, on the function made for real (`name`)."""
+        setattr_ = rb.ns.bind(setattr, "setattr")
+        lines = [f"{setattr_}({name}, {attr!r}, {rb.expr(value)})" for attr, value in self.attrs.items()]
+        if self.dict_var is not None and self.dict_var.items:
+            lines.append(f"{name}.__dict__.update({rb.expr(self.dict_var)})")
+        return lines
+
     def var_getattr(self, tx, name):
+        if name in self.attrs:
+            return self.attrs[name]
+        if self.dict_var is not None and name in self.dict_var.items:
+            return self.dict_var.items[name]
+        if name == "__dict__":
+            return self._dict()
+        if name == "__annotations__":
+            if self.annotated:
+                unsupported("construct", f"the annotations of {self.describe()} (made in the trace)")
+            from .dicts import DictVariable
+            self.attrs[name] = DictVariable({})  # a new, empty dict, kept (as CPython caches it)
+            return self.attrs[name]
+        if name == "__type_params__" and not self.annotated:
+            return TupleVariable([])
+        if name == "__annotate__" and not self.annotated and name in vars(types.FunctionType):  # 3.14
+            return ConstantVariable(None)
         if name == "__name__":
             return ConstantVariable(self.code.co_name)
         if name == "__qualname__":  # what MAKE_FUNCTION was given

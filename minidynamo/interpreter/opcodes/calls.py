@@ -140,7 +140,9 @@ class CallOps:
         kwdefaults = self.pop() if flags & 0x02 else None
         defaults = self.pop() if flags & 0x01 else None
         name = qualname if qualname is not None else code.co_qualname
-        self.push(NestedFunctionVariable(code, self.f_globals, name, defaults, kwdefaults, closure))
+        fn = NestedFunctionVariable(code, self.f_globals, name, defaults, kwdefaults, closure)
+        fn.annotated = bool(flags & 0x04)
+        self.push(fn)
 
     def SET_FUNCTION_ATTRIBUTE(self, inst):  # 3.13+: [value, func] → func
         # Annotations (0x04) and 3.14's lazy __annotate__ function (0x10, PEP 649) are
@@ -148,7 +150,9 @@ class CallOps:
         fn = self.pop()
         value = self.pop()
         flag = int(inst.arg)
-        if flag == 0x08:
+        if flag in (0x04, 0x10):
+            fn.annotated = True
+        elif flag == 0x08:
             fn.closure = value
         elif flag == 0x02:
             fn.kwdefaults_var = value
