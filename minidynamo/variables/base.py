@@ -79,9 +79,9 @@ class VariableTracker:
         return f"{type(self).__name__}()"
 
 
-class ObjectConstantVariable(VariableTracker):
-    """A fixed Python object the trace uses as a value — a module, a class, a builtin, a
-    torch function: it is its own constant; subclasses say what can be done with it."""
+class RealValueVariable(VariableTracker):
+    """A tracker standing for one real object (`value`) the trace does not change: its type
+    is the object's; subclasses say what can be done with it."""
 
     __slots__ = ("value",)
 
@@ -91,6 +91,13 @@ class ObjectConstantVariable(VariableTracker):
 
     def python_type(self):
         return type(self.value)
+
+
+class ObjectConstantVariable(RealValueVariable):
+    """A fixed Python object the trace uses as a value — a module, a class, a builtin, a
+    torch function: it is its own constant; subclasses say what can be done with it."""
+
+    __slots__ = ()
 
     def is_python_constant(self):
         return True

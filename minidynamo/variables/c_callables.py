@@ -17,7 +17,7 @@ from ..exc import Unsupported, unsupported
 from ..guards import Guard
 from ..sources import AttrSource
 from .autograd import is_function_apply
-from .base import VariableTracker
+from .base import RealValueVariable, VariableTracker
 from .builder import _extra_wrappers, register_wrapper, wrap
 from .builtins import is_builtin_callable
 from .functions import BoundMethodVariable
@@ -27,18 +27,11 @@ _C_CALLABLE_TYPES = (types.BuiltinFunctionType, types.MethodWrapperType, types.W
                      types.MethodDescriptorType, types.ClassMethodDescriptorType)
 
 
-class OpaqueCallableVariable(VariableTracker):
+class OpaqueCallableVariable(RealValueVariable):
     """A real C callable (`value`) the trace does not model: it may be passed around and
     rebuilt (from its source, else as the object itself); calling it declines ("call")."""
 
-    __slots__ = ("value",)
-
-    def __init__(self, value, source=None):
-        super().__init__(source)
-        self.value = value
-
-    def python_type(self):
-        return type(self.value)
+    __slots__ = ()
 
     def describe(self) -> str:
         return f"C function {_name(self.value)!r}"

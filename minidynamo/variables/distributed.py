@@ -13,7 +13,7 @@ is True), so each collective is followed by its `wait_tensor` node, as under tor
 from __future__ import annotations
 
 from ..exc import unsupported
-from .base import VariableTracker
+from .base import RealValueVariable
 from .builder import register_wrapper
 from .constant import ConstantVariable
 
@@ -29,17 +29,10 @@ _ATTRIBUTES = ("group_name", "group_desc")
 _QUERIES = ("size", "rank", "name")
 
 
-class ProcessGroupVariable(VariableTracker):
+class ProcessGroupVariable(RealValueVariable):
     """A `ProcessGroup` passed in or read from a global (guarded by identity)."""
 
-    __slots__ = ("value",)
-
-    def __init__(self, value, source=None):
-        super().__init__(source)
-        self.value = value
-
-    def python_type(self):
-        return type(self.value)
+    __slots__ = ()
 
     def describe(self):
         return f"process group {self.value.group_name!r}"
