@@ -16,7 +16,7 @@ from .guards import Guard
 from .sources import Source
 
 # Device types whose autocast state is part of the snapshot (those torch knows of).
-_AUTOCAST_DEVICES = ("cpu", "cuda", "xpu", "mps", "hpu", "xla", "ipu", "mtia", "privateuseone")
+_AUTOCAST_DEVICES = ("cpu", "cuda", "xpu", "mps", "hpu", "xla", "ipu", "mtia", "maia", "privateuseone")
 
 
 def _autocast(device: str):

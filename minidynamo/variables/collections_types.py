@@ -351,11 +351,25 @@ class FromKeysVariable(ObjectConstantVariable):
         return f"{self.value.__self__.__qualname__}.fromkeys"
 
     def call_function(self, tx, args, kwargs):
-        if kwargs:
-            unsupported("exceptions", "TypeError: fromkeys() takes no keyword arguments")
+        owner = self.value.__self__
+        if kwargs and owner is OrderedDict:  # OrderedDict.fromkeys(iterable, value=None) takes keywords
+            named = dict(zip(("iterable", "value"), args))
+            for k, v in kwargs.items():
+                if k not in ("iterable", "value") or k in named:
+                    unsupported("exceptions", f"TypeError: fromkeys() got an unexpected or repeated keyword "
+                                              f"argument {k!r}", raised=TypeError)
+                named[k] = v
+            if "iterable" not in named:
+                unsupported("exceptions", "TypeError: fromkeys() missing required argument 'iterable'",
+                            raised=TypeError)
+            args = [named["iterable"]] + ([named["value"]] if "value" in named else [])
+        elif kwargs:
+            unsupported("exceptions", f"TypeError: {owner.__name__}.fromkeys() takes no keyword arguments",
+                        raised=TypeError)
         if not 1 <= len(args) <= 2:
-            unsupported("exceptions", f"TypeError: fromkeys expected 1 or 2 arguments, got {len(args)}")
-        return from_keys(tx, self.value.__self__, args)
+            unsupported("exceptions", f"TypeError: fromkeys expected 1 or 2 arguments, got {len(args)}",
+                        raised=TypeError)
+        return from_keys(tx, owner, args)
 
     def rebuild_new(self, rb) -> str:  # across a graph break: the bound method itself
         return rb.ns.bind(self.value, "fromkeys")

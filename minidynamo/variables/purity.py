@@ -65,7 +65,7 @@ _STATE_QUERIES = (
     "torch.is_autocast_cpu_enabled", "torch.get_autocast_cpu_dtype", "torch.get_autocast_gpu_dtype",
     "torch.is_autocast_cache_enabled", "torch.are_deterministic_algorithms_enabled",
     "torch.is_deterministic_algorithms_warn_only_enabled", "torch.get_num_threads",
-    "torch._C._is_torch_function_enabled",
+    "torch._C._is_torch_function_enabled", "torch._C._is_any_autocast_enabled",
 )
 # Answers fixed for the life of the process (device presence, build features).
 _PROCESS_CONSTANTS = (
