@@ -28,3 +28,11 @@ def test_is_any_autocast_enabled_is_a_guarded_query():
         return x * 2 if torch._C._is_any_autocast_enabled() else x - 1
 
     check(f, torch.randn(3), kind="graph")
+
+
+def test_tensor_type_with_a_legacy_tensor_class():
+    def f(a, b):
+        m = a.type(torch.HalfTensor)
+        return b.type(m.type()), m.dtype
+
+    check(f, (torch.randn(3), torch.randn(3)), kind="graph")

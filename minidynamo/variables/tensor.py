@@ -50,6 +50,17 @@ _METADATA_ATTRS = {"dtype", "device", "ndim", "requires_grad", "is_cuda", "is_sp
 _TENSOR_ATTRS = {"T", "mT", "H", "mH", "real", "imag", "data"}
 
 
+def _legacy_tensor_type(v) -> str | None:
+    """The name Tensor.type() takes for a legacy tensor class (`torch.HalfTensor` is
+    "torch.HalfTensor", `torch.cuda.FloatTensor` "torch.cuda.FloatTensor"), else None."""
+    if not v.is_python_constant():
+        return None
+    cls = v.as_python_constant()
+    if not isinstance(cls, type) or cls not in getattr(torch, "_tensor_classes", ()):
+        return None
+    return f"{cls.__module__}.{cls.__name__}"
+
+
 class TensorVariable(VariableTracker):
     __slots__ = ("node", "fake", "cls")
 
@@ -190,6 +201,8 @@ class TensorVariable(VariableTracker):
                                      "(not an op: torch's backends do not replay it)")
         if name == "new":
             name, args = _legacy_new(args)
+        if name == "type" and args and _legacy_tensor_type(args[0]) is not None:
+            args = [ConstantVariable(_legacy_tensor_type(args[0])), *args[1:]]  # x.type(torch.HalfTensor)
         return tx.output.call("call_method", name, [self, *args], kwargs, what=f"Tensor.{name}",
                               fold_metadata=name in _METADATA_METHODS)
 
