@@ -280,15 +280,27 @@ class _InterpreterAnalysisFilter(logging.Filter):
     said = False
 
     def filter(self, record):
-        exc = record.exc_info[1] if record.exc_info else None
         if not (record.getMessage().startswith("Encountered an exception in identify_")
-                and "InterpretedFunction" in str(exc)):
+                and _not_a_jit_function(record.exc_info)):
             return True
         if not _InterpreterAnalysisFilter.said:
             _InterpreterAnalysisFilter.said = True
             log.info("Triton kernels run by Triton's interpreter: torch's backends cannot read which "
                      "inputs they write, so every tensor input of a launch is taken as written")
         return False
+
+
+def _not_a_jit_function(exc_info) -> bool:
+    """Whether torch's analysis failed because the kernel is no JITFunction (an interpreted
+    one): said by the message on newer torch, by the failing `assert isinstance(kernel,
+    JITFunction)` line on older."""
+    if not exc_info or exc_info[1] is None:
+        return False
+    if "InterpretedFunction" in str(exc_info[1]):
+        return True
+    import traceback
+    frames = traceback.extract_tb(exc_info[2])
+    return bool(frames) and "JITFunction" in (frames[-1].line or "")
 
 
 @functools.cache

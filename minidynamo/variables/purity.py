@@ -66,6 +66,7 @@ _STATE_QUERIES = (
     "torch.is_autocast_cache_enabled", "torch.are_deterministic_algorithms_enabled",
     "torch.is_deterministic_algorithms_warn_only_enabled", "torch.get_num_threads",
     "torch._C._is_torch_function_enabled", "torch._C._is_any_autocast_enabled",
+    "torch._C._len_torch_dispatch_stack", "torch._C._len_torch_function_stack",
 )
 # Answers fixed for the life of the process (device presence, build features).
 _PROCESS_CONSTANTS = (
