@@ -20,7 +20,8 @@ from .builtins import BuiltinVariable, is_builtin_callable
 from .constant import ConstantVariable, is_constant_value
 from .contexts import GradModeExit, null_exit, wrap_exit
 from .dicts import DictVariable, SetVariable
-from .functions import CachedFunctionVariable, PartialVariable, UserFunctionVariable, UserMethodVariable
+from .cached_functions import CachedFunctionVariable
+from .functions import PartialVariable, UserFunctionVariable, UserMethodVariable
 from .library_contexts import ContextManagerDecoratorVariable
 from .lists import IteratorVariable, ListVariable, TupleVariable
 from .namedtuples import is_plain_tuple_type

@@ -13,6 +13,7 @@ import torch
 
 from ..exc import attribute_error, exception_made, READS_FRAME, Unsupported, unsupported
 from .base import ObjectConstantVariable
+from .attribute_builtins import getattr_call, hasattr_call
 from .constant import ConstantVariable, fold
 from .dicts import DictVariable, SetVariable
 from .generators import pulled_one_by_one
@@ -477,61 +478,6 @@ def _abs(tx, args, kwargs):
     return None
 
 
-def _getattr(tx, args, kwargs):
-    if len(args) not in (2, 3) or not args[1].is_python_constant():
-        return None
-    from ..exc import Unsupported
-    name = args[1].as_python_constant()
-    if len(args) == 3:
-        try:
-            return args[0].var_getattr(tx, name)
-        except Unsupported as e:
-            if e.raises(AttributeError):
-                return args[2]
-            raise
-    return args[0].var_getattr(tx, name)
-
-
-def _setattr(tx, args, kwargs):
-    """setattr(obj, "name", value): what `obj.name = value` does (STORE_ATTR), where the
-    object models the store; else None (a break, as before)."""
-    if len(args) != 3 or kwargs or not args[1].is_python_constant() or not isinstance(args[1].as_python_constant(), str):
-        return None
-    store = getattr(args[0], "store_attr", None)
-    if store is None:
-        return None
-    store(tx, args[1].as_python_constant(), args[2])
-    return ConstantVariable(None)
-
-
-def _delattr(tx, args, kwargs):
-    """delattr(obj, "name"): what `del obj.name` does (DELETE_ATTR), where the object models it."""
-    if len(args) != 2 or kwargs or not args[1].is_python_constant() or not isinstance(args[1].as_python_constant(), str):
-        return None
-    delete = getattr(args[0], "delete_attr", None)
-    if delete is None:
-        return None
-    delete(tx, args[1].as_python_constant())
-    return ConstantVariable(None)
-
-
-def _hasattr(tx, args, kwargs):
-    if len(args) != 2 or not args[1].is_python_constant():
-        return None
-    from ..exc import Unsupported
-    asked = getattr(args[0], "has_attr", None)  # answered and guarded without reading the value
-    answer = asked(tx, args[1].as_python_constant()) if asked is not None else None
-    if answer is not None:
-        return ConstantVariable(answer)
-    try:
-        args[0].var_getattr(tx, args[1].as_python_constant())
-        return ConstantVariable(True)
-    except Unsupported as e:
-        if e.raises(AttributeError):
-            return ConstantVariable(False)
-        raise
-
-
 def _partial(tx, args, kwargs):
     if not args:
         return None
@@ -575,7 +521,7 @@ _HANDLERS = {
     list: _iterable_call(list), set: _iterable_call(set), frozenset: _iterable_call(frozenset),
     dict: _dict, range: _range, enumerate: _enumerate, zip: _zip, reversed: _reversed,
     iter: _iter, next: _next, sum: _sum, min: _minmax(min), max: _minmax(max), abs: _abs,
-    getattr: _getattr, hasattr: _hasattr, setattr: _setattr, delattr: _delattr, functools.partial: _partial,
+    getattr: getattr_call, hasattr: hasattr_call, functools.partial: _partial,
     int: _scalar_ctor(int), float: _scalar_ctor(float), bool: _bool, math.floor: None,
     map: _lazy("make_map"), filter: _lazy("make_filter"), sorted: _sorted, callable: _callable,
     any: _any_all(any), all: _any_all(all), functools.reduce: _reduce,

@@ -47,9 +47,12 @@ def _vars(tx, args, kwargs):
 
 
 def _delattr(tx, args, kwargs):
-    if len(args) == 2 and not kwargs and isinstance(args[0], InstanceAttributes) and args[1].is_python_constant() \
+    """`delattr(obj, name)`: as `del obj.name` is (DELETE_ATTR: the tracker's delete_attr,
+    where it has one)."""
+    delete = getattr(args[0], "delete_attr", None) if args else None
+    if len(args) == 2 and not kwargs and delete is not None and args[1].is_python_constant() \
             and isinstance(args[1].as_python_constant(), str):
-        args[0].delete_attr(tx, args[1].as_python_constant())
+        delete(tx, args[1].as_python_constant())
         return ConstantVariable(None)
     return None
 

@@ -201,8 +201,9 @@ class TensorVariable(VariableTracker):
                                      "(not an op: torch's backends do not replay it)")
         if name == "new":
             name, args = _legacy_new(args)
-        if name == "type" and args and _legacy_tensor_type(args[0]) is not None:
-            args = [ConstantVariable(_legacy_tensor_type(args[0])), *args[1:]]  # x.type(torch.HalfTensor)
+        legacy = _legacy_tensor_type(args[0]) if name == "type" and args else None
+        if legacy is not None:  # x.type(torch.HalfTensor)
+            args = [ConstantVariable(legacy), *args[1:]]
         return tx.output.call("call_method", name, [self, *args], kwargs, what=f"Tensor.{name}",
                               fold_metadata=name in _METADATA_METHODS)
 
