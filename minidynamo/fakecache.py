@@ -4,9 +4,10 @@ A fake op through FakeTensorMode costs 100-300 µs on a small CPU even when the 
 own dispatch cache hits, and `FakeTensorMode.from_tensor` costs ~150 µs per input.
 Two shortcuts, each taken only where its result is exactly what the slow path gives:
 
-* `input_fake`: a plain dense tensor (exact torch.Tensor, strided, not a view, offset 0,
-  no autograd history, no conj/neg bit) becomes a FakeTensor over an `empty_strided`
-  meta tensor of the same size, stride, dtype and device; anything else goes through
+* `input_fake`: a plain dense tensor (exact torch.Tensor or Parameter, strided, not a
+  view, offset 0, no autograd history, no .grad, no conj/neg bit) becomes a FakeTensor over
+  an `empty_strided` meta tensor of the same size, stride, dtype and device, a leaf that
+  requires grad (and `_is_param`) as `from_tensor` makes it; anything else goes through
   `from_tensor`.
 * `op_result` / `remember`: results of ops that, run on fakes, wrote none of their arguments
   and returned one new tensor (graph.py records those facts from the run: version counters
@@ -18,10 +19,12 @@ Two shortcuts, each taken only where its result is exactly what the slow path gi
   Why the first run's facts hold for every later run with the same key: an op's writes, its
   result's aliasing and its result's metadata are functions of the argument metadata and
   of global state, and the key holds all of it that can matter. Left out, because the key
-  cannot hold it: tensors that require grad, are constants of the mode, are conj/neg views
-  or not plain fakes; ops under autocast (it changes result dtypes); ops with no tensor
-  argument (factories take their device from the default device); arguments that are not
-  scalars, strings, dtypes, devices or tuples of scalars.
+  cannot hold it: tensors that require grad while grad mode is on (the result has autograd
+  history; with grad mode off no result requires grad, so the flag changes nothing), are
+  constants of the mode, are conj/neg views or not plain fakes; ops under autocast (it
+  changes result dtypes) or inference mode (results are inference tensors); ops with no
+  tensor argument (factories take their device from the default device); arguments that
+  are not scalars, strings, dtypes, devices or tuples of scalars.
 """
 from __future__ import annotations
 
@@ -36,10 +39,10 @@ _ATOMS = (int, float, bool, complex, str, torch.dtype, torch.device, torch.memor
 _META = torch.device("meta")
 
 
-def _arg_key(a, mode):
+def _arg_key(a, mode, grad: bool):
     """Hashable metadata of one argument, or None: not eligible."""
     if isinstance(a, torch.Tensor):
-        if (type(a) is not FakeTensor or a.fake_mode is not mode or a.requires_grad
+        if (type(a) is not FakeTensor or a.fake_mode is not mode or (grad and a.requires_grad)
                 or a.constant is not None or a.layout is not torch.strided
                 or a.is_conj() or a.is_neg() or a._has_symbolic_sizes_strides):
             return None
@@ -54,18 +57,19 @@ def _arg_key(a, mode):
 
 def op_key(kind, target, args, kwargs, mode):
     """The memo key of one op on fake arguments, or None when it must run for real."""
-    if torch._C._is_any_autocast_enabled():
+    if torch._C._is_any_autocast_enabled() or torch.is_inference_mode_enabled():
         return None
+    grad = torch.is_grad_enabled()
     keys = []
     tensors = False
     for a in args:
-        k = _arg_key(a, mode)
+        k = _arg_key(a, mode, grad)
         if k is None:
             return None
         tensors = tensors or isinstance(a, torch.Tensor)
         keys.append(k)
     for name, a in kwargs.items():
-        k = _arg_key(a, mode)
+        k = _arg_key(a, mode, grad)
         if k is None:
             return None
         tensors = tensors or isinstance(a, torch.Tensor)
@@ -73,7 +77,7 @@ def op_key(kind, target, args, kwargs, mode):
     if not tensors:
         return None
     # A convolution's result memory format follows the backend these flags select.
-    return (kind, target, torch.is_grad_enabled(), torch.get_default_dtype(),
+    return (kind, target, grad, torch.get_default_dtype(),
             torch._C._get_cudnn_enabled(), torch._C._get_mkldnn_enabled(), tuple(keys))
 
 
@@ -111,12 +115,19 @@ def remember(key, result) -> None:
 
 def input_fake(mode, t: torch.Tensor):
     """A fake for a real input tensor: direct for plain dense tensors, else from_tensor."""
-    if (type(t) is torch.Tensor and t.layout is torch.strided and not t.requires_grad
-            and t._base is None and t.storage_offset() == 0 and not t.is_conj()
-            and not t.is_neg() and not t.is_inference() and not t.is_quantized
-            and t.device.type != "meta"):
+    cls = type(t)
+    if ((cls is torch.Tensor or cls is torch.nn.Parameter) and t.layout is torch.strided
+            and t.grad_fn is None and t._base is None and t.storage_offset() == 0
+            and not t.is_conj() and not t.is_neg() and not t.is_inference() and not t.is_quantized
+            and t.device.type != "meta" and (not t.requires_grad or t.grad is None)
+            and not getattr(t, "_is_buffer", False)):
         size, stride = t.shape, t.stride()
         meta = torch.empty_strided(size, stride, dtype=t.dtype, device=_META)
         if meta.untyped_storage().nbytes() == t.untyped_storage().nbytes():
-            return FakeTensor(mode, meta, t.device)
+            fake = FakeTensor(mode, meta, t.device)
+            if t.requires_grad:
+                fake.requires_grad_(True)
+            if cls is torch.nn.Parameter:
+                fake._is_param = True
+            return fake
     return mode.from_tensor(t, static_shapes=True)
