@@ -248,7 +248,9 @@ def record(tx, node: NumpyNode, call: Arguments, expected: Expected, spec: Spec,
     for item, e in zip(items, expected.results):
         if e.views and spec.memory != "either" and not _is_view(item):
             unsupported("call", f"{what} returns a view in NumPy, new memory in torch._numpy: not traced")
-        out.append(NumpyNdarrayVariable(item, scalar=e.scalar))
+        # A view of a read-only array is read-only too (NumPy's rule).
+        readonly = any(call.arrays[i].readonly for i in e.views) and (spec.memory != "either" or _is_view(item))
+        out.append(NumpyNdarrayVariable(item, scalar=e.scalar, readonly=readonly))
     if expected.container is None:
         return out[0]
     return ListVariable(out) if expected.container is list else TupleVariable(out)

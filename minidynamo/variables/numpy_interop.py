@@ -24,8 +24,9 @@ import types
 import weakref
 from dataclasses import dataclass
 
+from ..dynamic import has_symbolic
 from ..exc import unsupported
-from ..sources import AttrSource, Source
+from ..sources import AttrSource, ObjectSource, Source
 from .base import ObjectConstantVariable, VariableTracker
 from .objects import ModuleVariable
 from .constant import ConstantVariable, is_constant_value
@@ -53,13 +54,14 @@ class NumpyNdarrayVariable(VariableTracker):
     """A numpy.ndarray (or, `scalar`, a NumPy scalar) whose data is the tensor of `tensor`
     (a TensorVariable): the two share memory, as `x.numpy()` and `x` do."""
 
-    __slots__ = ("tensor", "scalar")
+    __slots__ = ("tensor", "scalar", "readonly")
     owns_operators = True
 
-    def __init__(self, tensor, scalar: bool = False, source=None):
+    def __init__(self, tensor, scalar: bool = False, source=None, readonly: bool = False):
         super().__init__(source)
         self.tensor = tensor
         self.scalar = scalar
+        self.readonly = readonly  # NumPy refuses writes (`.imag` of a real array, its views)
         numpy_calls.numpy_dtype(tensor.fake.dtype, "an array")
 
     @property
@@ -88,6 +90,8 @@ class NumpyNdarrayVariable(VariableTracker):
 
     # --- rebuilt after the graph: .numpy() of the tensor, sharing its memory
     def rebuild_new(self, rb):
+        if self.readonly:
+            return f"{rb.ns.bind(_read_only, 'read_only')}({rb.expr(self.tensor)}.numpy())"
         return f"{rb.expr(self.tensor)}.numpy()" + ("[()]" if self.scalar else "")
 
     # --- attributes
@@ -102,9 +106,11 @@ class NumpyNdarrayVariable(VariableTracker):
             return NumpyConstantVariable(self.np_dtype)
         if name in ("itemsize", "nbytes"):
             return ConstantVariable(int(self.np_dtype.itemsize * (1 if name == "itemsize" else self.tensor.fake.numel())))
+        if name == "strides":
+            return _constant_tuple(self.strides())
         if name in ("T", "mT", "real", "imag") and not self.scalar:
             if name == "imag" and self.np_dtype.kind != "c":
-                unsupported("call", "ndarray.imag of a real array (a read-only view of zeros) is not traced")
+                return _imag_of_real(tx, self)
             return numpy_ops.call_attribute(tx, self, name)
         if name in _UNTRACED_ATTRS:
             unsupported("call", f"ndarray.{name} is not traced")
@@ -116,6 +122,15 @@ class NumpyNdarrayVariable(VariableTracker):
             unsupported("call", f"ndarray.{name} is not traced")
         from .functions import BoundMethodVariable
         return BoundMethodVariable(self, name)
+
+    def strides(self) -> tuple:
+        """NumPy's strides (bytes) of the array: its tensor's, times the item size."""
+        if self.scalar:
+            return ()
+        strides = self.tensor.fake.stride()
+        if has_symbolic(strides):
+            unsupported("call", f"ndarray.strides of {self.describe()} with symbolic strides is not traced")
+        return tuple(int(s) * self.np_dtype.itemsize for s in strides)
 
     def call_method(self, tx, name, args, kwargs):
         if name == "__len__" and not args and not kwargs:
@@ -159,6 +174,39 @@ def _constant_tuple(values):
     return TupleVariable([ConstantVariable(v) for v in values])
 
 
+def _read_only(array):
+    """`array`, made read-only (how the entry rebuilds a read-only array)."""
+    array.flags.writeable = False
+    return array
+
+
+def _imag_of_real(tx, array):
+    """`a.imag` of a real array: NumPy makes a new read-only array of zeros laid out as `a`
+    (order K; torch's zeros_like keeps the layout of a dense tensor, as NumPy's)."""
+    if not _dense(array.tensor.fake):
+        unsupported("call", "ndarray.imag of a real array that is not dense is not traced")
+    zeros = tx.output.call("call_function", torch.zeros_like, [array.tensor], {}, what="ndarray.imag")
+    return NumpyNdarrayVariable(zeros, readonly=True)
+
+
+def _dense(fake) -> bool:
+    """Whether the tensor's elements fill its memory exactly (in some order of dims)."""
+    if has_symbolic(fake.shape) or has_symbolic(fake.stride()):
+        return False
+    expected = 1
+    for stride, size in sorted((int(s), int(n)) for n, s in zip(fake.shape, fake.stride()) if n != 1):
+        if stride != expected:
+            return False
+        expected *= size
+    return True
+
+
+def refuse_write(array, what: str, message: str = "assignment destination is read-only"):
+    """The ValueError NumPy raises for a write to a read-only array."""
+    if array.readonly:
+        unsupported("exceptions", f"{what}: ValueError: {message}", raised=ValueError)
+
+
 def tensor_to_ndarray(tx, tensor, args, kwargs):
     """`x.numpy()`: an array over the same memory (a detached alias of the tensor, so the
     graph's aliasing shows writes through either), or the error eager raises."""
@@ -187,9 +235,9 @@ def torch_function_on_array(tx, fn, args, kwargs):
     if fn is torch.from_numpy and not kwargs:
         if first.scalar:
             unsupported("exceptions", f"TypeError: expected np.ndarray (got numpy.{first.np_dtype.type.__name__})")
-        return tx.output.call("call_method", "detach", [first.tensor], {}, what=what)
+        return _sharing_tensor(tx, first, what)
     if fn in (torch.as_tensor, torch.asarray) and not kwargs and not first.scalar:
-        return tx.output.call("call_method", "detach", [first.tensor], {}, what=what)  # shares memory
+        return _sharing_tensor(tx, first, what)
     if (fn is torch.tensor and set(kwargs) <= {"dtype"}) or (fn in (torch.as_tensor, torch.asarray) and not kwargs):
         # a copy (as_tensor of a NumPy scalar too; with a dtype it may share memory: declined)
         copy = tx.output.call("call_method", "clone", [first.tensor], {}, what=what)
@@ -197,6 +245,25 @@ def torch_function_on_array(tx, fn, args, kwargs):
             return tx.output.call("call_method", "to", [copy, kwargs["dtype"]], {}, what=what)
         return copy
     unsupported("call", f"{what} of a NumPy array with these arguments is not traced")
+
+
+def _sharing_tensor(tx, array, what: str):
+    """A tensor over the array's memory. Over a read-only array torch warns (once in the
+    process): the entry makes the same warning after the graph, through a tiny read-only
+    array of its own."""
+    if array.readonly:
+        tx.output.deferred_calls.append((torch.from_numpy, _READ_ONLY_PROBE, [], {}))
+    return tx.output.call("call_method", "detach", [array.tensor], {}, what=what)
+
+
+class _ReadOnlyProbe:
+    """What a deferred call takes its first argument from (`source`)."""
+
+    def __init__(self):
+        probe = np.zeros(1, dtype=np.float32) if np is not None else None
+        if probe is not None:
+            probe.flags.writeable = False
+        self.source = ObjectSource(probe, "a read-only array")
 
 
 # --- arrays passed in -----------------------------------------------------------------
@@ -294,6 +361,15 @@ class NumpyConstantVariable(ObjectConstantVariable):
     def describe(self):
         return f"NumPy constant {self.value!r}"
 
+    def as_fx_arg(self):
+        """A NumPy scalar of a dtype tensors hold, as the argument of a torch op (torch
+        takes it as a number; the graph's code builds it as its own type)."""
+        if isinstance(self.value, np.generic) and self.value.dtype in numpy_calls.TORCH_OF:
+            return self.value
+        return super().as_fx_arg()
+
+    as_fake = as_fx_arg
+
     def var_getattr(self, tx, name):
         attr = self.real_attr(name)
         if callable(attr):
@@ -306,7 +382,8 @@ class NumpyConstantVariable(ObjectConstantVariable):
                                               f"{type(self.value).__name__}.{name}()")
 
     def apply_operator(self, tx, name, operands, inplace=False):
-        return numpy_ops.call_operator(tx, name, operands, False)
+        # `c += x` of a constant is `c + x`; `t += c` of a tensor writes the tensor
+        return numpy_ops.call_operator(tx, name, operands, inplace and operands[0] is not self)
 
     def rebuild_new(self, rb):
         return rb.ns.bind(self.value, "np_const")
@@ -384,6 +461,8 @@ def _wrap_numpy_value(tx, value, source):
         tx.output.guards.add(Guard("EQUALS_MATCH", source, value))  # type and value
     return NumpyConstantVariable(value, source)
 
+
+_READ_ONLY_PROBE = _ReadOnlyProbe()
 
 if AVAILABLE:
     from . import numpy_calls, numpy_ops

@@ -82,6 +82,8 @@ def call_function(tx, fn, args, kwargs):
     if short == "asarray" and len(args) == 1 and not kwargs and isinstance(args[0], NumpyNdarrayVariable) \
             and not args[0].scalar:
         return args[0]  # the array itself, as NumPy returns it
+    if short in _LIKE and _is_tensor(args[0] if args else kwargs.get("a")):
+        return _like_tensor(tx, short, args, kwargs, what)
     call = split_arguments(tx, args, kwargs, what)
     label = "numpy_" + dotted.removeprefix("numpy.").replace(".", "_")
     if not call.arrays and short == "arange":
@@ -102,6 +104,39 @@ def call_function(tx, fn, args, kwargs):
             pargs[pos] = small_size(pargs[pos])
         probe_template = (pargs, pkwargs)
     return run_call(tx, label, tnp_fn, fn, call, spec, what, probe_template)
+
+
+# np.*_like(tensor, ...): NumPy converts the tensor (Tensor.__array__: `t.numpy()`, with its
+# errors) and makes a new C-ordered array of its shape, as the factory would: the factory
+# and its keywords past the prototype.
+_LIKE = {"ones_like": ("ones", ("dtype",)), "zeros_like": ("zeros", ("dtype",)),
+         "full_like": ("full", ("fill_value", "dtype"))}
+
+
+def _is_tensor(v) -> bool:
+    from .tensor import TensorVariable
+    return isinstance(v, TensorVariable)
+
+
+def _like_tensor(tx, short, args, kwargs, what: str):
+    from .numpy_interop import NumpyConstantVariable, tensor_to_ndarray
+    from .lists import TupleVariable
+    from .constant import ConstantVariable
+    factory, names = _LIKE[short]
+    tensor, rest, named = (args[0], list(args[1:]), dict(kwargs)) if args else (kwargs["a"], [], {
+        k: v for k, v in kwargs.items() if k != "a"})
+    if len(rest) > len(names) or set(named) - set(names) or set(names[:len(rest)]) & set(named):
+        unsupported("call", f"{what} of a torch.Tensor with these arguments is not traced")
+    named.update(zip(names, rest))
+    if factory == "full" and "fill_value" not in named:
+        unsupported("exceptions", f"TypeError: {short}() missing 1 required positional argument: 'fill_value'")
+    array = tensor_to_ndarray(tx, tensor, [], {})  # eager's errors (requires grad, a GPU tensor)
+    if "dtype" not in named or (named["dtype"].is_python_constant() and named["dtype"].as_python_constant() is None):
+        named["dtype"] = NumpyConstantVariable(array.np_dtype)
+    shape = TupleVariable([ConstantVariable(int(n)) for n in array.shape])
+    if factory == "full":
+        return call_function(tx, np.full, [shape, named.pop("fill_value")], named)
+    return call_function(tx, getattr(np, factory), [shape], named)
 
 
 def _arange(tx, label, tnp_fn, call: Arguments, what: str):
@@ -202,6 +237,8 @@ def call_setitem(tx, array, key, value):
     what = "ndarray item assignment"
     if array.scalar:
         unsupported("exceptions", "TypeError: NumPy scalars do not support item assignment")
+    from .numpy_interop import refuse_write  # numpy_interop imports this module
+    refuse_write(array, what)
     call = split_arguments(tx, [array, key, value], {}, what)
     stored = call.args[2]
     if not isinstance(stored, Slot):
@@ -245,13 +282,33 @@ _OPERATORS = {
 }
 
 
+def _torch_scalar(v) -> bool:
+    """A NumPy scalar constant torch takes as a number beside a tensor (`t + np.float32(x)`):
+    one of the dtypes a tensor holds."""
+    from .numpy_calls import TORCH_OF
+    from .numpy_interop import NumpyConstantVariable
+    return isinstance(v, NumpyConstantVariable) and isinstance(v.value, np.generic) and v.value.dtype in TORCH_OF
+
+
+def _tensor_operator(tx, name, operands, inplace):
+    """A Python operator between tensors and NumPy scalars: the same operator in the graph,
+    the NumPy scalar itself its argument (NumPy defers to the tensor's reflected method, as
+    torch's `__array_priority__` asks; the fake run and the graph see the same scalar)."""
+    if len(operands) != 2:
+        unsupported("call", f"operator {name} on a tensor and a NumPy scalar is not traced")
+    fn = _INPLACE[name] if inplace and name in _INPLACE and _is_tensor(operands[0]) else _OPERATORS[name]
+    return tx.output.call("call_function", fn, operands, {}, what=f"tensor {name} NumPy scalar")
+
+
 def call_operator(tx, name, operands, inplace=False):
     """A Python operator with a NumPy array or constant among its operands: the ufunc
     ndarray's dunder method calls, folded when every operand is a constant."""
     from .lists import ListVariable, TupleVariable
-    from .numpy_interop import NumpyNdarrayVariable, numpy_constant_of
+    from .numpy_interop import NumpyNdarrayVariable, numpy_constant_of, refuse_write
     from .tensor import TensorVariable
     if any(isinstance(v, TensorVariable) for v in operands):
+        if all(isinstance(v, TensorVariable) or _torch_scalar(v) for v in operands):
+            return _tensor_operator(tx, name, operands, inplace)
         unsupported("call", f"operator {name} between a NumPy value and a torch tensor is not traced "
                             "(torch's rules for NumPy operands are its own)",
                     hint="convert one side first (torch.from_numpy(a), t.numpy(), float(s))")
@@ -267,6 +324,7 @@ def call_operator(tx, name, operands, inplace=False):
         return call_function(tx, ufunc, operands, {})
     # a += b: NumPy's add(a, b, out=a), the result cast to a's dtype (same_kind).
     what = f"ndarray {name} (in place)"
+    refuse_write(first, what, "output array is read-only")
     call = split_arguments(tx, operands, {}, what)
 
     def numpy_inplace(a, b):
