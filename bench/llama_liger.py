@@ -12,12 +12,16 @@ copy of the same weights and the same batch:
   eager            the model as it is;
   minidynamo       `minidynamo.optimize(model)` (eager backend: graphs run op by op, Triton
                    nodes through minidynamo's launcher);
+  minidynamo-cg    `minidynamo.optimize(model, mode="cudagraphs")`: each graph's forward and
+                   backward recorded as CUDA graphs and replayed (minidynamo/cudagraph_training.py);
   tc-eager         `torch.compile(model, backend="eager")`;
-  tc-inductor      `torch.compile(model)`.
+  tc-inductor      `torch.compile(model)`;
+  tc-ro            `torch.compile(model, mode="reduce-overhead")` (Inductor + CUDA graph trees).
 
 Reported per tool: the first call (tracing included), the median step over `--steps`
 steps, its ratio to eager, the loss and the largest gradient difference from eager's first
-step, and for the compilers the graphs made, the graph breaks, and the Triton launches inside
+step and from eager's on the last step (CUDA graphs replay from the third call of a
+graph on: the last step is a replayed one), and for the compilers the graphs made, the graph breaks, and the Triton launches inside
 the graphs (liger's kernels: in autograd.Function bodies, forward and backward).
 `--json FILE` keeps everything.
 """
@@ -39,7 +43,7 @@ _BENCH = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(_BENCH))
 sys.path.insert(0, _BENCH)
 
-TOOLS = ("eager", "minidynamo", "tc-eager", "tc-inductor")
+TOOLS = ("eager", "minidynamo", "minidynamo-cg", "tc-eager", "tc-inductor", "tc-ro")
 
 
 def build(args):
@@ -74,10 +78,10 @@ def step(runner, model, batch):
 
 
 def runner_for(tool, model):
-    if tool == "minidynamo":
+    if tool.startswith("minidynamo"):
         import minidynamo
         minidynamo.reset()
-        return minidynamo.optimize(model)
+        return minidynamo.optimize(model, mode="cudagraphs" if tool == "minidynamo-cg" else None)
     if tool.startswith("tc-"):
         import torch._dynamo
         torch._dynamo.reset()
@@ -123,7 +127,24 @@ def minidynamo_facts() -> dict:
     except Exception:  # noqa: BLE001 - the report is informative only
         plain = None
     return {"graphs": graphs, "breaks": breaks, "launches": launches, "ops": ops,
-            "break_reasons": reasons, "plain_frames": str(plain)[:2000] if plain else None}
+            "break_reasons": reasons, "plain_frames": str(plain)[:2000] if plain else None,
+            "cudagraphs": cudagraph_facts()}
+
+
+def cudagraph_facts() -> list:
+    """Per graph under mode="cudagraphs": calls, replays, plain runs and why."""
+    from minidynamo import api
+    from minidynamo.cudagraphs import CudaGraphRunner
+    facts = []
+    for cache in list(api._all_caches):
+        for e in cache.entries:
+            r = getattr(e, "compiled", None)
+            if isinstance(r, CudaGraphRunner):
+                facts.append({"training": r.training, "calls": r.calls, "replays": r.replays,
+                              "held_fallbacks": r.held_fallbacks, "fallback": r.fallback_reason,
+                              "staged": list(r.staged), "recordings": len(r.recordings)
+                              + len(r.copy_recordings)})
+    return facts
 
 
 def profile_steps(runner, model, batch, args) -> str:
@@ -169,7 +190,8 @@ def measure(tool, base, batch, args, reference):
         torch._dynamo.reset()
         counters.clear()
         counter = _TorchCompileCounter("eager" if tool == "tc-eager" else "inductor")
-        runner = torch.compile(model, backend=counter)
+        runner = torch.compile(model, backend=counter) if tool != "tc-ro" else \
+            torch.compile(model, mode="reduce-overhead")
     else:
         runner = runner_for(tool, model)
     out = {"tool": tool}
@@ -180,6 +202,8 @@ def measure(tool, base, batch, args, reference):
     out["first_s"] = time.perf_counter() - t0
     first = (loss.detach().float().item(), {n: p.grad.detach().clone() for n, p in model.named_parameters()
                                             if p.grad is not None})
+    for _ in range(args.warmup):  # CUDA graphs: warm-up runs, then the recording
+        step(runner, model, batch)
     times = []
     for _ in range(args.steps):
         sync(args.device)
@@ -191,21 +215,13 @@ def measure(tool, base, batch, args, reference):
     out["steps_ms"] = [round(t * 1e3, 2) for t in times]
     out["step_ms_min"] = min(times) * 1e3
     out["loss"] = first[0]
+    loss = step(runner, model, batch)  # the same batch and weights: eager's first step again
+    last = (loss.detach().float().item(), {n: p.grad.detach().clone() for n, p in model.named_parameters()
+                                           if p.grad is not None})
     if reference is not None:
-        ref_loss, ref_grads = reference
-        out["loss_diff"] = abs(first[0] - ref_loss)
-        missing = sorted(set(ref_grads) ^ set(first[1]))
-        diffs = {n: (first[1][n].float() - g.float()).abs().max().item()
-                 for n, g in ref_grads.items() if n in first[1]}
-        worst = max(diffs, key=diffs.get) if diffs else None
-        out["grad_max_diff"] = diffs[worst] if worst else None
-        out["grad_worst"] = worst
-        out["grads_missing"] = missing
-        scale = max((g.float().abs().max().item() for g in ref_grads.values()), default=1.0)
-        out["equal"] = (not missing and out["loss_diff"] <= args.tol * max(abs(ref_loss), 1)
-                        and all(d <= args.tol * max(scale, 1e-6) for d in diffs.values()))
-        out["bitwise"] = (not missing and out["loss_diff"] == 0 and all(d == 0 for d in diffs.values()))
-    if tool == "minidynamo":
+        out.update(compare(first, reference, args))
+        out.update({k + "_last": v for k, v in compare(last, reference, args).items()})
+    if tool.startswith("minidynamo"):
         out.update(minidynamo_facts())
         if args.profile:
             out["profile"] = profile_steps(runner, model, batch, args)
@@ -218,6 +234,24 @@ def measure(tool, base, batch, args, reference):
     return out, first
 
 
+def compare(got, reference, args) -> dict:
+    """Loss and gradients of one step against eager's."""
+    ref_loss, ref_grads = reference
+    out = {"loss_diff": abs(got[0] - ref_loss)}
+    missing = sorted(set(ref_grads) ^ set(got[1]))
+    diffs = {n: (got[1][n].float() - g.float()).abs().max().item()
+             for n, g in ref_grads.items() if n in got[1]}
+    worst = max(diffs, key=diffs.get) if diffs else None
+    out["grad_max_diff"] = diffs[worst] if worst else None
+    out["grad_worst"] = worst
+    out["grads_missing"] = missing
+    scale = max((g.float().abs().max().item() for g in ref_grads.values()), default=1.0)
+    out["equal"] = (not missing and out["loss_diff"] <= args.tol * max(abs(ref_loss), 1)
+                    and all(d <= args.tol * max(scale, 1e-6) for d in diffs.values()))
+    out["bitwise"] = (not missing and out["loss_diff"] == 0 and all(d == 0 for d in diffs.values()))
+    return out
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--device", default="cuda")
@@ -228,6 +262,7 @@ def main(argv=None) -> int:
     p.add_argument("--batch", type=int, default=2)
     p.add_argument("--seq", type=int, default=256)
     p.add_argument("--steps", type=int, default=20)
+    p.add_argument("--warmup", type=int, default=3, help="untimed steps after the first")
     p.add_argument("--tol", type=float, default=2e-2, help="relative to the largest eager gradient")
     p.add_argument("--tools", default=",".join(TOOLS))
     p.add_argument("--no-liger", action="store_true")
@@ -248,12 +283,13 @@ def main(argv=None) -> int:
         if tool == "eager":
             reference = first
         results.append(res)
-        print(json.dumps({k: v for k, v in res.items() if k not in ("traceback", "plain_frames", "profile", "break_reasons")}), flush=True)
+        print(json.dumps({k: v for k, v in res.items() if k not in (
+            "traceback", "plain_frames", "profile", "break_reasons", "steps_ms")}), flush=True)
         if "traceback" in res:
             print(res["traceback"], flush=True)
     eager_ms = next((r.get("step_ms") for r in results if r["tool"] == "eager"), None)
     print(f"\n{'tool':12} {'first s':>8} {'step ms':>8} {'x eager':>8} {'graphs':>6} {'breaks':>6} "
-          f"{'launches':>8} {'equal':>6} {'bitwise':>7}")
+          f"{'launches':>8} {'equal':>6} {'bitwise':>7} {'last eq':>7} {'last bw':>7}")
     for r in results:
         if "crash" in r:
             print(f"{r['tool']:12} crash: {r['crash'][:150]}")
@@ -261,7 +297,8 @@ def main(argv=None) -> int:
         ratio = r["step_ms"] / eager_ms if eager_ms else float("nan")
         print(f"{r['tool']:12} {r['first_s']:8.2f} {r['step_ms']:8.2f} {ratio:8.2f} {r.get('graphs', '-'):>6} "
               f"{r.get('breaks', '-'):>6} {r.get('launches', '-'):>8} {str(r.get('equal', '-')):>6} "
-              f"{str(r.get('bitwise', '-')):>7}")
+              f"{str(r.get('bitwise', '-')):>7} {str(r.get('equal_last', '-')):>7} "
+              f"{str(r.get('bitwise_last', '-')):>7}")
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"args": vars(args), "machine": machine, "torch": torch.__version__,

@@ -39,7 +39,7 @@ import threading
 import torch
 import torch.fx as fx
 
-from . import held
+from . import cudagraph_training, held
 from .dynamic import has_symbolic, hint
 from .graph import aliased_values, written_values
 from .held import HeldCheck
@@ -128,6 +128,9 @@ class _Slot:
         self.outputs = outputs
         self.held = HeldCheck(outputs)  # free: safe to replay over the outputs
 
+    def is_free(self) -> bool:
+        return self.held.is_free()
+
 
 def _buffer_like(t: torch.Tensor) -> torch.Tensor:
     """A copy of `t` of ours with its sizes, strides, dtype and device (the graph was traced
@@ -174,6 +177,10 @@ class CudaGraphRunner:
         self.moving: set = set()  # indices of inputs seen at another address since
         self.staged: tuple = ()  # the moving inputs the graph does not write: copied in
         self.clone_reason: str | None = None  # set when outputs are cloned, not aliased
+        # Whether autograd differentiates the outputs (seen at the first call): forward and
+        # backward are recorded together (cudagraph_training.py).
+        self.training = False
+        self.needs_grad: tuple = ()
         self.max_slots = MAX_SLOTS
         # Choosing a free slot, replaying it and handing out its aliases is one step: two
         # threads must not both find the same slot free.
@@ -218,7 +225,10 @@ class CudaGraphRunner:
             return self.compiled(*args)
         if self.calls <= WARMUP_RUNS:
             self._note_addresses(args)
-            return self.compiled(*args)
+            out = self.compiled(*args)
+            if self.calls == 1:
+                self._note_training(args, out)
+            return out
         if self.recordings:
             key = _input_key(args, self.symbolic)
             for rec in self.recordings:
@@ -229,6 +239,17 @@ class CudaGraphRunner:
             if rec is not None:
                 return self._run(rec, args)
         return self._miss(args)
+
+    def _note_training(self, args, out) -> None:
+        if not any(isinstance(o, torch.Tensor) and o.requires_grad for o in out):
+            return
+        self.training = True
+        self.needs_grad = tuple(a.requires_grad for a in args)  # guarded: the same every call
+        grad_written = sorted(i for i in self.written if args[i].requires_grad)
+        if grad_written:
+            self.fallback_reason = (f"the graph writes input(s) {grad_written} that require grad "
+                                    "(autograd must see the write)")
+            log.info("cudagraphs: running the plain graph: %s", self.fallback_reason)
 
     def _note_addresses(self, args) -> None:
         """Mark the inputs whose address differs from their first call's as moving."""
@@ -262,7 +283,9 @@ class CudaGraphRunner:
         """No recording serves these inputs: make one, or run the plain graph."""
         self._note_addresses(args)
         if not self.staged and len(self.recordings) < MAX_RECORDINGS:
-            rec = _InputSet(list(args), key=_input_key(args, self.symbolic))  # the caller's tensors
+            # The caller's tensors (in training, aliases: their autograd history is not ours to keep).
+            rec = _InputSet([a.detach() for a in args] if self.training else list(args),
+                            key=_input_key(args, self.symbolic))
             self.recordings.append(rec)
             return self._run(rec, args)
         if not self.staged:
@@ -290,7 +313,7 @@ class CudaGraphRunner:
     def _replay_free_slot(self, rec: _InputSet, args):
         slot = None
         for s in rec.slots:
-            if s.held.is_free():
+            if s.is_free():
                 slot = s
                 break
         if slot is None:
@@ -303,11 +326,13 @@ class CudaGraphRunner:
                 # into static memory would cost what the aliases save: fresh outputs.
                 self.held_fallbacks += 1
                 return None
+        self.replays += 1
+        if self.training:
+            return cudagraph_training._Replay.apply(slot, rec, self.clone_reason is not None, *args)
         inputs = rec.inputs
         for i in rec.staged:
             inputs[i].copy_(args[i])
         slot.graph.replay()
-        self.replays += 1
         if self.clone_reason is None:
             # A new TensorImpl on our storage: its use count shows while the caller holds it.
             return tuple([o.detach() for o in slot.outputs])
@@ -315,6 +340,11 @@ class CudaGraphRunner:
 
     def _record(self, rec: _InputSet) -> _Slot | None:
         try:
+            if self.training:
+                slot = self._capture_training(rec)
+                slot.held.calibrate()
+                rec.slots.append(slot)
+                return slot
             graph, outputs = self._capture(rec)
         except Exception as e:
             self.fallback_reason = f"capture failed: {type(e).__name__}: {e}"
@@ -327,6 +357,11 @@ class CudaGraphRunner:
         slot.held.calibrate()  # now: no caller has seen these outputs yet
         rec.slots.append(slot)
         return slot
+
+    def _capture_training(self, rec: _InputSet):
+        """A TrainingSlot: forward and backward recorded over `rec`'s inputs."""
+        return cudagraph_training.capture(self.compiled, rec.inputs, self.needs_grad,
+                                          warm=not self.writes_inputs)
 
     def _capture(self, rec: _InputSet):
         """(CUDA graph, static outputs) of one capture over `rec`'s inputs."""

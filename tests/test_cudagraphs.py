@@ -250,18 +250,6 @@ def test_copy_recording_uses_slots_too(device, monkeypatch):
     assert r.held_fallbacks > 0
 
 
-def test_outputs_requiring_grad_are_cloned(device):
-    def f(a, w):
-        return a * w
-    opt = minidynamo.optimize(mode="cudagraphs")(f)
-    a = torch.randn(16, device=device)
-    w = torch.randn(16, device=device, requires_grad=True)
-    outs = [opt(a, w) for _ in range(4)]
-    for o in outs:
-        torch.testing.assert_close(o, f(a, w))
-    r = runner_of(opt)
-    assert "requires grad" in r.clone_reason and r.replays == 2
-    assert {o.data_ptr() for o in outs}.isdisjoint(static_ptrs(r))
 
 
 def test_without_storage_use_count_outputs_are_cloned(monkeypatch):
@@ -281,3 +269,151 @@ def test_without_storage_use_count_outputs_are_cloned(monkeypatch):
     r = runner_of(opt)
     assert "_storage_Use_Count" in r.clone_reason and r.replays == 3
     assert len(r.recordings[0].slots) == 1
+
+
+# --- training: forward and backward recorded together (cudagraph_training.py) ----------
+# The stand-in replays re-run the graph (forward, with autograd) and autograd.grad
+# (backward) and copy into the slot's static tensors, as the CUDA graphs' replays write them.
+
+@pytest.fixture(params=["stand-in", pytest.param("cuda", marks=[pytest.mark.gpu, _needs_cuda])])
+def tdevice(request, monkeypatch):
+    if request.param == "cuda":
+        return "cuda"
+    from minidynamo import cudagraph_training as T
+
+    def capture_training(self, rec):
+        leaves = [t.detach().requires_grad_(g) for t, g in zip(rec.inputs, self.needs_grad)]
+        diff_in = [i for i, t in enumerate(leaves) if t.requires_grad]
+        outs = tuple(self.compiled(*leaves))
+        diff_out = tuple(i for i, o in enumerate(outs) if o.requires_grad)
+        grad_outputs = [torch.empty_like(outs[i]) for i in diff_out]
+        grads = T._grads(outs, leaves, diff_in, None)
+        live = {}
+
+        class Fwd:
+            def replay(self_):
+                with torch.enable_grad():
+                    live["outs"] = tuple(self.compiled(*leaves))
+                for s, n in zip(outs, live["outs"]):
+                    s.detach().copy_(n)
+
+        class Bwd:
+            def replay(self_):
+                for s, n in zip(grads, T._grads(live["outs"], leaves, diff_in, grad_outputs, retain=False)):
+                    if s is not None:
+                        s.copy_(n)
+        return T.TrainingSlot(Fwd(), Bwd(), outs, diff_out, grad_outputs, grads, keep=outs)
+    monkeypatch.setattr(CudaGraphRunner, "_capture_training", capture_training)
+    monkeypatch.setattr(CudaGraphRunner, "_static_reason", staticmethod(lambda gm, ex: None))
+    return "cpu"
+
+
+def mlp_loss(x, w1, w2):
+    h = torch.relu(x @ w1)
+    return ((h @ w2) ** 2).mean(), h
+
+
+def _params(device):
+    g = torch.Generator().manual_seed(0)
+    return [torch.randn(16, 16, generator=g).to(device).requires_grad_() for _ in range(2)]
+
+
+def test_training_steps_replay_forward_and_backward(tdevice):
+    opt = minidynamo.optimize(mode="cudagraphs")(mlp_loss)
+    ws, ref_ws = _params(tdevice), _params(tdevice)
+    x = torch.randn(8, 16, device=tdevice)
+    for step in range(6):
+        x.mul_(-1.1)  # same address, new contents
+        for w, r in zip(ws, ref_ws):
+            w.grad = r.grad = None
+        loss, h = opt(x, *ws)
+        ref_loss, ref_h = mlp_loss(x, *ref_ws)
+        (loss + h.sum()).backward()
+        (ref_loss + ref_h.sum()).backward()
+        torch.testing.assert_close(loss, ref_loss)
+        for w, r in zip(ws, ref_ws):
+            torch.testing.assert_close(w.grad, r.grad)
+    r = runner_of(opt)
+    assert r.training and r.fallback_reason is None and r.replays == 4
+    # a parameter's .grad is autograd's copy, never the slot's gradient buffer
+    slot = r.recordings[0].slots[0]
+    assert {w.grad.data_ptr() for w in ws}.isdisjoint(
+        {g.data_ptr() for g in slot.grad_inputs if g is not None})
+
+
+def test_training_gradients_accumulate_across_replays(tdevice):
+    opt = minidynamo.optimize(mode="cudagraphs")(mlp_loss)
+    ws, ref_ws = _params(tdevice), _params(tdevice)
+    x = torch.randn(8, 16, device=tdevice)
+    for _ in range(5):  # no zeroing: .grad sums every step's gradient
+        opt(x, *ws)[0].backward()
+        mlp_loss(x, *ref_ws)[0].backward()
+    for w, r in zip(ws, ref_ws):
+        torch.testing.assert_close(w.grad, r.grad)
+    assert runner_of(opt).replays == 3
+
+
+def test_two_forwards_before_backward_use_two_slots(tdevice):
+    opt = minidynamo.optimize(mode="cudagraphs")(mlp_loss)
+    ws, ref_ws = _params(tdevice), _params(tdevice)
+    x = torch.randn(8, 16, device=tdevice)
+    for _ in range(2):
+        opt(x, *ws)[0].backward()
+        mlp_loss(x, *ref_ws)[0].backward()
+    pending = []
+    for _ in range(3):  # micro-batches: forwards first (the third finds both slots pending)
+        pending.append(opt(x, *ws)[0])
+        mlp_loss(x, *ref_ws)[0].backward()
+    for loss in pending:
+        loss.backward()
+    for w, r in zip(ws, ref_ws):
+        torch.testing.assert_close(w.grad, r.grad)
+    r = runner_of(opt)
+    assert r.replays == 2 and r.held_fallbacks == 1 and len(r.recordings[0].slots) == 2
+
+
+def test_training_input_at_new_addresses_is_staged(tdevice):
+    def f(h, w):
+        return (torch.tanh(h @ w) ** 2).sum()
+    opt = minidynamo.optimize(mode="cudagraphs")(f)
+    w0, w = _params(tdevice)
+    r0, rw = (t.detach().clone().requires_grad_() for t in (w0, w))
+    for i in range(6):
+        x = torch.randn(4, 16, device=tdevice, generator=None) * (i + 1)
+        opt(x @ w0, w).backward()  # h: a new tensor each call, whose grad flows on to w0
+        f(x @ r0, rw).backward()
+    torch.testing.assert_close(w0.grad, r0.grad)
+    torch.testing.assert_close(w.grad, rw.grad)
+    r = runner_of(opt)
+    assert r.staged == (0,) and r.copy_recording is not None and r.replays >= 3
+
+
+def test_outputs_requiring_grad_keep_autograd_and_are_not_overwritten(tdevice):
+    def f(a, w):
+        return a * w
+    opt = minidynamo.optimize(mode="cudagraphs")(f)
+    a = torch.randn(16, device=tdevice)
+    w = torch.randn(16, device=tdevice, requires_grad=True)
+    outs = []
+    for _ in range(5):  # kept, never backwarded: both slots pending, then plain runs
+        outs.append((opt(a, w), f(a, w)))
+    for o, want in outs:
+        torch.testing.assert_close(o, want)
+        assert o.grad_fn is not None
+    r = runner_of(opt)
+    assert r.training and r.clone_reason is None and r.replays == 2 and r.held_fallbacks == 1
+    outs[2][0].sum().backward()  # a replay's
+    torch.testing.assert_close(w.grad, a)
+
+
+def test_input_changed_in_place_before_backward_raises_as_in_eager(tdevice):
+    opt = minidynamo.optimize(mode="cudagraphs")(mlp_loss)
+    ws = _params(tdevice)
+    x = torch.randn(8, 16, device=tdevice)
+    for _ in range(3):
+        opt(x, *ws)[0].backward()
+    loss = opt(x, *ws)[0]
+    assert runner_of(opt).replays == 2
+    x.add_(1)  # the backward replay would read the new values
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        loss.backward()
