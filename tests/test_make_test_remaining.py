@@ -174,3 +174,98 @@ def test_torch_function_given_a_numpy_scalar():
     def f(a):
         return torch.add(a, np.float64(0.5)), torch.full((2,), np.float32(1.5)), torch.clamp(a, min=np.int64(0))
     np_check(f, t(3, 4), t(2, dtype=torch.float64), same_entry=False)
+
+
+# --- collections.namedtuple(...) called inside ------------------------------------------------
+import collections  # noqa: E402
+
+
+def _same_namedtuple(e, o):
+    """An instance (or class) of a class made by the call: alike, by what it says of itself."""
+    ecls, ocls = (e, o) if isinstance(e, type) else (type(e), type(o))
+    assert ecls is not ocls
+    for attr in ("__name__", "__qualname__", "__module__", "_fields", "_field_defaults", "__doc__"):
+        assert getattr(ecls, attr) == getattr(ocls, attr), attr
+    assert [c.__name__ for c in ecls.__mro__] == [c.__name__ for c in ocls.__mro__]
+    if not isinstance(e, type):
+        assert len(e) == len(o)
+        for a, b in zip(e, o):
+            if isinstance(a, torch.Tensor):
+                torch.testing.assert_close(b, a)
+            else:
+                assert a == b
+
+
+def _run_namedtuple(fn, *args, graphs=1, kind="graph"):
+    backend = CountingBackend()
+    opt = minidynamo.optimize(backend=backend)(fn)
+    results = []
+    for _ in range(2):
+        eager, got = fn(*args), opt(*args)
+        for e, o in zip(eager, got) if isinstance(eager, list) else [(eager, got)]:
+            _same_namedtuple(e, o)
+        results.append(got)
+    entries = opt.cache_entries()
+    assert len(entries) == 1 and entries[0].kind == kind, [e.describe() for e in entries]
+    assert backend.calls == graphs
+    return results
+
+
+def test_namedtuple_made_inside():
+    def f(a, b):
+        mytuple = collections.namedtuple("mytuple", ["x", "y", "xy"])
+        tmp = mytuple(a, b, a + b)
+        return mytuple(tmp.x, tmp[1], tmp.xy + b)
+    first, second = _run_namedtuple(f, t(3), t(3, start=1))
+    assert type(first) is not type(second)  # a new class per call, as in eager
+    assert type(first).__module__ == __name__
+
+
+def test_namedtuple_made_inside_with_defaults_and_methods():
+    def f(a, b):
+        mytuple = collections.namedtuple("mytuple", "x y xy", defaults=(None, 1, None))
+        tmp = mytuple(a, xy=b)
+        r = tmp._replace(y=2)
+        return [mytuple(tmp.x, tmp[1], tmp.xy + b), r, mytuple, r._asdict()["y"] + 1 == 3 and type(r) is mytuple]
+    backend = CountingBackend()
+    opt = minidynamo.optimize(backend=backend)(f)
+    for _ in range(2):
+        eager, got = f(t(3), t(3)), opt(t(3), t(3))
+        for e, o in zip(eager[:3], got[:3]):
+            _same_namedtuple(e, o)
+        assert type(got[0]) is got[2] and type(got[1]) is got[2]  # one class per call
+        assert eager[3] is got[3] is True
+    assert backend.calls == 1 and [e.kind for e in opt.cache_entries()] == ["graph"]
+
+
+def test_namedtuple_made_inside_with_module_and_rename():
+    def f(a):
+        p = collections.namedtuple("P", ["x", "def", "x"], rename=True, module="somewhere")
+        return p(a, 1, 2)
+    _run_namedtuple(f, t(3), graphs=0, kind="constant")
+
+
+def test_namedtuple_made_inside_live_at_a_break():
+    def f(a):
+        P = collections.namedtuple("P", "x y")
+        p = P(a, a + 1)
+        print("between")
+        q = P(p.y, 2)
+        return p, q, type(p) is type(q)
+    backend = CountingBackend()
+    opt = minidynamo.optimize(backend=backend)(f)
+    for _ in range(2):
+        eager, got = f(t(3)), opt(t(3))
+        _same_namedtuple(eager[0], got[0])
+        _same_namedtuple(eager[1], got[1])
+        assert type(got[0]) is type(got[1]) and got[2] is True
+
+
+def test_namedtuple_made_inside_bad_field_raises():
+    def f(a):
+        return collections.namedtuple("P", ["x", "1y"])(a, a)
+    with pytest.raises(ValueError) as eager:
+        f(t(3))
+    with pytest.raises(ValueError) as got:
+        minidynamo.optimize(backend=CountingBackend())(f)(t(3))
+    assert str(got.value) == str(eager.value)

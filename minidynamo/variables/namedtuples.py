@@ -1,8 +1,8 @@
 """namedtuple and typing.NamedTuple classes defined outside the optimized function: their
 instances are tuple trackers whose `tuple_type` is the class (made inside by calling the
 class, or passed in), with fields as attributes and `_make`, `_replace`, `_asdict`
-modelled. `collections.namedtuple(...)` called inside the function declines (a new class
-per call)."""
+modelled. `collections.namedtuple(...)` called inside the function: namedtuple_classes.py;
+`typing.NamedTuple(...)` there declines (a new class per call)."""
 from __future__ import annotations
 
 import collections
@@ -270,6 +270,9 @@ class NamedTupleFactoryVariable(UserFunctionVariable):
     """`collections.namedtuple` / `typing.NamedTuple` called inside the optimized function."""
 
     def call_function(self, tx, args, kwargs):
+        if self.fn is collections.namedtuple:
+            from .namedtuple_classes import make_class  # it builds on this module's trackers
+            return make_class(tx, args, kwargs)
         # It also names the class's module after the calling frame's globals, which a
         # graph break's helper would replace: the whole call runs eagerly.
         unsupported("construct", f"{self.fn.__module__}.{self.fn.__qualname__}() inside the optimized function "
