@@ -1,18 +1,24 @@
 """Per-call cost of guards on whole models (CPU, one thread): torchvision and timm CNNs
-captured in one graph, where the graph itself is the same op-by-op work for every
-compiler, so what a call costs over eager is the entry's guards and dispatch.
+and a 12-layer transformer captured in one graph, where the graph itself is the same
+op-by-op work for every compiler, so what a call costs over eager is the entry's guards
+and dispatch.
 
 minidynamo (eager backend) against ``torch.compile(model, backend="eager")`` and plain
-eager, in the same run, at a small input (1x3x32x32) where Python overhead shows:
+eager, in the same run, at a small input (1x3x32x32; 16 tokens) where Python overhead
+shows. Beside them, each entry's guards: how many (all of them; the fast tier's checks
+per call), and the time to check them alone (minidynamo: the entry's guard block as its
+own function; torch.compile: its guard manager's `check` on the same frame):
 
     python -m pytest bench/bench_guards.py --benchmark-only     # pytest-benchmark groups
     python bench/bench_guards.py --table                        # markdown table only
 
-Needs torchvision (and timm for timm_resnet18; models missing are skipped). ms/call is the
+Needs torchvision (timm for timm_resnet18, transformers for the BERT; models missing are
+skipped). ms/call is the
 minimum over interleaved rounds of warm calls; overhead = ms/call minus plain eager's.
 """
 from __future__ import annotations
 
+import inspect
 import os
 import sys
 import time
@@ -23,20 +29,34 @@ import torch._dynamo
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import minidynamo  # noqa: E402
+from minidynamo import codegen  # noqa: E402
+
+
+def _image():
+    return torch.randn(1, 3, 32, 32)
 
 
 def _torchvision(name):
     def build():
         import torchvision
-        return getattr(torchvision.models, name)(num_classes=10)
+        return getattr(torchvision.models, name)(num_classes=10), _image()
     return build
 
 
 def _timm(name):
     def build():
         import timm
-        return timm.create_model(name, pretrained=False, num_classes=10)
+        return timm.create_model(name, pretrained=False, num_classes=10), _image()
     return build
+
+
+def _bert():
+    """A 12-layer BERT encoder, small hidden size, random weights, 16 tokens."""
+    from transformers import BertConfig, BertModel
+    torch.manual_seed(0)
+    config = BertConfig(vocab_size=1000, hidden_size=64, num_hidden_layers=12, num_attention_heads=2,
+                        intermediate_size=256, max_position_embeddings=128)
+    return BertModel(config), torch.randint(0, 1000, (1, 16))
 
 
 MODELS = {
@@ -44,16 +64,17 @@ MODELS = {
     "tv_resnet18": _torchvision("resnet18"),
     "tv_densenet121": _torchvision("densenet121"),
     "timm_resnet18": _timm("resnet18"),
+    "hf_bert_12_layers": _bert,
 }
 PEERS = ("eager", "minidynamo", "torch.compile")
 
 
 def build(name):
     try:
-        model = MODELS[name]().eval()
+        model, x = MODELS[name]()
     except ImportError as e:
         pytest.skip(f"{name}: {e}")
-    return model, torch.randn(1, 3, 32, 32)
+    return model.eval(), x
 
 
 def runner(peer, model):
@@ -71,6 +92,62 @@ def guards_of(opt) -> int:
     return sum(len(e.guards) for e in opt.cache_entries())
 
 
+def checks_per_call(opt) -> int:
+    """The checks the entry's fast tier runs in Python per call (those a snapshot of the
+    module tree does not imply); all guards where it has no fast tier."""
+    entry, = opt.cache_entries()
+    lines = _guard_lines(entry)
+    fast = next((i for i, line in enumerate(lines) if ".fresh(" in line), None)
+    if fast is None:
+        return len(entry.guards)
+    branch = lines[fast + 2:next(i for i in range(fast, len(lines)) if lines[i].strip() == "else:")]  # after the values are bound
+    return sum(1 for line in branch if line.strip().startswith("(") or " = ((" in line)
+
+
+def _guard_lines(entry) -> list[str]:
+    """The entry function's guard block: its lines after the signature, up to the check
+    of its result."""
+    lines = entry.source_text.splitlines()[1:]
+    ok = entry.ns.prefix + "ok"
+    return lines[:lines.index(f"    if not {ok}:")] + [f"    return {ok}"]
+
+
+def guard_function(opt):
+    """The entry's guards alone, as a function of the call's arguments: both tiers, as
+    the entry runs them."""
+    entry, = opt.cache_entries()
+    fn, _ = codegen.build_function("guards", entry.params, _guard_lines(entry), entry.ns, "<guards>")
+    return fn
+
+
+def compile_guard_function(model, x):
+    """torch.compile's guards of the model's forward frame, checked alone."""
+    entries = torch._dynamo.eval_frame._debug_get_cache_entry_list(type(model).forward.__code__)
+    if len(entries) != 1:
+        return None, 0
+    forward = type(model).forward
+    bound = inspect.signature(forward, follow_wrapped=False).bind(model, x)
+    bound.apply_defaults()
+    frame = dict(bound.arguments)  # the frame's locals, its closure cells' contents among them
+    frame.update(zip(forward.__code__.co_freevars, (c.cell_contents for c in forward.__closure__ or ())))
+    manager = entries[0].guard_manager
+    return (lambda: manager.check(frame)), _count_leaves(manager.root)
+
+
+def _count_leaves(node) -> int:
+    return len(node.get_leaf_guards()) + sum(_count_leaves(c) for c in node.get_child_managers())
+
+
+def time_min(fn, rounds, calls) -> float:
+    best = float("inf")
+    for _ in range(rounds):
+        t0 = time.perf_counter()
+        for _ in range(calls):
+            fn()
+        best = min(best, (time.perf_counter() - t0) / calls * 1e3)
+    return best
+
+
 @pytest.mark.parametrize("peer", PEERS)
 @pytest.mark.parametrize("name", list(MODELS))
 def test_model_call(benchmark, name, peer):
@@ -84,32 +161,45 @@ def test_model_call(benchmark, name, peer):
         benchmark(fn, x)
 
 
-def table(rounds: int = 5, calls: int = 50) -> str:
+def table(rounds: int = 7, calls: int = 50) -> str:
     torch.set_num_threads(1)
-    lines = ["| model | guards | eager ms | minidynamo ms (over eager) | torch.compile ms (over eager) |",
-             "|---|---:|---:|---:|---:|"]
+    lines = ["| model | eager ms | minidynamo ms (over eager) | torch.compile ms (over eager) | guards "
+             "(checks per call) | guard check ms | torch.compile guards | its check ms |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|"]
     for name in MODELS:
         try:
-            model = MODELS[name]().eval()
+            model, x = MODELS[name]()
         except ImportError:
             continue
-        x = torch.randn(1, 3, 32, 32)
+        model.eval()
         fns = {peer: runner(peer, model) for peer in PEERS}
         best = dict.fromkeys(PEERS, float("inf"))
         with torch.no_grad():
             for fn in fns.values():
                 fn(x)
                 fn(x)
-            for _ in range(rounds):
+            md_guards = guard_function(fns["minidynamo"])
+            tc_guards, tc_count = compile_guard_function(model, x)
+            assert md_guards(x) is True
+            if tc_guards is not None and tc_guards() is not True:  # not its frame: not measured
+                tc_guards = None
+            checks = {"minidynamo": lambda: md_guards(x), "torch.compile": tc_guards}
+            check_ms = dict.fromkeys(checks, float("inf"))
+            for _ in range(rounds):  # interleaved: the machine's noise hits every peer alike
                 for peer, fn in fns.items():
                     t0 = time.perf_counter()
                     for _ in range(calls):
                         fn(x)
                     best[peer] = min(best[peer], (time.perf_counter() - t0) / calls * 1e3)
+                for peer, check in checks.items():
+                    if check is not None:
+                        check_ms[peer] = min(check_ms[peer], time_min(check, 1, calls))
         md = fns["minidynamo"]
-        lines.append(f"| {name} | {guards_of(md)} | {best['eager']:.2f} | "
+        lines.append(f"| {name} | {best['eager']:.2f} | "
                      f"{best['minidynamo']:.2f} ({best['minidynamo'] - best['eager']:+.2f}) | "
-                     f"{best['torch.compile']:.2f} ({best['torch.compile'] - best['eager']:+.2f}) |")
+                     f"{best['torch.compile']:.2f} ({best['torch.compile'] - best['eager']:+.2f}) | "
+                     f"{guards_of(md):,} ({checks_per_call(md)}) | {check_ms['minidynamo']:.3f} | "
+                     f"{tc_count:,} | " + (f"{check_ms['torch.compile']:.3f} |" if tc_guards else "n/a |"))
     return "\n".join(lines)
 
 

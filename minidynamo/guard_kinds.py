@@ -108,9 +108,10 @@ class Guard:
     def snapshot_role(self, module: bool) -> str | None:
         """What the fast tier makes of this guard where its source's value is fixed by a
         snapshot (guard_snapshot.py; `module`: the value was guarded as a plain module):
-        "implied" (holds while the value is the same object), "absent" / "hooks" (its
-        dict reads are in the snapshot), "tensor" (the snapshot's one C tensor check), or
-        None: it runs as it is."""
+        "implied" (holds while the value is the same object), "absent" / "absent from
+        tables" / "hooks" (its dict reads are in the snapshot), "alias" (implied where
+        both sources are in the snapshot), "tensor" (the snapshot's one C tensor check),
+        or None: it runs as it is."""
         return None
 
     def __repr__(self):
@@ -183,7 +184,7 @@ class EQUALS_MATCH(Guard):
 
     def snapshot_role(self, module):
         same_type = self.meta.get("type", type(self.expected)) is type(self.expected)
-        return "implied" if same_type and _immutable(self.expected) else None
+        return "implied" if same_type and is_immutable(self.expected) else None
 
     def code(self, ns):
         e, v = self.source.ref(ns), self.expected
@@ -272,6 +273,11 @@ class HASATTR(Guard):
             return f"{tables} and not {ns.bind(hasattr, 'hasattr')}({e}.__class__, {attr!r})"
         return f"{'' if self.expected else 'not '}{ns.bind(hasattr, 'hasattr')}({e}, {attr!r})"
 
+    def snapshot_role(self, module):
+        # A module's hasattr() that was False: absent from its tables (the snapshot's) and
+        # from its class (a check of the class, once per class).
+        return "absent from tables" if module and self.expected is False and self.meta.get("module") else None
+
     def mismatch(self, actual):
         name, attr = self.source.name(), self.meta["attr"]
         if self.expected is False:
@@ -340,6 +346,9 @@ class NO_HOOKS(Guard):
 class ALIAS_MATCH(Guard):
     """Two sources are (expected True) or are not the same object; meta other: the other."""
     cost = 1
+
+    def snapshot_role(self, module):
+        return "alias"  # implied where the other is fixed by the snapshot too
 
     def code(self, ns):
         return f"{self.source.ref(ns)} {'is' if self.expected else 'is not'} {self.meta['other'].ref(ns)}"
@@ -487,10 +496,10 @@ _HEAPTYPE = 1 << 9  # Py_TPFLAGS_HEAPTYPE: a class made by a class statement
 _IMMUTABLE = (int, float, complex, str, bytes, bool, type(None), torch.dtype, torch.device, range)
 
 
-def _immutable(value) -> bool:
+def is_immutable(value) -> bool:
     """Whether `value` (and all it holds) cannot change behind an unchanged identity."""
     if type(value) in (tuple, frozenset):
-        return all(_immutable(v) for v in value)
+        return all(is_immutable(v) for v in value)
     return type(value) in _IMMUTABLE
 
 

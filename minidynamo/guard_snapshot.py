@@ -35,6 +35,7 @@ from collections import OrderedDict
 
 import torch
 
+from .guard_kinds import is_immutable
 from .sources import AttrSource, ClosureSource, GlobalSource, ItemSource, LocalSource, ObjectSource
 
 __all__ = ["Plan", "Snapshots", "plain_module_class"]
@@ -68,6 +69,18 @@ def plain_module_class(cls) -> bool:
 
 def _on_class(cls, name: str) -> bool:
     return any(name in vars(k) for k in cls.__mro__)
+
+
+def class_value(cls, name: str):
+    """(value,) of `name` as instances of `cls` without an instance attribute of that name
+    read it where that is the class's own plain immutable value (no descriptor, nothing of
+    the metaclass in the way), else None."""
+    for k in cls.__mro__:
+        if name in vars(k):
+            v = vars(k)[name]
+            plain = not hasattr(type(v), "__get__") and not hasattr(type(cls), name)
+            return (v,) if plain and is_immutable(v) else None
+    return None
 
 
 class Plan:
@@ -115,8 +128,13 @@ class Plan:
                 return None
             if s.attr == "__class__":
                 return ("class",)
-            if s.attr == "__dict__" or _on_class(self.types[base], s.attr):
-                return None  # class attributes (methods, descriptors) are read live
+            if s.attr == "__dict__":
+                return None
+            if _on_class(self.types[base], s.attr):
+                # A plain immutable value of the class (`gradient_checkpointing = False`):
+                # the snapshot holds it absent from the instance, and its guards read it
+                # from the class, once per class; methods and descriptors are read live.
+                return ("class attr", s.attr) if class_value(self.types[base], s.attr) is not None else None
             return ("attr", s.attr)
         if type(s) is ItemSource and type(s.key) in (str, int):
             is_table = type(base) is AttrSource and base.attr in _TABLES and self.steps[base][0] == "attr"
@@ -170,13 +188,14 @@ class Snapshots:
     """One entry's snapshots, by root. `fresh(*roots)`: the region's values where a
     snapshot of these roots holds, else None; `take(roots, values)`: after the precise
     guards passed with these values (the plan's sources, in order), snapshot them.
-    `hooks`: (source, hook dict names) that must be empty; `absent`: (source, name) of instance
-    attributes that must be missing; `tensors`: sources under one C tensor check."""
+    `hooks`: (source, hook dict names) that must be empty; `absent`: (source, name, tables)
+    of instance attributes that must be missing (with `tables`, from the module's
+    parameters, buffers and submodules too); `tensors`: sources under one C tensor check."""
 
     def __init__(self, plan: Plan, hooks, absent, tensors, tensor_meta):
         self.plan = plan
         self.hooks = [(plan.index[s], names) for s, names in hooks]
-        self.absent = [(plan.index[s], name) for s, name in absent]
+        self.absent = [(plan.index[s], name, tables) for s, name, tables in absent]
         self.tensors = [plan.index[s] for s in tensors]
         self.tensor_meta = tensor_meta  # (sizes, strides) per tensor
         self.root_index = [plan.index[s] for s in plan.roots]
@@ -278,6 +297,12 @@ class Snapshots:
                     absent[(id(t), name)] = t
                 else:
                     raise _Refuse
+            elif step[0] == "class attr":
+                d = module(base)
+                on_class = class_value(type(base), step[1])
+                if step[1] in d or on_class is None or on_class[0] is not v:
+                    raise _Refuse
+                absent[(id(d), step[1])] = d
             elif step[0] == "tuple item":
                 if type(base) is not tuple or base[step[1]] is not v:
                     raise _Refuse
@@ -291,11 +316,17 @@ class Snapshots:
                 hook = d[name]
                 read(d, name, hook)
                 hook_dicts[id(hook)] = hook
-        for i, name in self.absent:
+        for i, name, tables in self.absent:  # tables: Module.__getattr__'s too (a hasattr() that was False)
             d = module(values[i])
-            if name in d:
-                raise _Refuse
-            absent[(id(d), name)] = d
+            places = [d]
+            for table in _TABLES if tables else ():
+                t = d.get(table)
+                read(d, table, t)
+                places.append(t)
+            for t in places:
+                if type(t) not in _PLAIN_DICTS or name in t:
+                    raise _Refuse
+                absent[(id(t), name)] = t
         for v in values:  # their classes are checked (TYPE_MATCH implied)
             if plain_module_class(type(v)):
                 module(v)

@@ -182,16 +182,24 @@ class GuardSet:
         plan = self._snapshot
         if plan is None:
             return None
-        hooks, absent, tensors, residual = [], [], [], []
+        hooks, absent, tensors, residual, same = [], [], [], [], []
         for g in self.ordered():
-            role = g.snapshot_role(g.source in plan.modules) if g.source in plan.steps else None
+            step = plan.steps.get(g.source)
+            role = g.snapshot_role(g.source in plan.modules) if step is not None and step[0] != "class attr" else None
             if role == "hooks":
                 hooks.append((g.source, tuple(g.meta["attrs"])))
-            elif role == "absent":
-                absent.append((g.source, g.meta["attr"]))
+            elif role in ("absent", "absent from tables"):
+                absent.append((g.source, g.meta["attr"], role == "absent from tables"))
+                if role == "absent from tables":  # and from the class, checked once per class
+                    cls = plan.types[g.source]
+                    residual.append(Guard("HASATTR", ObjectSource(cls, f"class {cls.__qualname__}"), False,
+                                          {"attr": g.meta["attr"]}))
             elif role == "tensor":
                 tensors.append(g)
-            elif role is None:
+            elif role == "alias" and g.meta["other"] in plan.steps:
+                if g.expected:  # both fixed by the snapshot, as one object: checks of one are of both
+                    same.append((g.source, g.meta["other"]))
+            elif role is None or role == "alias":
                 residual.append(g)
         snaps = Snapshots(plan, hooks, absent, [g.source for g in tensors],
                           [(g.meta["shape"], g.meta["stride"]) for g in tensors])
@@ -206,6 +214,20 @@ class GuardSet:
             cls = plan.class_of(s)
             if cls is not None:
                 region[s] = ns.bind(cls, "type")
+            elif plan.steps[s][0] == "class attr":  # and `m.flag` read from it
+                region[s] = f"{ns.bind(plan.types[s.base], 'type')}.{s.attr}"
+        # One object reached by several paths (every layer's `config`) is read through the
+        # first: the checks of what it holds are the same text, made once.
+        first = {}
+        for a, b in same:
+            a, b = sorted((first.get(a, a), first.get(b, b)), key=plan.index.__getitem__)
+            for s, rep in list(first.items()):
+                if rep == b:
+                    first[s] = a
+            first[b] = a
+        for s, rep in first.items():
+            if rep in region:
+                region[s] = region[rep]
         return FastTier(ns.bind(snaps, "snapshots"), snaps, fetch, roots, values, targets,
                         self._render(residual, ns, region))
 

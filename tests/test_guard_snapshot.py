@@ -293,3 +293,92 @@ def test_a_model_changing_itself_every_call_stops_being_snapshotted():
     assert model.state == reference.state == {"n": 1} and backend.calls == 1
     (snaps,) = snapshots(opt)
     assert max(snaps.takes.values()) == 8  # one per call until it gives up
+
+
+class Layer(torch.nn.Module):
+    """What transformer layers do per layer: a flag read from the class, an attribute
+    asked for with hasattr() that the layer lacks, a config object shared by every layer."""
+    checkpointing = False
+
+    def __init__(self, config):
+        super().__init__()
+        self.config = config
+        self.lin = torch.nn.Linear(4, 4)
+
+    def forward(self, x):
+        y = self.lin(x)
+        if self.checkpointing:
+            y = y * 2
+        if hasattr(self, "groups"):
+            y = y + 1
+        return y * self.config.scale
+
+
+class Config:
+    scale = 0.5
+
+
+class Stack(torch.nn.Module):
+    def __init__(self, n):
+        super().__init__()
+        self.config = Config()
+        self.layers = torch.nn.ModuleList(Layer(self.config) for _ in range(n))
+
+    def forward(self, x):
+        for layer in self.layers:
+            x = layer(x) if layer.config is self.config else x
+        return x
+
+
+def _residual_checks(opt) -> int:
+    """Checks the fast tier runs in Python per call: its `and` chain's terms."""
+    entry, = opt.cache_entries()
+    lines = entry.source_text.splitlines()
+    start = next(i for i, line in enumerate(lines) if ".fresh(" in line) + 2
+    end = next(i for i in range(start, len(lines)) if lines[i].strip() == "else:")
+    return sum(1 for line in lines[start:end] if line.strip().startswith("(") or " = ((" in line)
+
+
+def test_checks_per_call_do_not_grow_with_the_layers():
+    x, counts = torch.randn(2, 4), []
+    for n in (2, 8):
+        model = Stack(n)
+        opt, backend = optimized(model)
+        check(opt, model, x)
+        assert fast(opt, model) and backend.calls == 1
+        counts.append(_residual_checks(opt))
+    assert counts[0] == counts[1], counts
+
+
+@pytest.mark.parametrize("change", ["class_flag", "instance_flag", "instance_attr", "buffer", "submodule",
+                                    "class_attr", "config_replaced", "config_value"])
+def test_per_layer_reads_from_the_class_still_fail(change):
+    torch.manual_seed(0)
+    model, x = Stack(3), torch.randn(2, 4)
+    opt, backend = optimized(model)
+    check(opt, model, x)
+    layer = model.layers[1]
+    if change == "class_flag":
+        Layer.checkpointing = True
+    elif change == "instance_flag":
+        layer.checkpointing = True  # shadows the class's
+    elif change == "instance_attr":
+        layer.groups = 2
+    elif change == "buffer":
+        layer.register_buffer("groups", torch.ones(1))
+    elif change == "submodule":
+        layer.groups = torch.nn.Identity()
+    elif change == "class_attr":
+        Layer.groups = 2
+    elif change == "config_replaced":
+        layer.config = Config()  # no longer the shared one
+    elif change == "config_value":
+        Config.scale = 3.0
+    try:
+        check(opt, model, x)
+        assert backend.calls == 2
+    finally:
+        Layer.checkpointing = False
+        Config.scale = 0.5
+        if hasattr(Layer, "groups"):
+            del Layer.groups
