@@ -269,3 +269,41 @@ def test_namedtuple_made_inside_bad_field_raises():
     with pytest.raises(ValueError) as got:
         minidynamo.optimize(backend=CountingBackend())(f)(t(3))
     assert str(got.value) == str(eager.value)
+
+
+# --- Tensor.untyped_storage().size() ---------------------------------------------------------
+from tests.helpers import check  # noqa: E402
+
+
+def _same_storage_size(a, n):
+    return a.untyped_storage().size() // a.element_size() == n
+
+
+def test_storage_size_of_an_input():
+    def f(x, y):
+        x = x + 1 if _same_storage_size(x, 12) else x - 1
+        y = y * 2 if len(y.untyped_storage()) == y.untyped_storage().nbytes() == 48 else y
+        return x, y
+    check(f, (t(3, 4), t(12)), kind="graph")
+    big = t(40)
+    check(f, (big[:12].view(3, 4), big[:12]), kind="graph")
+
+
+def test_storage_size_is_guarded():
+    def f(x):
+        return x + 1 if x.untyped_storage().size() == 48 else x - 1
+    backend = CountingBackend()
+    opt = minidynamo.optimize(backend=backend)(f)
+    torch.testing.assert_close(opt(t(12)), t(12) + 1)
+    torch.testing.assert_close(opt(t(24)[:12]), t(24)[:12] - 1)  # same shape, a larger storage
+    assert backend.calls == 2 and len(opt.cache_entries()) == 2
+
+
+def test_storage_of_a_computed_tensor_or_its_data_breaks():
+    def computed(x):
+        return (x + 1).untyped_storage().size()
+
+    def data(x):
+        return x.untyped_storage().is_pinned(), x + 1
+    check(computed, t(3), kind="break", reason="data_dependent")
+    check(data, t(3), kind="break", reason="data_dependent")

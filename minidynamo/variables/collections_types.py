@@ -385,7 +385,7 @@ def _wrap_fromkeys(tx, value, source):
 
 
 def _register():
-    from . import deques, dict_subclasses, namedtuple_classes, namedtuples  # noqa: F401 - dict_subclasses registers at import
+    from . import deques, dict_subclasses, namedtuple_classes, namedtuples, storages  # noqa: F401 - dict_subclasses registers at import
     from .builder import register_wrapper
     from .objects import register_constructor
     register_constructor(lambda cls: cls is OrderedDict, _make_ordered_dict, first=True)
@@ -396,6 +396,7 @@ def _register():
     deques.register()
     namedtuples.register()
     namedtuple_classes.register()
+    storages.register()  # storages passed in (builder's list of registering modules is its own)
 
 
 _register()

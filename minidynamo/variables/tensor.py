@@ -16,6 +16,7 @@ from ..guards import Guard
 from ..sources import AttrSource
 from .base import VariableTracker
 from .constant import ConstantVariable
+from .storages import storage_of
 
 # Methods whose result is metadata, folded to a constant (no node).
 _METADATA_METHODS = {
@@ -174,6 +175,8 @@ class TensorVariable(VariableTracker):
             from .numpy_interop import AVAILABLE, tensor_to_ndarray
             if AVAILABLE:
                 return tensor_to_ndarray(tx, self, args, kwargs)
+        if name == "untyped_storage":  # its size, of a tensor passed in
+            return storage_of(tx, self, args, kwargs)
         if name in _DATA_METHODS:
             unsupported("data_dependent", f"Tensor.{name}() {_DATA_METHODS[name]}",
                         hint=_VALUE_HINT if name in _VALUE_METHODS else None)
