@@ -27,6 +27,9 @@ object), compared with the counts measured right after capture, when only our ow
 existed. Without `_storage_Use_Count`, or when an output requires grad, outputs are cloned
 instead (`clone_reason` says why).
 
+Training. When the outputs require grad (seen at the first call), each slot records the
+backward too and a call goes through an autograd.Function: cudagraph_training.py.
+
 Falls back to the plain graph, saying why, when capture is impossible: no CUDA, an input or
 an op on the CPU, an output that may alias an input, an input whose shape or strides the
 graph changes in place, or a capture that fails.
