@@ -1,7 +1,7 @@
 """normalize(code): one canonical instruction list for Python 3.10-3.14.
 
-Bytecode is read through the `bytecode` package (jump targets are Labels, CACHE entries
-gone, EXTENDED_ARG folded). Then every per-version difference that can be rewritten away
+Bytecode is read as the `bytecode` package's item list (jump targets are Labels, CACHE
+entries gone, EXTENDED_ARG folded), decoded by decode.py on 3.11+. Then every per-version difference that can be rewritten away
 is rewritten here, once, so the opcode handlers see fewer variants:
 
 - jumps: every unconditional jump is `JUMP`; 3.11's directed `POP_JUMP_{FORWARD,BACKWARD}_IF_*`
@@ -39,9 +39,10 @@ from typing import Any
 import bytecode as bc
 
 from ._compat import PY311, PY312, PY313, PY314
+from .decode import INSTR, LABEL, TRY_BEGIN, TRY_END, items as decoded_items
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class Inst:
     opname: str
     arg: Any = None
@@ -119,9 +120,29 @@ def _compare_symbol(arg) -> str:
     return _COMPARE_SYMBOLS[name.replace("_CAST", "")]
 
 
+def _special(op: str) -> bool:
+    """Whether _rewrite changes instructions named `op` beyond the argument's form."""
+    return (op in _DROPPED or op in _UNCONDITIONAL_JUMPS or op.startswith(("POP_JUMP_FORWARD_IF_", "POP_JUMP_BACKWARD_IF_"))
+            or op.startswith(("BINARY_", "INPLACE_")) or op in _FUSED or op in _SAME_AS
+            or op in ("COMPARE_OP", "LOAD_GLOBAL", "LOAD_ATTR", "LOAD_METHOD", "CALL_METHOD", "RETURN_CONST",
+                      "LOAD_COMMON_CONSTANT", "CALL_FUNCTION_EX", "DUP_TOP", "DUP_TOP_TWO", "ROT_TWO"))
+
+
+_SPECIAL: dict = {}  # opname → _special(opname), filled as names are met
+_CELLS = (bc.CellVar, bc.FreeVar)
+
+
 def _rewrite(instr) -> list[Inst]:
     """One `bytecode.Instr` → zero or more canonical `Inst`s (targets still as Labels)."""
-    op, arg, line = instr.name, _local_name(instr.arg), instr.lineno
+    op, arg, line = instr.name, instr.arg, instr.lineno
+    special = _SPECIAL.get(op)
+    if special is None:
+        special = _SPECIAL[op] = _special(op)
+    if not special:  # most instructions: the tail below, without the chain of tests
+        if isinstance(arg, LABEL):
+            return [Inst(op, None, arg, line)]
+        return [Inst(op, arg.name if isinstance(arg, _CELLS) else arg, None, line)]
+    arg = _local_name(arg)
     if op in _DROPPED:
         return []
     if op in _UNCONDITIONAL_JUMPS:
@@ -164,7 +185,7 @@ def _rewrite(instr) -> list[Inst]:
         return [Inst("COPY", 2, None, line), Inst("COPY", 2, None, line)]
     if op == "ROT_TWO":
         return [Inst("SWAP", 2, None, line)]
-    if isinstance(arg, bc.Label):
+    if isinstance(arg, LABEL):
         return [Inst(op, None, arg, line)]
     return [Inst(op, arg, None, line)]
 
@@ -180,7 +201,6 @@ def normalize(code) -> list[Inst]:
         return _cache[code]
     except KeyError:
         pass
-    stream = bc.Bytecode.from_code(code, conserve_exception_block_stackdepth=True)
     insts: list[Inst] = []
     label_index: dict = {}
     pending_labels: list = []
@@ -188,21 +208,21 @@ def normalize(code) -> list[Inst]:
     try_ranges: list = []  # [start, end or None, handler label] of each protected range
     open_ranges: dict = {}  # id(TryBegin) → its entry in try_ranges
     in_prologue = True  # before RESUME (3.11+)
-    items = list(stream)
+    items = decoded_items(code)
     skip = 0
     for position, item in enumerate(items):
         if skip:
             skip -= 1
             continue
-        if isinstance(item, bc.Label):
+        if isinstance(item, LABEL):
             pending_labels.append(item)
             continue
-        if isinstance(item, bc.TryBegin):
+        if isinstance(item, TRY_BEGIN):
             try_begins.append((len(insts), item.target))
             open_ranges[id(item)] = [len(insts), None, item.target, item.stack_depth, item.push_lasti]
             try_ranges.append(open_ranges[id(item)])
             continue
-        if isinstance(item, bc.TryEnd):
+        if isinstance(item, TRY_END):
             entry = open_ranges.pop(id(item.entry), None)
             if entry is not None:
                 entry[1] = len(insts)
@@ -227,7 +247,7 @@ def normalize(code) -> list[Inst]:
         label_index[label] = len(insts)
 
     for inst in insts:
-        if isinstance(inst.target, bc.Label):
+        if isinstance(inst.target, LABEL):
             inst.target = label_index[inst.target]
     for inst in insts:
         if inst.opname == "FOR_ITER" and PY312:
@@ -269,7 +289,7 @@ def _fuse_314(items: list, position: int):
     """(one canonical Inst, how many items it replaces) for a 3.14 instruction sequence
     starting at `position` that is one instruction of 3.13's, else None."""
     window = items[position:position + len(_WITH_ENTRY_314)]
-    if not all(isinstance(it, bc.Instr) for it in window):
+    if not all(isinstance(it, INSTR) for it in window):
         return None  # a label or a protected-range edge inside: not the compiler's sequence
     shape = [(it.name, int(it.arg) if isinstance(it.arg, int) and it.arg is not bc.UNSET else None)
              for it in window]
