@@ -75,6 +75,28 @@ class VariableTracker:
     def unpack_sequence(self, tx) -> list:
         return self.iter_items(tx)
 
+    # --- after the graph ---------------------------------------------------------
+    # An object made in the trace that must stay one object however often it is named
+    # (containers, functions, cells, user objects): `rebuild_new(rb)` is the expression
+    # making it, `rebuild_fill(rb, name)` the statements filling it once bound to `name`
+    # (what it holds may refer back to it). Rebuilder.built_once makes it once.
+    rebuild_new = None
+
+    def rebuild_fill(self, rb, name: str) -> list:
+        return []
+
+    def rebuild(self, rb) -> str:
+        """The expression that gives this value for real after the graph (rebuild.py's
+        Rebuilder asks every tracker through this one method). By default an object from
+        outside is read back from its source (the same object) and one made in the trace is
+        built once; a tracker with neither cannot outlive the trace."""
+        if self.source is not None:
+            return self.source.expr(rb.ns)
+        if self.rebuild_new is not None:
+            return rb.built_once(self)
+        unsupported("construct", f"{self.describe()}, which exists only inside the trace, would have to "
+                                 "outlive it")
+
     def __repr__(self):
         return f"{type(self).__name__}()"
 
@@ -91,6 +113,13 @@ class RealValueVariable(VariableTracker):
 
     def python_type(self):
         return type(self.value)
+
+    def rebuild_as_itself(self, rb) -> str:
+        """`rebuild` for a fixed object (a module, class, builtin, torch function, C callable)
+        reached without a source: the object itself, bound into the generated code."""
+        if self.source is not None or self.rebuild_new is not None:
+            return VariableTracker.rebuild(self, rb)
+        return rb.ns.bind(self.value, "c")
 
 
 class ObjectConstantVariable(RealValueVariable):

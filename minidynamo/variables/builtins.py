@@ -46,6 +46,8 @@ _OPERATOR_COMPARE = {operator.lt: "<", operator.le: "<=", operator.eq: "==", ope
 class BuiltinVariable(ObjectConstantVariable):
     """A Python builtin or pure function used as a value."""
 
+    rebuild = ObjectConstantVariable.rebuild_as_itself
+
     def describe(self):
         return f"builtin {getattr(self.value, '__name__', self.value)!r}"
 

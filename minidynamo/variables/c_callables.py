@@ -32,6 +32,7 @@ class OpaqueCallableVariable(RealValueVariable):
     rebuilt (from its source, else as the object itself); calling it declines ("call")."""
 
     __slots__ = ()
+    rebuild = RealValueVariable.rebuild_as_itself
 
     def describe(self) -> str:
         return f"C function {_name(self.value)!r}"

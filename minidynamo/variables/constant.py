@@ -50,6 +50,12 @@ class ConstantVariable(ObjectConstantVariable):
         r = repr(self.value)
         return f"constant {r if len(r) < 40 else r[:37] + '...'}"
 
+    def rebuild(self, rb) -> str:  # written out, whatever its source
+        value = self.value
+        if type(value) in (int, str, bool, bytes) or value is None:
+            return repr(value)
+        return rb.ns.bind(value, "c")
+
     def truthy(self, tx):
         return bool(self.value)
 

@@ -130,6 +130,16 @@ class _Method(VariableTracker):
         super().__init__(None)
         self.cm, self.name = cm, name
 
+    def rebuild(self, rb) -> str:
+        if self.name != "__exit__":
+            return super().rebuild(rb)
+        if id(self) in rb.exits:  # a with region a graph break splits, entered again after the graph (regions.py)
+            return rb.exits[id(self)]
+        real = exit_across_break(self)
+        if real is None:
+            unsupported("exceptions", f"a graph break inside a with block over {self.cm.describe()}")
+        return rb.ns.bind(real, "exit")
+
     def call_function(self, tx, args, kwargs):
         if self.name == "__enter__":
             return self.cm.enter(tx)

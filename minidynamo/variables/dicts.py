@@ -128,6 +128,10 @@ class DictVariable(VariableTracker):
         self._size = size
         self.dict_type = dict_type
 
+    def rebuild_new(self, rb) -> str:
+        body = ", ".join(f"{rb.key(k)}: {rb.expr(x)}" for k, x in self.items.items())
+        return "{" + body + "}" if self.dict_type is dict else f"{rb.ns.bind(self.dict_type, 't')}({{{body}}})"
+
     @property
     def items(self) -> dict:
         if self._lazy is not None:
@@ -471,6 +475,12 @@ class SetVariable(VariableTracker):
 
     def python_type(self):
         return self.set_type
+
+    def rebuild_new(self, rb) -> str:
+        if has_object_keys(self.values):  # members hashed by identity: the objects of this call
+            members = "".join(rb.key(k) + ", " for k in self.values)
+            return f"{rb.ns.bind(self.python_type(), 't')}(({members}))"
+        return f"{rb.ns.bind(self.python_type(), 't')}({rb.ns.bind(frozenset(self.values), 'c')})"
 
     def is_python_constant(self):
         return not has_object_keys(self.values)

@@ -4,6 +4,7 @@ decorators read of functions (`__code__`, `__name__`, `__defaults__`, `__wrapped
 from __future__ import annotations
 
 import inspect
+import keyword
 import types
 import weakref
 
@@ -147,6 +148,14 @@ class RealCellVariable(VariableTracker):
         unsupported("side_effect", f"assigning the closure variable {self.name!r}, which outlives the call")
 
 
+def make_function(code, fn_globals, qualname, defaults, kwdefaults, closure):
+    """A function made by MAKE_FUNCTION during the trace, made again for real."""
+    fn = types.FunctionType(code, fn_globals, code.co_name, defaults, closure)
+    fn.__qualname__ = qualname
+    fn.__kwdefaults__ = kwdefaults
+    return fn
+
+
 class BaseFunctionVariable(VariableTracker):
     """Something with Python bytecode that the translator inlines when called."""
 
@@ -171,6 +180,9 @@ class UserFunctionVariable(BaseFunctionVariable):
 
     def get_code(self):
         return self.fn.__code__
+
+    def rebuild(self, rb) -> str:
+        return self.source.expr(rb.ns) if self.source is not None else rb.ns.bind(self.fn, "fn")
 
     def get_globals(self):
         return self.fn.__globals__
@@ -360,6 +372,18 @@ class NestedFunctionVariable(BaseFunctionVariable):
             return
         unsupported("side_effect", f"deleting {name} of {self.describe()}")
 
+    def rebuild_new(self, rb) -> str:
+        cells = []
+        for cell in (self.closure.items if self.closure is not None else ()):
+            # A cell of a function from outside is that cell; a cell of a frame in the trace
+            # is made once for real (CellVariable) or passed on (its source).
+            cells.append(rb.ns.bind(cell.cell, "cell") if isinstance(cell, RealCellVariable) else rb.expr(cell))
+        closure = f"({''.join(c + ', ' for c in cells)})" if cells else "None"
+        defaults = rb.expr(self.defaults_var) if self.defaults_var is not None else "None"
+        kwdefaults = rb.expr(self.kwdefaults_var) if self.kwdefaults_var is not None else "None"
+        return (f"{rb.ns.bind(make_function, 'make_function')}({rb.ns.bind(self.code, 'code')}, "
+                f"{rb.ns.bind(self.globals, 'G')}, {self.name!r}, {defaults}, {kwdefaults}, {closure})")
+
     def rebuild_fill(self, rb, name: str) -> list:
         """The attributes the trace set, on the function made for real (`name`)."""
         setattr_ = rb.ns.bind(setattr, "setattr")
@@ -456,6 +480,11 @@ class UserMethodVariable(VariableTracker):
     def describe(self):
         return f"method {self.func.describe()}"
 
+    def rebuild(self, rb) -> str:
+        if self.source is not None:
+            return self.source.expr(rb.ns)
+        return f"{rb.ns.bind(types.MethodType, 'MethodType')}({rb.expr(self.func)}, {rb.expr(self.obj)})"
+
     def call_function(self, tx, args, kwargs):
         return self.func.call_function(tx, [self.obj, *args], kwargs)
 
@@ -483,6 +512,13 @@ class BoundMethodVariable(VariableTracker):
 
     def describe(self):
         return f"method {self.name!r} of {self.obj.describe()}"
+
+    def rebuild(self, rb) -> str:  # x.item, lst.append: looked up again on the object
+        if self.source is not None:
+            return self.source.expr(rb.ns)
+        if self.name.isidentifier() and not keyword.iskeyword(self.name):
+            return f"{rb.expr(self.obj)}.{self.name}"
+        return f"{rb.ns.bind(getattr, 'getattr')}({rb.expr(self.obj)}, {self.name!r})"
 
     def call_function(self, tx, args, kwargs):
         return self.obj.call_method(tx, self.name, args, kwargs)

@@ -153,6 +153,18 @@ class TupleVariable(BaseListVariable):
     def python_type(self):
         return self.tuple_type
 
+    def rebuild(self, rb) -> str:
+        if self.source is not None:
+            return self.source.expr(rb.ns)
+        inner = "".join(rb.expr(i) + ", " for i in self.items)
+        if self.tuple_type is tuple:
+            return f"({inner})"
+        from .namedtuple_classes import class_expr  # a class made in the trace: made again per call
+        made = class_expr(rb, self.tuple_type)
+        if made is not None:
+            return f"{rb.ns.bind(tuple.__new__, 'tuple_new')}({made}, ({inner}))"
+        return f"{rb.ns.bind(tuple_maker(self.tuple_type), 't')}(({inner}))"
+
     def is_python_constant(self):
         # A tuple subclass with Python dunder methods is not folded: that would run them.
         return (self.tuple_type is tuple or _foldable_tuple_type(self.tuple_type)) and super().is_python_constant()
@@ -205,6 +217,9 @@ class ListVariable(BaseListVariable):
 
     def python_type(self):
         return list
+
+    def rebuild_new(self, rb) -> str:
+        return "[" + ", ".join(rb.expr(i) for i in self.items) + "]"
 
     def as_python_constant(self):
         return [i.as_python_constant() for i in self.items]
@@ -409,6 +424,33 @@ class IteratorVariable(VariableTracker):
 
     def describe(self):
         return "iterator"
+
+    def rebuild_new(self, rb) -> str:
+        owner = self.owner if self.owner is not None else rb.list_owning(self.items)
+        if owner is not None:  # iterating a list made in the trace: the same list, live
+            return f"{rb.ns.bind(list_iterator, 'list_iterator')}({rb.expr(owner)}, {self.index})"
+        if self.rest is None:  # read once: pulling live items advances what they pull from
+            if isinstance(self.items, LiveItems):
+                self.rest = []
+                while (item := self.items.at(self.index + len(self.rest))) is not None:
+                    self.rest.append(item)
+            else:
+                self.rest = list(self.items[self.index:])
+        rest = self.rest
+        make_iter = rb.ns.bind(iter, "iter")
+        ints = [r.value for r in rest if isinstance(r, ConstantVariable) and type(r.value) is int]
+        if len(ints) == len(rest) and len(rest) >= 2:
+            step = ints[1] - ints[0]
+            if step and all(b - a == step for a, b in zip(ints, ints[1:])):
+                return f"{make_iter}({rb.ns.bind(range, 'range')}({ints[0]}, {ints[-1] + step}, {step}))"
+        return f"{make_iter}((" + "".join(rb.expr(r) + ", " for r in rest) + "))"
+
+
+def list_iterator(items: list, index: int):
+    """An iterator over the list object `items` that has already yielded `index` items."""
+    it = iter(items)
+    it.__setstate__(index)
+    return it
 
 
 class PulledIterator(IteratorVariable):

@@ -30,6 +30,8 @@ from .functions import UserFunctionVariable, UserMethodVariable
 class ModuleVariable(ObjectConstantVariable):
     """A Python module other than torch (math, a user helpers module...)."""
 
+    rebuild = ObjectConstantVariable.rebuild_as_itself
+
     def python_type(self):
         return types.ModuleType
 
@@ -73,6 +75,8 @@ def construct(tx, cls, args, kwargs):
 
 class ClassVariable(ObjectConstantVariable):
     """A class used as a value (isinstance checks, `type(x) is T`, class attributes)."""
+
+    rebuild = ObjectConstantVariable.rebuild_as_itself
 
     def describe(self):
         return f"class {self.value.__qualname__!r}"

@@ -37,6 +37,9 @@ class SymNodeVariable(VariableTracker):
         self.node = node
         self.sym = sym
 
+    def rebuild(self, rb) -> str:
+        return rb.graph_value(self)
+
     def python_type(self):
         return _PY[type(self.sym)]
 

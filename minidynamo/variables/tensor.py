@@ -74,6 +74,11 @@ class TensorVariable(VariableTracker):
     def python_type(self):
         return self.cls
 
+    def rebuild(self, rb) -> str:
+        if self.rebuild_new is not None:  # an object made after the graph from its outputs
+            return super().rebuild(rb)
+        return rb.graph_value(self)
+
     def as_fx_arg(self):
         return self.node
 

@@ -78,6 +78,8 @@ def _has_tensor(values) -> bool:
 class TorchVariable(ObjectConstantVariable):
     """A torch module, function or class used by the traced code."""
 
+    rebuild = ObjectConstantVariable.rebuild_as_itself
+
     def describe(self):
         name = getattr(self.value, "__qualname__", None) or getattr(self.value, "__name__", repr(self.value))
         mod = getattr(self.value, "__module__", None)

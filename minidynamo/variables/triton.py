@@ -88,6 +88,13 @@ class TritonKernelVariable(VariableTracker):
     def name(self) -> str:
         return kernel_name(self.kernel)
 
+    def rebuild(self, rb) -> str:
+        if self.grid is None:
+            return super().rebuild(rb)
+        if self.source is None:  # kernel[grid]: the kernel's source
+            unsupported("triton", f"{self.describe()} is not reachable from the frame")
+        return f"{self.source.expr(rb.ns)}[{rb.expr(self.grid)}]"
+
     def python_type(self):
         return type(self.kernel)
 
