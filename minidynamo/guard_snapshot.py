@@ -35,6 +35,7 @@ from collections import OrderedDict
 
 import torch
 
+from ._compat import PY312
 from .guard_kinds import is_immutable
 from .sources import AttrSource, ClosureSource, GlobalSource, ItemSource, LocalSource, ObjectSource
 
@@ -169,19 +170,27 @@ class Snapshot:
 
     __slots__ = ("root_refs", "root_types", "root_dicts", "values", "getters", "gdicts", "expected", "absent_dicts", "absent_keys",
                  "mods", "types", "mdicts", "hook_dicts", "tensors", "tensor_check", "sized", "sizes",
-                 "__weakref__")
+                 "vdicts", "versions", "__weakref__")
 
     def holds(self, roots) -> bool:
         for root, ref, cls, d in zip(roots, self.root_refs, self.root_types, self.root_dicts):
             if root is not ref() or type(root) is not cls or _dict_attr(root) is not d:
                 return False
-        return (all(map(_is, _flat(map(_call, self.getters, self.gdicts)), self.expected))
-                and list(map(len, self.sized)) == self.sizes
-                and not any(map(dict.__contains__, self.absent_dicts, self.absent_keys))
-                and all(map(_is, map(type, self.mods), self.types))
+        if self.versions is not None:  # no dict read changed since: same items, same absent keys
+            if list(map(_dict_version, self.vdicts)) != self.versions:
+                return False
+        elif not self.read_back():
+            return False
+        return (all(map(_is, map(type, self.mods), self.types))
                 and all(map(_is, map(_dict_attr, self.mods), self.mdicts))
                 and not any(self.hook_dicts)
                 and (self.tensor_check is None or self.tensor_check(*self.tensors)))
+
+    def read_back(self) -> bool:
+        """The dicts read give the same objects, and lack the names found absent."""
+        return (all(map(_is, _flat(map(_call, self.getters, self.gdicts)), self.expected))
+                and list(map(len, self.sized)) == self.sizes
+                and not any(map(dict.__contains__, self.absent_dicts, self.absent_keys)))
 
 
 class Snapshots:
@@ -360,9 +369,40 @@ class Snapshots:
         snap.tensor_check = _tensor_check(snap.tensors, self.tensor_meta) if snap.tensors else None
         if snap.tensors and snap.tensor_check is None:
             return None
-        if not snap.holds(roots):  # what was read must read back the same
+        snap.versions = None
+        if not snap.read_back() or not snap.holds(roots):  # what was read must read back the same
             return None
+        if _dict_version is not None:  # then each dict's version says it is unchanged
+            vdicts = {id(d): d for d in snap.gdicts}
+            vdicts.update((id(d), d) for d in snap.absent_dicts)
+            vdicts.update((id(d), d) for d in snap.sized)
+            snap.vdicts = list(vdicts.values())
+            snap.versions = list(map(_dict_version, snap.vdicts))
         return snap
+
+
+def _probe_dict_version():
+    """torch's C `dict_version` (the dict's PEP 509 version tag) where it changes on every
+    change of a dict's items; else None. Not on 3.12+: the tag is gone (torch's stand-in,
+    bumped by a dict watcher, missed attribute writes to modules in tests on 3.13)."""
+    if PY312:
+        return None
+    try:
+        from torch._C._dynamo.guards import dict_version
+        d, o = {"a": 1}, OrderedDict(a=1)
+        for change in (lambda: d.__setitem__("b", 2), lambda: d.__setitem__("b", 3), lambda: d.pop("b"),
+                       lambda: d.update(a=[]), lambda: d.setdefault("c", 1), lambda: d.clear(),
+                       lambda: o.__setitem__("a", 2), lambda: o.__delitem__("a")):
+            before = dict_version(d), dict_version(o)
+            change()
+            if (dict_version(d), dict_version(o)) == before:
+                return None
+        return dict_version
+    except Exception:
+        return None
+
+
+_dict_version = _probe_dict_version()
 
 
 def _getter(keys):
