@@ -139,7 +139,7 @@ def _buffer_like(t: torch.Tensor) -> torch.Tensor:
     """A copy of `t` of ours with its sizes, strides, dtype and device (the graph was traced
     for those strides; a clone of a view would be compact). Valid contents: a warm-up run
     over it must not index out of bounds."""
-    return torch.empty_strided(t.size(), t.stride(), dtype=t.dtype, device=t.device).copy_(t)
+    return torch.empty_strided(t.size(), t.stride(), dtype=t.dtype, device=t.device).copy_(t.detach())
 
 
 class _InputSet:
@@ -249,7 +249,10 @@ class CudaGraphRunner:
         self.training = True
         self.needs_grad = tuple(a.requires_grad for a in args)  # guarded: the same every call
         grad_written = sorted(i for i in self.written if args[i].requires_grad)
-        if grad_written:
+        if not any(self.needs_grad):
+            self.fallback_reason = "outputs require grad but no input does (nothing to record a backward for)"
+            log.info("cudagraphs: running the plain graph: %s", self.fallback_reason)
+        elif grad_written:
             self.fallback_reason = (f"the graph writes input(s) {grad_written} that require grad "
                                     "(autograd must see the write)")
             log.info("cudagraphs: running the plain graph: %s", self.fallback_reason)
