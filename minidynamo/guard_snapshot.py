@@ -13,6 +13,9 @@ a few facts that C code can check in bulk:
 - each module keeps its class and its `__dict__` object, and has no hooks;
 - each parameter and buffer keeps its metadata: one call of torch's C tensor check for all.
 
+Where the Python has PEP 509 dict version tags (3.10, 3.11), the first fact is each dict's
+version unchanged (one C call per dict, no item read back).
+
 A `Plan`, made when the entry is built, names the sources of that region (paths through
 plain modules and dicts, from a module root) and which guards the facts imply: identity,
 a type that cannot change behind an unchanged identity, the value of an immutable, an
