@@ -13,11 +13,8 @@ from .logs import init_from_env as _init_logs
 from .logs import set_logs
 from .markers import allow_in_graph, disable, graph_break
 
-from .variables.triton import register as _register_triton
-
 _init_logs()
 _init_report()
-_register_triton()
 
 __all__ = ["optimize", "explain", "reset", "Unsupported", "config", "set_logs",
            "register_backend", "list_backends", "OptimizedFunction", "OptimizedModule", "RecompileError", "BackendError",

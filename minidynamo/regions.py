@@ -41,7 +41,6 @@ from .liveness import open_with_blocks
 from .resume import UNTRACED_RESULT, WITH_EXIT
 from .sources import AttrSource
 from .variables.base import NULL, VariableTracker
-from .variables.builder import register_wrapper
 from .variables.contexts import (ContextManagerVariable, EnteredManager, GeneratorContextVariable, WithCarrier,
                                  _Method, grad_at_break)
 from .variables.user_objects import UserExitVariable
@@ -75,8 +74,6 @@ def _wrap_entered(tx, value, source):
     return CarriedExitVariable(value, source)
 
 
-register_wrapper(lambda v: type(v) is EnteredManager, _wrap_entered, guard_identity=False)
-
 
 def _wrap_carrier(tx, value, source):
     """3.10: the stack slot holds the exit the carrier hands to SETUP_WITH."""
@@ -89,8 +86,6 @@ def _wrap_carrier(tx, value, source):
         return UserExitVariable(exit_.func, exit_.obj, exit_.source)
     return exit_
 
-
-register_wrapper(lambda v: type(v) is WithCarrier, _wrap_carrier, guard_identity=False)
 
 
 def stack_layout(code, target: int, stack: list) -> tuple[tuple, set]:

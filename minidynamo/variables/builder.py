@@ -30,14 +30,12 @@ from .tensor import TensorVariable, size_variable
 from .purity import query_kind
 from .torch import TorchVariable, is_torch_object
 
-# (predicate, factory(tx, value, source), identity) triples other modules register (Triton
-# kernels, collections). guard_identity=False: the factory installs the guards it relies on
-# (a container passed in is guarded by type and contents, not by identity).
-_extra_wrappers: list = []
-
-
-def register_wrapper(predicate, factory, guard_identity: bool = True):
-    _extra_wrappers.append((predicate, factory, guard_identity))
+def _registered_wrappers() -> tuple:
+    """registry.WRAPPERS: the models of real values kept with their trackers."""
+    # registry imports every tracker module, and they import wrap from here: the one cycle
+    # left between the wiring and the trackers, closed at the first wrap.
+    from .registry import WRAPPERS
+    return WRAPPERS
 
 
 def wrap(tx, value, source):
@@ -103,7 +101,7 @@ def _wrap(tx, value, source):
     if is_constant_value(value) and type(value) is not tuple and type(value) is not frozenset:
         _guard(tx, "EQUALS_MATCH", source, value)
         return ConstantVariable(value, source)
-    for predicate, factory, identity in _extra_wrappers:
+    for predicate, factory, identity in _registered_wrappers():
         if predicate(value):
             if identity:
                 _guard(tx, "ID_MATCH", source, value)
@@ -344,7 +342,3 @@ def wrap_constant_result(result, what: str):
         return ObjectConstantVariable(result)
     unsupported("construct", f"{what} returned a {type(result).__name__}, which is not traced")
 
-
-# Modules that register constructors and wrappers of their own (objects.register_constructor,
-# register_wrapper): imported last, as they build on the trackers above.
-from . import collections_types, distributed, environ, generators, iterutils, numpy_interop, user_modules, user_objects  # noqa: E402,F401,E501

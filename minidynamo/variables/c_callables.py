@@ -18,7 +18,7 @@ from ..guards import Guard
 from ..sources import AttrSource
 from .autograd import is_function_apply
 from .base import RealValueVariable, VariableTracker
-from .builder import _extra_wrappers, register_wrapper, wrap
+from .builder import wrap
 from .builtins import is_builtin_callable
 from .functions import BoundMethodVariable
 from .torch import is_torch_object
@@ -80,7 +80,7 @@ def is_untraced_c_callable(value) -> bool:
         return False  # reads the frame: declines whole (builder.py)
     if type(getattr(value, "__self__", None)) in (list, dict):
         return False  # `lst.append`: the builder's model of the list's methods
-    return not any(p(value) for p, _, _ in _extra_wrappers if p is not is_untraced_c_callable)
+    return True  # (the registry tries this rule last: no other model took the value)
 
 
 def _wrap(tx, value, source):
@@ -101,5 +101,3 @@ def _wrap(tx, value, source):
         return OpaqueCallableVariable(value, source)
     return BoundMethodVariable(obj, value.__name__)
 
-
-register_wrapper(is_untraced_c_callable, _wrap, guard_identity=False)

@@ -382,21 +382,3 @@ def _wrap_fromkeys(tx, value, source):
         guards.add(Guard("ID_MATCH", AttrSource(source, "__self__"), value.__self__))
         guards.add(Guard("EQUALS_MATCH", AttrSource(source, "__name__"), "fromkeys"))
     return FromKeysVariable(value, source)
-
-
-def _register():
-    from . import deques, dict_subclasses, namedtuple_classes, namedtuples, storages  # noqa: F401 - dict_subclasses registers at import
-    from .builder import register_wrapper
-    from .objects import register_constructor
-    register_constructor(lambda cls: cls is OrderedDict, _make_ordered_dict, first=True)
-    register_constructor(lambda cls: cls is defaultdict, _make_defaultdict, first=True)
-    register_constructor(lambda cls: cls is Counter, _make_counter, first=True)
-    register_wrapper(lambda v: type(v) in (OrderedDict, defaultdict, Counter), _wrap_dict, guard_identity=False)
-    register_wrapper(_is_fromkeys, _wrap_fromkeys, guard_identity=False)
-    deques.register()
-    namedtuples.register()
-    namedtuple_classes.register()
-    storages.register()  # storages passed in (builder's list of registering modules is its own)
-
-
-_register()

@@ -39,7 +39,7 @@ from ..guards import Guard
 from ..sources import ItemSource, Source
 from .attribute_protocols import InstanceDictView, class_attribute, dict_source, instance_dict
 from .base import VariableTracker
-from .builder import register_wrapper, wrap
+from .builder import wrap
 from .constant import ConstantVariable
 from .dicts import DictVariable, ObjectKey, SetVariable, has_object_keys
 from .lists import ListVariable, TupleVariable
@@ -249,5 +249,3 @@ class CopyFunctionVariable(VariableTracker):
 def _copy_function(tx, value, source):
     return CopyFunctionVariable(value, source)
 
-
-register_wrapper(lambda v: v is copy.deepcopy or v is copy.copy, _copy_function)

@@ -305,11 +305,3 @@ def _wrap_deque(tx, value, source):
     var = DequeVariable((), source=source, lazy=items, size=len(value), maxlen_lazy=maxlen)
     tx.output.containers[id(value)] = (value, var, source)
     return var
-
-
-def register():
-    """Called once builder is complete (collections_types._register)."""
-    from .builder import register_wrapper
-    from .objects import register_constructor
-    register_constructor(lambda cls: cls is deque, _make_deque, first=True)
-    register_wrapper(lambda v: type(v) is deque, _wrap_deque, guard_identity=False)

@@ -36,7 +36,7 @@ from .dicts import DictVariable, _key, key_var
 from .generators import pulled_one_by_one
 from .identity_keys import note_identity
 from .lists import iterator_of
-from .objects import UserObjectVariable, register_constructor
+from .objects import UserObjectVariable
 from .user_objects import (InstanceAttributes, InstanceDictVariable, _class_var, init_object, is_user_class,
                            python_method, why_not_modelled)
 
@@ -424,22 +424,21 @@ def _unbound_call(owner, name):
     return handler
 
 
-def _register():
-    from .builder import register_wrapper
-    from .builtins import _HANDLERS, BuiltinVariable
-    register_constructor(is_dict_subclass, _construct, first=True)
-    register_wrapper(_modelled_instance, _wrap_dict_object, guard_identity=False)
-    register_wrapper(lambda v: type(v) is dataclasses.Field, _wrap_field, guard_identity=False)
+def unbound_handlers() -> dict:
+    """The handlers of the C methods of the dict types modelled here, called unbound
+    (`dict.__setitem__(self, k, v)` in a subclass's method): registry.py."""
+    return {attr: _unbound_call(owner, name) for attr, (owner, name) in _UNBOUND.items()}
+
+
+def _collect_unbound():
     for owner in _BASES:
         for name, attr in vars(owner).items():
             if isinstance(attr, (types.MethodDescriptorType, types.WrapperDescriptorType)):
                 _UNBOUND[attr] = (owner, name)
-                _HANDLERS.setdefault(attr, _unbound_call(owner, name))
-    register_wrapper(lambda v: _is_unbound(v), lambda tx, v, source: BuiltinVariable(v, source))
 
 
 def _is_unbound(value) -> bool:
     return type(value) in (types.MethodDescriptorType, types.WrapperDescriptorType) and value in _UNBOUND
 
 
-_register()
+_collect_unbound()

@@ -3,7 +3,7 @@ A dict's views and iterators read it live, as CPython's.
 
 Keys (and set members) are constants, hashed by value, or objects hashed by identity (a
 module, an object of a class without `__hash__`/`__eq__`): those are `ObjectKey`s, made by
-the models of objects that register here (`register_identity_key`, identity_keys.py)."""
+the models of objects hashed by identity (registry.IDENTITY_KEYS: identity_keys.py)."""
 from __future__ import annotations
 
 from ..exc import unsupported
@@ -33,14 +33,6 @@ class ObjectKey:
         return f"ObjectKey({self.var.describe()})"
 
 
-# Functions tracker -> ObjectKey or None: the models of objects hashed by identity.
-_identity_keys: list = []
-
-
-def register_identity_key(fn) -> None:
-    _identity_keys.append(fn)
-
-
 def key_var(k) -> VariableTracker:
     """The tracker of key `k` of a dict (member of a set) tracker."""
     return k.var if type(k) is ObjectKey else ConstantVariable(k)
@@ -52,7 +44,8 @@ def has_object_keys(keys) -> bool:
 
 def _key(tx, k: VariableTracker):
     if not k.is_python_constant():
-        for identity_key in _identity_keys:
+        from .registry import IDENTITY_KEYS  # (registry imports the trackers, this module among them)
+        for identity_key in IDENTITY_KEYS:
             key = identity_key(tx, k)
             if key is not None:
                 return key

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 from ..exc import unsupported
 from .base import RealValueVariable
-from .builder import register_wrapper
 from .constant import ConstantVariable
 
 try:
@@ -56,5 +55,5 @@ def is_process_group(value) -> bool:
     return ProcessGroup is not None and isinstance(value, ProcessGroup)
 
 
-if ProcessGroup is not None:
-    register_wrapper(is_process_group, lambda tx, value, source: ProcessGroupVariable(value, source))
+def _wrap_process_group(tx, value, source):
+    return ProcessGroupVariable(value, source)

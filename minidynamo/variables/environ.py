@@ -12,7 +12,6 @@ from ..exc import unsupported
 from ..guards import Guard
 from ..sources import CallSource
 from .base import VariableTracker
-from .builder import register_wrapper
 from .constant import ConstantVariable
 
 
@@ -72,4 +71,5 @@ class EnvironVariable(VariableTracker):
         return self.call_method(tx, "__contains__", [key], {})
 
 
-register_wrapper(lambda value: value is os.environ, lambda tx, value, source: EnvironVariable(source))
+def _wrap_environ(tx, value, source):
+    return EnvironVariable(source)

@@ -22,7 +22,7 @@ from ..exc import unsupported
 from ..guards import Guard
 from ..sources import AttrSource, ObjectSource, Source
 from .constant import is_constant_value
-from .dicts import ObjectKey, SetVariable, register_identity_key
+from .dicts import ObjectKey, SetVariable
 from .nn_modules import NewContainerVariable
 from .objects import UserObjectVariable
 from .tensor import TensorVariable
@@ -125,8 +125,6 @@ def identity_key(tx, v):
     return None
 
 
-register_identity_key(identity_key)
-
 
 # --- sets of classes passed in ------------------------------------------------------------
 def _identity_hashed_class(k) -> bool:
@@ -144,11 +142,3 @@ def _wrap_set_of_classes(tx, value, source):
     if source is not None:
         tx.output.guards.add(Guard("EQUALS_MATCH", source, snapshot, {"type": type(value)}))
     return SetVariable(set(snapshot), source, set_type=type(value))
-
-
-def _register():
-    from .builder import register_wrapper
-    register_wrapper(_is_set_of_classes, _wrap_set_of_classes, guard_identity=False)
-
-
-_register()

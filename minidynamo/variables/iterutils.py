@@ -22,7 +22,7 @@ from .itertools_items import (AccumulateItems, BatchedItems, ChainItems, Combina
 from .lazy_iterators import (ModelIterator, bind_args, decline_type, decline_value, int_arg, is_none,
                              make_call_until, make_filter, make_map)
 from .lists import IteratorVariable, TupleVariable, iterator_of, make_enumerate, make_zip
-from .objects import ClassVariable, register_constructor
+from .objects import ClassVariable
 
 __all__ = ["make_map", "make_filter", "make_call_until", "make_tee", "chain_from_iterable", "make_cmp_to_key"]
 
@@ -209,8 +209,6 @@ def _construct(tx, cls, args, kwargs):
     return made if isinstance(made, VariableTracker) else ModelIterator(made)
 
 
-register_constructor(lambda cls: cls in _FACTORIES, _construct, first=True)
-
 
 _KEY_WRAPPER = type(functools.cmp_to_key(lambda a, b: 0))
 
@@ -333,11 +331,5 @@ def _wrap_pulled(tx, value, source):
     return var
 
 
-def _register_wrappers():
-    from .builder import register_wrapper
-    register_wrapper(lambda value: value is itertools.chain,
-                     lambda tx, value, source: ChainClassVariable(value, source))
-    register_wrapper(lambda value: type(value) in (zip, enumerate), _wrap_pulled, guard_identity=False)
-
-
-_register_wrappers()
+def _wrap_chain_class(tx, value, source):
+    return ChainClassVariable(value, source)

@@ -81,8 +81,10 @@ def make_class(tx, args, kwargs):
     return var
 
 
-def register():
-    """Called once builder is complete: the class read back (`type(p)`) is its tracker."""
-    from .builder import register_wrapper
-    register_wrapper(lambda v: isinstance(v, type) and v in _made, lambda tx, v, src: _made[v],
-                     guard_identity=False)
+def _is_made_class(value) -> bool:
+    """A namedtuple class the trace made (read back: `type(p)`): its tracker."""
+    return isinstance(value, type) and value in _made
+
+
+def _wrap_made_class(tx, value, source):
+    return _made[value]

@@ -301,12 +301,9 @@ def _is_stock_function(value) -> bool:
     return type(value) is types.FunctionType and value.__code__ in _STOCK_CODES
 
 
-def register():
-    """Called once builder is complete (collections_types._register)."""
-    from .builder import register_wrapper
-    from .objects import register_constructor
-    register_constructor(lambda cls: namedtuple_base(cls) is not None, _make_namedtuple, first=True)
-    register_wrapper(_is_stock_function, lambda tx, v, src: NamedTupleMethodVariable(v, src))
-    register_wrapper(_is_uninstantiable_constant, _wrap_uninstantiable_constant, guard_identity=False)
-    register_wrapper(lambda v: v is collections.namedtuple or v is typing.NamedTuple,
-                     lambda tx, v, src: NamedTupleFactoryVariable(v, src))
+def _wrap_stock_function(tx, value, source):
+    return NamedTupleMethodVariable(value, source)
+
+
+def _wrap_factory(tx, value, source):
+    return NamedTupleFactoryVariable(value, source)

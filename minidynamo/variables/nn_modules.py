@@ -29,7 +29,7 @@ from .base import VariableTracker
 from .constant import ConstantVariable, is_constant_value
 from .dicts import DictVariable
 from .lists import iterator_of
-from .objects import UserObjectVariable, register_constructor
+from .objects import UserObjectVariable
 
 nn = torch.nn
 
@@ -383,8 +383,6 @@ def _construct(tx, cls, args, kwargs):
 def _is_torch_nn_class(cls) -> bool:
     return isinstance(cls, type) and issubclass(cls, nn.Module) and cls.__module__.startswith("torch.nn.")
 
-
-register_constructor(_is_torch_nn_class, _construct)
 
 
 # --- containers passed in (UserObjectVariable with a source) --------------------------

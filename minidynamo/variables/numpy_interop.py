@@ -466,6 +466,3 @@ _READ_ONLY_PROBE = _ReadOnlyProbe()
 
 if AVAILABLE:
     from . import numpy_calls, numpy_ops
-    from .builder import register_wrapper
-    register_wrapper(_is_numpy_object, _wrap_numpy_object)
-    register_wrapper(_is_numpy_value, _wrap_numpy_value, guard_identity=False)

@@ -5,8 +5,6 @@ own `__setattr__` storing past itself): each as the object's tracker does it."""
 from __future__ import annotations
 
 from .attribute_protocols import GenericGetattribute, PlainSetattr
-from .builder import register_wrapper
-from .builtins import _HANDLERS, BuiltinVariable
 from .constant import ConstantVariable
 from .objects import UserObjectVariable
 from .user_objects import InstanceAttributes
@@ -55,16 +53,3 @@ def _delattr(tx, args, kwargs):
         delete(tx, args[1].as_python_constant())
         return ConstantVariable(None)
     return None
-
-
-def _register_builtins():
-    _HANDLERS.setdefault(object.__setattr__, object_setattr)
-    _HANDLERS.setdefault(object.__getattribute__, object_getattribute)
-    _HANDLERS.setdefault(setattr, _setattr)
-    _HANDLERS.setdefault(delattr, _delattr)
-    _HANDLERS.setdefault(vars, _vars)
-    register_wrapper(lambda v: v is object.__setattr__ or v is object.__getattribute__,
-                     lambda tx, v, source: BuiltinVariable(v, source))
-
-
-_register_builtins()

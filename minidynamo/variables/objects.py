@@ -51,21 +51,11 @@ class ModuleVariable(ObjectConstantVariable):
 # (predicate(cls), factory(tx, cls, args, kwargs) -> tracker or None) pairs: how calling a
 # class inside the trace makes its object (collections, itertools, user classes...). The
 # modules holding them register at import (variables/builder.py imports them).
-_constructors: list = []
-
-
-def register_constructor(predicate, factory, first: bool = False) -> None:
-    """first=True: tried before those registered so far (a model of specific classes
-    ahead of a generic one, whatever the import order)."""
-    if first:
-        _constructors.insert(0, (predicate, factory))
-    else:
-        _constructors.append((predicate, factory))
-
-
 def construct(tx, cls, args, kwargs):
-    """The tracker of `cls(*args, **kwargs)` made in the trace, or None if no model has it."""
-    for predicate, factory in _constructors:
+    """The tracker of `cls(*args, **kwargs)` made in the trace, or None if no model has it
+    (the models: registry.CONSTRUCTORS, in order)."""
+    from .registry import CONSTRUCTORS  # (registry imports the trackers, this module among them)
+    for predicate, factory in CONSTRUCTORS:
         if predicate(cls):
             made = factory(tx, cls, args, kwargs)
             if made is not None:

@@ -92,8 +92,3 @@ def _wrap_storage(tx, value, source):
     if source is not None:
         tx.output.guards.add(Guard("TYPE_MATCH", source, torch.UntypedStorage))
     return UntypedStorageVariable(None, value, source)
-
-
-def register():
-    from .builder import register_wrapper
-    register_wrapper(lambda v: type(v) is torch.UntypedStorage, _wrap_storage, guard_identity=False)

@@ -520,10 +520,3 @@ def _make_distribution(tx, cls, args, kwargs):
     from .user_objects import _construct
     return _construct(tx, cls, args, kwargs)
 
-
-from . import nn_modules  # noqa: E402,F401  (registers the constructors of torch.nn modules)
-from .objects import register_constructor  # noqa: E402
-
-register_constructor(_is_distribution_class, _make_distribution)
-register_constructor(lambda cls: isinstance(cls, type) and issubclass(cls, torch.nn.Parameter),
-                     make_parameter, first=True)  # subclasses defined outside torch

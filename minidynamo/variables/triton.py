@@ -379,11 +379,14 @@ def _eval_grid(tx, grid_var, meta: dict, kname: str) -> tuple:
     return check_grid_value(g.as_python_constant(), what)
 
 
-def register():
-    # The predicates import triton only for objects whose type comes from triton, so
-    # importing minidynamo never imports triton (TRITON_INTERPRET may be set later).
-    from .builder import register_wrapper
-    register_wrapper(is_triton_kernel, lambda tx, v, src: TritonKernelVariable(v, src))
-    register_wrapper(is_triton_builder, lambda tx, v, src: TritonBuilderVariable(v, src))
-    register_wrapper(is_triton_pure_function, lambda tx, v, src: TritonPureFunctionVariable(v, src))
+def _wrap_kernel(tx, value, source):
+    return TritonKernelVariable(value, source)
+
+
+def _wrap_builder(tx, value, source):
+    return TritonBuilderVariable(value, source)
+
+
+def _wrap_pure_function(tx, value, source):
+    return TritonPureFunctionVariable(value, source)
 

@@ -14,7 +14,7 @@ import typing
 
 from ..exc import unsupported
 from .base import ObjectConstantVariable
-from .builder import register_wrapper, wrap
+from .builder import wrap
 from .lists import TupleVariable
 
 # typing's own alias classes (Optional[int], Annotated[...], Callable[...]) and the
@@ -60,8 +60,3 @@ class TypingQueryVariable(ObjectConstantVariable):
         if len(args) != 1 or kwargs or not args[0].is_python_constant():
             unsupported("construct", f"{self.describe()} of {args[0].describe() if args else 'nothing'}")
         return _as_tracker(tx, self.value(args[0].as_python_constant()))
-
-
-register_wrapper(is_type_hint, lambda tx, value, source: TypeHintVariable(value, source))
-register_wrapper(lambda v: v is typing.get_origin or v is typing.get_args,
-                 lambda tx, value, source: TypingQueryVariable(value, source))

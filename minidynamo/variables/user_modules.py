@@ -28,12 +28,10 @@ from ..exc import Unsupported, unsupported
 from ..guards import Guard
 from .attribute_protocols import class_attribute, own_getattribute
 from .base import VariableTracker
-from .builder import register_wrapper
 from .constant import ConstantVariable
 from .functions import UserFunctionVariable
 from .module_calls import call_new_module
 from .nn_modules import _REGISTRATION_HOOKS, _guard_no_global_hooks
-from .objects import register_constructor
 from .user_objects import (ClassDefinesSource, NewObjectVariable, _guard_attr, defining_class, init_object,
                            is_python_class, metaclass_problem)
 
@@ -280,5 +278,5 @@ def _construct(tx, cls, args, kwargs):
     return obj
 
 
-register_constructor(is_user_module_class, _construct)
-register_wrapper(lambda v: v is _Module.__init__, lambda tx, v, source: ModuleInitFunction(v, source))
+def _wrap_module_init(tx, value, source):
+    return ModuleInitFunction(value, source)

@@ -28,7 +28,7 @@ from .base import VariableTracker
 from .constant import ConstantVariable
 from .dicts import DictVariable
 from .functions import UserFunctionVariable, UserMethodVariable
-from .objects import ClassVariable, UserObjectVariable, register_constructor
+from .objects import ClassVariable, UserObjectVariable
 
 # Class attributes that make an object something `object.__new__` + `__dict__` cannot
 # rebuild, or whose lifetime has effects of its own.
@@ -356,8 +356,6 @@ def _construct(tx, cls, args, kwargs):
     return obj
 
 
-register_constructor(is_user_class, _construct)
-
 
 # --- super() ---------------------------------------------------------------------------
 class SuperVariable(VariableTracker):
@@ -462,14 +460,6 @@ def call_super(tx, args, kwargs):
     return SuperVariable(cls.as_python_constant(), obj)
 
 
-
-
-def _register_super():
-    from .builtins import _HANDLERS
-    _HANDLERS.setdefault(super, call_super)
-
-
-_register_super()
 
 
 # --- dunder methods of user objects in operators (interpreter/operators.py) -------------
@@ -577,7 +567,3 @@ def enter_user_context(tx, cm):
     exit_method = cm.var_getattr(tx, "__exit__")  # guarded like any method read
     return UserExitVariable(exit_method.func, cm), cm.call_method(tx, "__enter__", [], {})
 
-
-# The builtins that act on these models (setattr, delattr, vars, object.__setattr__, copy.copy,
-# copy.deepcopy) and the type hints validators read: imported last, as they build on them.
-from . import copying, object_builtins, typing_forms  # noqa: E402,F401

@@ -1,0 +1,117 @@
+"""Which tracker models which real object: every rule outside builder.py's own, in one
+place and in the order they are tried. Layer: the wiring above the trackers (it imports
+every module that models a kind of object; none of them registers itself).
+
+- `WRAPPERS`: a real value reached by the trace (an argument, a global, an attribute) that
+  builder.wrap does not model itself → `Wrapper(predicate(value), factory(tx, value,
+  source), identity)`; identity=True: the value is guarded by identity before the factory
+  runs, False: the factory installs the guards it relies on (a container passed in is
+  guarded by type and contents).
+- `CONSTRUCTORS`: a class called in the trace → `Constructor(predicate(cls), factory(tx,
+  cls, args, kwargs))`; specific models come before the generic ones (torch.nn, user
+  classes).
+- `BUILTIN_HANDLERS`: builtins and C methods called in the trace whose handler lives with
+  the model it needs, tried after builtins.py's own table.
+- `IDENTITY_KEYS`: trackers of objects hashed by identity as dict keys / set members.
+"""
+from __future__ import annotations
+
+import collections
+import copy
+import dataclasses
+import itertools
+import os
+import typing
+from collections import Counter, OrderedDict, defaultdict, deque
+from typing import Callable, NamedTuple
+
+import torch
+
+from .. import regions
+from . import (c_callables, collections_types, copying, deques, dict_subclasses, distributed, environ,
+               identity_keys, iterutils, namedtuple_classes, namedtuples, nn_modules, numpy_interop,
+               object_builtins, storages, torch as torch_trackers, triton, typing_forms, user_modules,
+               user_objects)
+from .builtins import BuiltinVariable
+
+
+class Wrapper(NamedTuple):
+    predicate: Callable
+    factory: Callable
+    identity: bool = True
+
+
+class Constructor(NamedTuple):
+    predicate: Callable
+    factory: Callable
+
+
+def _builtin(tx, value, source):
+    return BuiltinVariable(value, source)
+
+
+WRAPPERS: tuple = (
+    Wrapper(lambda v: v is copy.deepcopy or v is copy.copy, copying._copy_function),
+    Wrapper(lambda v: v is object.__setattr__ or v is object.__getattribute__, _builtin),
+    Wrapper(typing_forms.is_type_hint, lambda tx, v, source: typing_forms.TypeHintVariable(v, source)),
+    Wrapper(lambda v: v is typing.get_origin or v is typing.get_args,
+            lambda tx, v, source: typing_forms.TypingQueryVariable(v, source)),
+    Wrapper(identity_keys._is_set_of_classes, identity_keys._wrap_set_of_classes, identity=False),
+    Wrapper(dict_subclasses._modelled_instance, dict_subclasses._wrap_dict_object, identity=False),
+    Wrapper(lambda v: type(v) is dataclasses.Field, dict_subclasses._wrap_field, identity=False),
+    Wrapper(dict_subclasses._is_unbound, _builtin),
+    Wrapper(lambda v: type(v) in (OrderedDict, defaultdict, Counter), collections_types._wrap_dict, identity=False),
+    Wrapper(collections_types._is_fromkeys, collections_types._wrap_fromkeys, identity=False),
+    Wrapper(lambda v: type(v) is deque, deques._wrap_deque, identity=False),
+    Wrapper(namedtuples._is_stock_function, namedtuples._wrap_stock_function),
+    Wrapper(namedtuples._is_uninstantiable_constant, namedtuples._wrap_uninstantiable_constant, identity=False),
+    Wrapper(lambda v: v is collections.namedtuple or v is typing.NamedTuple, namedtuples._wrap_factory),
+    Wrapper(namedtuple_classes._is_made_class, namedtuple_classes._wrap_made_class, identity=False),
+    Wrapper(lambda v: type(v) is torch.UntypedStorage, storages._wrap_storage, identity=False),
+    Wrapper(distributed.is_process_group, distributed._wrap_process_group),
+    Wrapper(lambda v: v is os.environ, environ._wrap_environ),
+    Wrapper(lambda v: v is itertools.chain, iterutils._wrap_chain_class),
+    Wrapper(lambda v: type(v) in (zip, enumerate), iterutils._wrap_pulled, identity=False),
+    Wrapper(lambda v: numpy_interop.AVAILABLE and numpy_interop._is_numpy_object(v), numpy_interop._wrap_numpy_object),
+    Wrapper(lambda v: numpy_interop.AVAILABLE and numpy_interop._is_numpy_value(v), numpy_interop._wrap_numpy_value,
+            identity=False),
+    Wrapper(lambda v: v is torch.nn.Module.__init__, user_modules._wrap_module_init),
+    Wrapper(lambda v: type(v) is regions.EnteredManager, regions._wrap_entered, identity=False),
+    Wrapper(lambda v: type(v) is regions.WithCarrier, regions._wrap_carrier, identity=False),
+    # Triton's objects: the predicates import triton only for objects whose type comes from
+    # it, so importing minidynamo never imports triton (TRITON_INTERPRET may be set later).
+    Wrapper(triton.is_triton_kernel, triton._wrap_kernel),
+    Wrapper(triton.is_triton_builder, triton._wrap_builder),
+    Wrapper(triton.is_triton_pure_function, triton._wrap_pure_function),
+    # Last: any other C callable, kept opaque (passed around, rebuilt; calling it declines).
+    Wrapper(c_callables.is_untraced_c_callable, c_callables._wrap, identity=False),
+)
+
+CONSTRUCTORS: tuple = (
+    Constructor(lambda cls: cls in iterutils._FACTORIES, iterutils._construct),
+    Constructor(lambda cls: namedtuples.namedtuple_base(cls) is not None, namedtuples._make_namedtuple),
+    Constructor(lambda cls: cls is deque, deques._make_deque),
+    Constructor(lambda cls: cls is Counter, collections_types._make_counter),
+    Constructor(lambda cls: cls is defaultdict, collections_types._make_defaultdict),
+    Constructor(lambda cls: cls is OrderedDict, collections_types._make_ordered_dict),
+    Constructor(dict_subclasses.is_dict_subclass, dict_subclasses._construct),
+    # parameter subclasses defined outside torch too
+    Constructor(lambda cls: isinstance(cls, type) and issubclass(cls, torch.nn.Parameter),
+                torch_trackers.make_parameter),
+    Constructor(nn_modules._is_torch_nn_class, nn_modules._construct),
+    Constructor(torch_trackers._is_distribution_class, torch_trackers._make_distribution),
+    Constructor(user_objects.is_user_class, user_objects._construct),
+    Constructor(user_modules.is_user_module_class, user_modules._construct),
+)
+
+BUILTIN_HANDLERS: dict = {
+    **dict_subclasses.unbound_handlers(),  # (the named ones below win, as they were set first)
+    object.__setattr__: object_builtins.object_setattr,
+    object.__getattribute__: object_builtins.object_getattribute,
+    setattr: object_builtins._setattr,
+    delattr: object_builtins._delattr,
+    vars: object_builtins._vars,
+    super: user_objects.call_super,
+}
+
+IDENTITY_KEYS: tuple = (identity_keys.identity_key,)
