@@ -82,7 +82,9 @@ class FunctionApplyVariable(VariableTracker):
         for method in ("forward", "setup_context", "backward"):  # the class may be patched between calls
             tx.output.guards.add(Guard("ID_MATCH", AttrSource(self.cls_source, method),
                                        getattr(self.fn_cls, method)))
-        return capture_apply(tx, self.fn_cls, list(args), dict(kwargs), self.cls_source)
+        from .torch_graph_break import torch_allowed_function
+        with torch_allowed_function(self.fn_cls):
+            return capture_apply(tx, self.fn_cls, list(args), dict(kwargs), self.cls_source)
 
 
 class FunctionCtxVariable(VariableTracker):

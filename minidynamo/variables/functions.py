@@ -236,6 +236,9 @@ class UserFunctionVariable(BaseFunctionVariable):
             return tx.output.call("call_function", self.fn, args, kwargs, what=f"{self.fn.__qualname__}()")
         if getattr(self.fn, "_minidynamo_graph_break", False):
             unsupported("graph_break", "minidynamo.graph_break()")
+        from .torch_graph_break import breaks_here
+        if breaks_here(self.fn):  # torch._dynamo.graph_break(): torch.compile breaks here too
+            unsupported("graph_break", "torch._dynamo.graph_break()")
         if is_compiler_disabled(self.fn):  # runs eagerly (torch's wrapper switches the eval-frame hook off)
             which = "minidynamo.disable" if getattr(self.fn, "_minidynamo_disable", False) \
                 else "torch's own torch._disable_dynamo (torch.compile breaks here too)" \
