@@ -21,6 +21,7 @@ from .backends import backend_name, compile_with, lookup_backend
 from .backends import eager as eager_backend
 from .config import config
 from .exc import BackendError, InternalError, Unsupported, unsupported
+from .gc_pause import paused_gc
 from .globalstate import GlobalState
 from .graph import OutputGraph
 from .triton.capture import direct_launch_nodes
@@ -206,7 +207,8 @@ def _trace_frame(fn, args, kwargs, output, stop_at=None):
     `stop_at`, the StoppedForBreak holding the translator in place of the result."""
     state = GlobalState()  # what the trace assumes of grad mode, default dtype, autocast...
     try:
-        result = trace(output, fn, args, kwargs, stop_at)
+        with paused_gc():
+            result = trace(output, fn, args, kwargs, stop_at)
     except StoppedForBreak as stopped:
         result = stopped
     finally:
@@ -253,7 +255,9 @@ def compile_call(fn, args, kwargs, backend, *, name: str, slow=None, fullgraph: 
     also gets a `fast_call` variant that goes there itself when a guard fails. With
     `resumes` (target, nulls, live → resume function) the frame may break (breaks.py);
     `continuation`: the entry belongs to a resume function and returns a Continue there.
-    `dynamic`: the function's DynamicPolicy (which input sizes are traced symbolically)."""
+    `dynamic`: the function's DynamicPolicy (which input sizes are traced symbolically).
+    The cyclic garbage collector is off while it traces and builds the entry, not while
+    the backend compiles (gc_pause.py)."""
     start = time.perf_counter()
     ns = Namespace(codegen.pick_prefix(fn))
     params, call_args = codegen.signature_parts(fn, ns)
@@ -348,11 +352,12 @@ def compile_call(fn, args, kwargs, backend, *, name: str, slow=None, fullgraph: 
     # the environment (inductor: `s0 <= 4096`), and its artifact holds only under them.
     for guard in output.shape_guards():
         output.guards.add(guard)
-    guard_exprs = output.guards.expressions(ns)
-    checks = output.guards.check_expressions(ns)
-    checks = (checks, output.guards.fast_tier(ns))
-    run, text, fast = _entry_functions(fn, name, params, call_args, checks, body, ns, miss,
-                                       slow, f"<minidynamo entry {name}>")
+    with paused_gc():
+        guard_exprs = output.guards.expressions(ns)
+        checks = output.guards.check_expressions(ns)
+        checks = (checks, output.guards.fast_tier(ns))
+        run, text, fast = _entry_functions(fn, name, params, call_args, checks, body, ns, miss,
+                                           slow, f"<minidynamo entry {name}>")
     upgrade = None
     if inlined and output.kernels and breaking is None:
         def upgrade():
