@@ -129,6 +129,7 @@ def _special(op: str) -> bool:
 
 
 _SPECIAL: dict = {}  # opname → _special(opname), filled as names are met
+_FUSE_HEADS_314 = ("COPY", "PUSH_NULL")  # where _fuse_314 may match
 _CELLS = (bc.CellVar, bc.FreeVar)
 
 
@@ -210,11 +211,30 @@ def normalize(code) -> list[Inst]:
     in_prologue = True  # before RESUME (3.11+)
     items = decoded_items(code)
     skip = 0
+    special = _SPECIAL
     for position, item in enumerate(items):
         if skip:
             skip -= 1
             continue
-        if isinstance(item, LABEL):
+        if isinstance(item, INSTR):
+            name = item.name
+            plain = special.get(name)
+            if plain is None:
+                plain = special[name] = _special(name)
+            # Most instructions: _rewrite's tail inline (on 3.14, not a fused sequence's head).
+            if not plain and not (PY314 and name in _FUSE_HEADS_314):
+                arg = item.arg
+                if isinstance(arg, LABEL):
+                    inst = Inst(name, None, arg, item.lineno, position)
+                else:
+                    inst = Inst(name, arg.name if isinstance(arg, _CELLS) else arg, None, item.lineno, position)
+                if pending_labels:
+                    for label in pending_labels:
+                        label_index[label] = len(insts)
+                    pending_labels.clear()
+                insts.append(inst)
+                continue
+        elif isinstance(item, LABEL):
             pending_labels.append(item)
             continue
         if isinstance(item, TRY_BEGIN):
