@@ -29,6 +29,8 @@ from __future__ import annotations
 import torch
 
 from .dynamic import has_symbolic
+from .guards import Guard
+from .sources import TensorsSource
 
 
 def _python_storage_address(t) -> int:
@@ -196,8 +198,6 @@ class AliasingCheck:
 def aliasing_guard(inputs, graph):
     """The TENSOR_ALIASING guard over the graph's tensor inputs (graph.GraphInput), or None
     where the graph writes none of them or has fewer than two."""
-    from .guards import Guard
-    from .sources import TensorsSource
     tensor_inputs = [inp for inp in inputs if isinstance(inp.example, torch.Tensor)]
     if len(tensor_inputs) < 2:
         return None

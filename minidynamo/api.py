@@ -14,6 +14,9 @@ from .cache import FunctionCache
 from .codegen import MISS, dispatcher
 from .user_names import for_module
 from .user_tracebacks import trimmed
+from ._compat import CO_ASYNC_GENERATOR, CO_COROUTINE, CO_GENERATOR
+from .cudagraphs import wrap_backend
+from .torch_backends import inductor_backend, takes_symbolic_inputs, torch_backend_names
 
 _all_caches: "weakref.WeakSet[FunctionCache]" = weakref.WeakSet()
 
@@ -37,7 +40,6 @@ class OptimizedFunction:
         lookup_backend(backend)  # bad backend names fail here, not at the first call
         _check_mode(mode)
         if mode == "cudagraphs":
-            from .cudagraphs import wrap_backend
             backend = wrap_backend(lookup_backend(backend))
         self.mode = mode
         self._fn = fn
@@ -218,7 +220,6 @@ def _not_optimizable(fn) -> str | None:
                 f"{getattr(fn, '__qualname__', type(fn).__name__)!r} has no Python bytecode")
     if not isinstance(fn, types.FunctionType):
         return f"minidynamo.optimize needs a Python function, got {type(fn).__name__}"
-    from ._compat import CO_ASYNC_GENERATOR, CO_COROUTINE, CO_GENERATOR
     if fn.__code__.co_flags & (CO_GENERATOR | CO_COROUTINE | CO_ASYNC_GENERATOR):
         return (f"minidynamo.optimize cannot optimize {fn.__qualname__}: generator and "
                 "async functions are not supported")
@@ -262,7 +263,6 @@ def _inductor_settings(backend, mode, options, dynamic):
     if inductor and (options or mode not in _MODES):
         if mode not in _MODES and not (isinstance(mode, str) and mode in _inductor_modes()):
             _check_mode(mode)
-        from .torch_backends import inductor_backend
         return inductor_backend(None if mode in _MODES else mode, options, dynamic), \
             (mode if mode in _MODES else None)
     _check_mode(mode)
@@ -358,7 +358,6 @@ def _dynamic_for(backend, mode, dynamic):
     """The dynamic-shape mode an optimized function gets: static where torch's backend
     would specialise the graph to the sizes it was handed anyway."""
     if isinstance(backend, str) and backend not in _SIZE_AGNOSTIC:
-        from .torch_backends import takes_symbolic_inputs, torch_backend_names
         if backend in torch_backend_names() and not takes_symbolic_inputs(backend):
             return False
     return dynamic

@@ -24,6 +24,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import torch
+from .callees import optimizable_callee_function, optimized_function
 
 
 @dataclass(eq=False)
@@ -63,7 +64,6 @@ def _as_frame(backward):
     """A backward that could not be traced as one body still runs optimized as a frame of
     its own (graphs around its graph breaks), as torch.compile would compile it when
     autograd calls it; a backward that is not a plain Python function runs as it is."""
-    from .callees import optimizable_callee_function, optimized_function
     if optimizable_callee_function(backward) is None:
         return backward
     return optimized_function(backward, "eager")

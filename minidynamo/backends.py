@@ -11,6 +11,9 @@ import torch.fx as fx
 
 from .ddp import splitting as ddp_splitting
 from .exc import BackendError
+from .torch_backends import torch_backend, torch_backend_names, with_numpy_scalars_built
+from .triton.capture import direct_launches
+from .triton.functional import functionalize
 
 _REGISTRY: dict = {}
 
@@ -28,7 +31,6 @@ def eager(gm: fx.GraphModule, example_inputs):
     # The generated forward itself: skips nn.Module.__call__ machinery on every call;
     # Triton launch nodes call their launchers directly.
     if getattr(gm, "_minidynamo_kernels", None):
-        from .triton.capture import direct_launches
         gm = direct_launches(gm)
     return gm.forward
 
@@ -46,7 +48,6 @@ _REGISTRY["print"] = debug
 def functional_eager(gm: fx.GraphModule, example_inputs):
     """Rewrite Triton launches into their functional form, then run eagerly: what a
     functional backend receives, checked against plain eager."""
-    from .triton.functional import functionalize
     return functionalize(gm).forward
 
 
@@ -55,7 +56,6 @@ def lookup_backend(backend):
         return backend
     if isinstance(backend, str):
         if backend not in _REGISTRY:
-            from .torch_backends import torch_backend
             found = torch_backend(backend)  # torch's own: "aot_eager", "inductor", ...
             if found is None:
                 raise ValueError(f"unknown minidynamo backend {backend!r}; registered: "
@@ -68,7 +68,6 @@ def lookup_backend(backend):
 
 def list_backends() -> list:
     """Backend names `optimize(backend=...)` takes: minidynamo's own and torch's registry's."""
-    from .torch_backends import torch_backend_names
     return sorted(set(_REGISTRY) | set(torch_backend_names()))
 
 
@@ -82,7 +81,6 @@ def compile_with(backend, gm, example_inputs):
     """Call the backend once; a raise or a non-callable result names the backend."""
     fn = lookup_backend(backend)
     name = backend_name(backend)
-    from .torch_backends import with_numpy_scalars_built
     gm = with_numpy_scalars_built(gm)  # NumPy scalar constants: code that runs, for any backend
     grad_mode = torch.is_grad_enabled()  # a backend that runs the graph (AOTAutograd) runs its state changes
     # Inside a DDP forward: one graph per gradient bucket, so DDP's all-reduces overlap the

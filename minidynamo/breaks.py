@@ -35,6 +35,7 @@ from .resume import Continue, drive, resume_function, why_cells_not_passed, why_
 from .side_effects import writeback_lines
 from .variables.base import NULL
 from .variables.c_callables import OpaqueCallableVariable, UntracedValueVariable
+from .variables.autograd import FunctionApplyVariable
 
 _CALLS = {"CALL", "CALL_KW", "CALL_FUNCTION", "CALL_FUNCTION_KW", "CALL_FUNCTION_EX"}
 _JUMPS = {"POP_JUMP_IF_TRUE", "POP_JUMP_IF_FALSE", "POP_JUMP_IF_NONE", "POP_JUMP_IF_NOT_NONE",
@@ -283,7 +284,6 @@ class BreakTail:
         its other code is captured), as a frame would be; else the callable itself."""
         if not self.inside_call or self.backend is None:
             return rb.expr(fn)
-        from .variables.autograd import FunctionApplyVariable
         if isinstance(fn, FunctionApplyVariable):  # its forward declined: run it as a frame of its own
             rb.expr(fn)  # reachable (else no break)
             return rb.ns.bind(optimized_apply(fn.fn_cls, self.backend), "apply")

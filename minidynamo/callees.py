@@ -9,6 +9,9 @@ from __future__ import annotations
 import inspect
 import types
 import weakref
+from .variables.functions import UserFunctionVariable, UserMethodVariable
+from .variables.objects import UserObjectVariable
+from .variables.purity import is_compiler_disabled
 
 # function / Function class / module class → {(what, backend key): the optimized callable}
 _made: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
@@ -30,7 +33,6 @@ def _once(obj, what: str, backend, make):
 def optimizable_callee(fn):
     """(function, self tracker or None) for a call the break may run optimized: a plain
     Python function (or a method of one) that is not torch's own and not disabled."""
-    from .variables.functions import UserFunctionVariable, UserMethodVariable
     obj = None
     if isinstance(fn, UserMethodVariable):
         fn, obj = fn.func, fn.obj
@@ -43,7 +45,6 @@ def optimizable_callee(fn):
 def optimizable_callee_function(func):
     """`func` when a break may run it optimized on its own: a plain Python function, not
     torch's own (but for torch.nn's containers), not disabled, not a generator or coroutine."""
-    from .variables.purity import is_compiler_disabled
     if not isinstance(func, types.FunctionType):
         return None
     from .frame_hook import torch_code_optimized
@@ -116,7 +117,6 @@ def optimized_module_call(fn, backend):
     forward, no hooks); else the module itself is called. None: not such a module."""
     import torch
     from .variables.module_calls import hooks_present
-    from .variables.objects import UserObjectVariable
     if not isinstance(fn, UserObjectVariable) or not isinstance(fn.value, torch.nn.Module):
         return None
     cls = type(fn.value)

@@ -46,6 +46,7 @@ from . import cudagraph_training, held
 from .dynamic import has_symbolic, hint
 from .graph import aliased_values, written_values
 from .held import HeldCheck
+from .backends import compile_with
 
 log = logging.getLogger("minidynamo.cudagraphs")
 MAX_RECORDINGS = 4
@@ -389,7 +390,6 @@ class CudaGraphRunner:
 def wrap_backend(backend_fn):
     """backend → backend whose result replays CUDA graphs."""
     def cudagraphs_backend(gm, example_inputs):
-        from .backends import compile_with
         compiled = compile_with(backend_fn, gm, example_inputs)
         return CudaGraphRunner(compiled, gm, example_inputs)
     cudagraphs_backend.__name__ = f"cudagraphs({getattr(backend_fn, '__name__', backend_fn)})"

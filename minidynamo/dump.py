@@ -15,6 +15,9 @@ import warnings
 import torch
 
 from .globalstate import GlobalState
+from .convert import guard_miss
+from .frame_hook import Region
+from .sources import GlobalSource
 
 _HEADER = '''"""minidynamo cache entry {index} of {name} ({where})
 kind: {kind}; compiled in {ms:.1f} ms{reason}
@@ -60,7 +63,6 @@ def _object_code(name: str, value) -> str:
         return f"{name} = torch.device({str(value)!r})"
     if value is torch.Tensor:
         return f"{name} = torch.Tensor"
-    from .frame_hook import Region
     if isinstance(value, Region):  # a dump runs its entry alone: the callees run plainly
         return f"import contextlib; {name} = contextlib.nullcontext()"
     if isinstance(value, type) and value.__module__ == "builtins":
@@ -81,7 +83,6 @@ def _object_code(name: str, value) -> str:
         return f"{name} = {value!r}"
     if value.__class__.__name__ == "object" and type(value) is object:
         return f"{name} = _MISS"
-    from .convert import guard_miss
     if value is guard_miss:
         return f"def {name}(*args, **kwargs):\n    return _MISS  # a guard failed: the cache goes on to its miss path"
     if isinstance(value, types.CellType):
@@ -172,7 +173,6 @@ def _value_code(value, names: dict, depth: int = 0) -> str:
 
 def _wiring(entry) -> list[str]:
     """Globals the guards read, and function defaults, linked to the objects above."""
-    from .sources import GlobalSource
     names = {id(v): n for n, v in entry.ns.values.items()}
     lines = []
     done = set()

@@ -16,6 +16,9 @@ from .codegen import code_signature
 from .convert import compile_call
 from .exc import HINTS, BackendError
 from .user_names import plain
+from .backends import lookup_backend, backend_name
+from .callees import chain_caches
+from .config import config
 
 
 @dataclass
@@ -228,7 +231,6 @@ def explain(fn, backend=None):
 def _past_limit(cache, args, kwargs) -> bool:
     """The optimized function's cache is full and no entry takes these arguments (checked
     without running anything): the call would run eagerly."""
-    from .config import config
     entries = cache.entries
     return len(entries) >= config.cache_size_limit and all(
         e.first_mismatch(args, kwargs) is not None for e in entries)
@@ -241,12 +243,10 @@ def _capturing(graphs: list, backend):
         graphs.append(gm)
         if backend is None:
             return gm.forward
-        from .backends import lookup_backend
         return lookup_backend(backend)(gm, example_inputs)
 
     capture._minidynamo_trusted = backend is None
     if backend is not None:
-        from .backends import backend_name
         capture.__qualname__ = capture.__name__ = backend_name(backend)
     return capture
 
@@ -279,7 +279,6 @@ def _explain_breaks(fn, naming, args, kwargs, backend) -> ExplainOutput:
     except Exception as e:  # noqa: BLE001 - the user's own error: reported with what was compiled
         raised = f"{type(e).__name__}: {e}"
     root = opt._cache
-    from .callees import chain_caches
     entries = [(name if cache is root else f"{cache.naming.resume} ({cache.name})", e)
                for cache in chain_caches(root, capture) for e in cache.entries]
     entries.sort(key=lambda pair: pair[1].created)

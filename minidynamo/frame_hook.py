@@ -39,6 +39,7 @@ from types import SimpleNamespace
 from ._compat import CO_ASYNC_GENERATOR, CO_COROUTINE, CO_GENERATOR, CO_ITERABLE_COROUTINE, CO_VARARGS, \
     CO_VARKEYWORDS, PY311
 from .logs import get_logger
+from .callees import optimized_function
 
 log = get_logger("frames")
 
@@ -347,7 +348,6 @@ class HookedCode:
         return found(*args, **kwargs)
 
     def _optimized(self, globals_, cells, backend, key):
-        from .callees import optimized_function
         code = self.code
         fn = types.FunctionType(plain_code(code), globals_, code.co_name, None, cells)
         fn.__qualname__ = self.qualname

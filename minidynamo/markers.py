@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import functools
+from .api import OptimizedFunction
 
 
 def graph_break() -> None:
@@ -22,7 +23,6 @@ def disable(fn=None, *, recursive: bool = True):
         return functools.partial(disable, recursive=recursive)
     if not callable(fn):
         raise TypeError(f"minidynamo.disable needs a callable, got {type(fn).__name__}")
-    from .api import OptimizedFunction
     inner = fn._fn if isinstance(fn, OptimizedFunction) else fn
 
     @functools.wraps(inner)

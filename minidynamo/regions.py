@@ -44,6 +44,8 @@ from .variables.base import NULL, VariableTracker
 from .variables.contexts import (ContextManagerVariable, EnteredManager, GeneratorContextVariable, WithCarrier,
                                  _Method, grad_at_break)
 from .variables.user_objects import UserExitVariable
+from .variables.builder import wrap
+from .variables.functions import UserMethodVariable
 
 
 class CarriedExitVariable(VariableTracker):
@@ -77,8 +79,6 @@ def _wrap_entered(tx, value, source):
 
 def _wrap_carrier(tx, value, source):
     """3.10: the stack slot holds the exit the carrier hands to SETUP_WITH."""
-    from .variables.builder import wrap
-    from .variables.functions import UserMethodVariable
     if source is not None:
         tx.output.guards.add(Guard("TYPE_MATCH", source, WithCarrier, {}))
     exit_ = wrap(tx, value.exit, AttrSource(source, "exit") if source is not None else None)

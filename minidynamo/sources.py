@@ -12,6 +12,7 @@ import math
 import sys
 import types
 from dataclasses import dataclass
+from .dynamic import render
 
 
 class Namespace:
@@ -349,7 +350,6 @@ class TermsSource(Source):
     inputs: tuple = ()
 
     def expr(self, ns):
-        from .dynamic import render
         return "(" + "".join(render(t, self.inputs, ns) + ", " for t in self.texts) + ")"
 
     def name(self):

@@ -43,6 +43,9 @@ import torch.fx as fx
 
 from .dynamic import has_symbolic, hint, is_symbolic
 from .exc import BackendError
+from .autograd_function import AutogradFunctionApply
+from .triton.capture import TritonKernelWrapperMutation, ConfigGrid
+from .triton.kernels import kernel_chain
 
 log = logging.getLogger("minidynamo.torch_backends")
 # minidynamo's own names for what torch registers under another.
@@ -315,7 +318,6 @@ def with_torch_triton_ops(gm: fx.GraphModule, compiles_kernels: bool = False) ->
     A graph with no launches is returned as it is.
     `compiles_kernels`: the backend compiles the kernels itself (inductor), which it cannot
     do for kernels run by Triton's interpreter."""
-    from .triton.capture import TritonKernelWrapperMutation
     launches = [(m, n) for m in _graph_modules(gm) for n in m.graph.nodes
                 if n.op == "call_function" and isinstance(n.target, TritonKernelWrapperMutation)]
     if not launches:
@@ -338,15 +340,12 @@ def with_torch_triton_ops(gm: fx.GraphModule, compiles_kernels: bool = False) ->
 
 
 def _check_compilable(record, compiles_kernels: bool) -> None:
-    from .triton.kernels import kernel_chain
     if compiles_kernels and type(kernel_chain(record.kernel)[-1]).__name__ == "InterpretedFunction":
         raise BackendError(f"kernel {record.name} runs in Triton's interpreter (TRITON_INTERPRET=1), "
                            "which inductor cannot compile: use backend='aot_eager' or 'eager'")
 
 
 def _as_torch_launch(node: fx.Node, side_table, wrapper) -> None:
-    from .triton.capture import ConfigGrid
-    from .triton.kernels import kernel_chain
     record = node.target.table.records[node.kwargs["kernel_idx"]]
     grids = [tuple(record.grid)] if record.grid is not None else None
     if record.grid_per_call:  # graph values already: one grid per config, in order
@@ -368,7 +367,6 @@ def _as_torch_launch(node: fx.Node, side_table, wrapper) -> None:
 
 def _functions_launching_in_backward(gm: fx.GraphModule) -> list:
     """Names of the Functions of `gm` whose backward body launches kernels (in torch's form)."""
-    from .autograd_function import AutogradFunctionApply
     names = []
     for node in gm.graph.nodes:
         if node.op == "call_function" and isinstance(node.target, AutogradFunctionApply):
@@ -384,7 +382,6 @@ def _refuse_untraced_backwards(gm: fx.GraphModule) -> None:
     reads and kernel launches would not happen at backward time). Say so instead.
     Only nodes whose outputs can carry a gradient count: a Function applied inside
     another's forward runs under no_grad, so its backward never runs."""
-    from .autograd_function import AutogradFunctionApply
     for node in gm.graph.nodes:
         if node.op != "call_function" or not isinstance(node.target, AutogradFunctionApply):
             continue

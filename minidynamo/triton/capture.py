@@ -15,6 +15,7 @@ import contextlib
 from dataclasses import dataclass, field
 
 from ..exc import unsupported
+from .launcher import make_launcher
 
 # Keyword arguments Triton's launcher takes for itself, not for the kernel.
 SPECIAL_KWARGS = ("num_warps", "num_stages", "num_ctas", "maxnreg", "enable_fp_fusion",
@@ -37,7 +38,6 @@ class LaunchRecord:
 
     def launcher(self):
         if self._launcher is None:
-            from .launcher import make_launcher
             self._launcher = make_launcher(self.kernel, self.grid, self.constant_kwargs,
                                            self.dynamic_names, grid_per_call=self.grid_per_call)
             # fx names a call's target after these (the node shows the kernel's name).

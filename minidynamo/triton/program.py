@@ -35,6 +35,7 @@ from .launch_code import (alignment_condition, kernel_args, launch_call, per_cal
                           scalar_conditions, state_conditions, stream_expr)
 from .resolved import SCALAR, TENSOR, HeuristicCheck
 from .scratch import SCRATCH_ALIGN, SizeExprs, as_int, definitely_contiguous, layout, scratch_view, slot_layout
+from .. import codegen
 
 DEVICE_TYPES = ("cuda",)  # where values are allocated from metadata (tests add "cpu")
 
@@ -338,7 +339,6 @@ class ProgramBuilder:
 def program_lines(graph, ns, input_exprs: dict, var_name):
     """(lines, builder) of the program's body up to (not including) its return, or
     (None, reason). The program may run only when `builder.conds` is false."""
-    from .. import codegen
     builder = ProgramBuilder(graph, ns, input_exprs, var_name)
     why = builder.why_not()
     if why:

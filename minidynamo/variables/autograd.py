@@ -37,6 +37,8 @@ from .functions import BoundMethodVariable, UserFunctionVariable, bind_arguments
 from .lists import BaseListVariable, TupleVariable
 from .symbolic import SymNodeVariable
 from .tensor import TensorVariable
+from ..guards import Guard
+from ..sources import AttrSource
 
 _BASE = torch.autograd.Function
 _ONCE_DIFFERENTIABLE_CODE = torch.autograd.function.once_differentiable(lambda ctx: None).__code__
@@ -77,8 +79,6 @@ class FunctionApplyVariable(VariableTracker):
     def call_function(self, tx, args, kwargs):
         if self.cls_source is None:
             unsupported("construct", f"{self.describe()} of a class that could not be guarded")
-        from ..guards import Guard
-        from ..sources import AttrSource
         for method in ("forward", "setup_context", "backward"):  # the class may be patched between calls
             tx.output.guards.add(Guard("ID_MATCH", AttrSource(self.cls_source, method),
                                        getattr(self.fn_cls, method)))
@@ -258,7 +258,6 @@ def _bound_with_defaults(tx, forward_var, args: list, kwargs: dict) -> tuple[lis
 
 def _method(cls, name, cls_source):
     """`cls.<name>` as autograd calls it, a tracker whose defaults are read through the class."""
-    from ..sources import AttrSource
     return UserFunctionVariable(_static_function(cls, name), AttrSource(cls_source, name) if cls_source else None)
 
 

@@ -29,6 +29,9 @@ from .objects import ClassVariable, ModuleVariable, UserObjectVariable
 from .tensor import TensorVariable, size_variable
 from .purity import query_kind
 from .torch import TorchVariable, is_torch_object
+from .attribute_protocols import own_setattr
+from .functions import BoundMethodVariable
+from .symbolic import SymNodeVariable, specialise
 
 def _registered_wrappers() -> tuple:
     """registry.WRAPPERS: the models of real values kept with their trackers."""
@@ -62,7 +65,6 @@ def wrap(tx, value, source):
 
 def _shared_object(value) -> bool:
     """An object of a user class with a __setattr__ of its own (a config): its writes are kept on one tracker."""
-    from .attribute_protocols import own_setattr
     return not isinstance(value, (type, torch.nn.Module, torch.Tensor)) and type(value).__module__ != "builtins" \
         and hasattr(type(value), "__dict__") and own_setattr(type(value)) is not None
 
@@ -196,7 +198,6 @@ def _wrap(tx, value, source):
             and source is not None:  # `lst.append` handed over a graph break
         _guard(tx, "TYPE_MATCH", source, types.BuiltinMethodType)
         _guard(tx, "EQUALS_MATCH", AttrSource(source, "__name__"), value.__name__)
-        from .functions import BoundMethodVariable
         return BoundMethodVariable(wrap(tx, value.__self__, AttrSource(source, "__self__")), value.__name__)
     if value is sys._getframe or value is getattr(sys, "_getframemodulename", None):
         unsupported("construct", f"sys.{value.__name__} is not traced", no_break=READS_FRAME)
@@ -275,7 +276,6 @@ def wrap_fake_result(output, node, result, what: str):
     if isinstance(result, torch.Tensor):
         return TensorVariable(node, result)
     if isinstance(result, (torch.SymInt, torch.SymFloat, torch.SymBool)):
-        from .symbolic import SymNodeVariable, specialise
         if node is not None:
             return SymNodeVariable(node, result)
         return ConstantVariable(specialise(result))  # no node: a value the environment knows
@@ -287,7 +287,6 @@ def wrap_fake_result(output, node, result, what: str):
             if isinstance(r, torch.Tensor):
                 items.append(TensorVariable(output.getitem_node(node, i), r))
             elif node is not None and has_symbolic(r):
-                from .symbolic import SymNodeVariable
                 items.append(SymNodeVariable(output.getitem_node(node, i), r))
             elif node is None or not isinstance(r, (tuple, list)):
                 items.append(wrap_fake_result(output, None, r, what))

@@ -22,6 +22,11 @@ from .lists import (BaseListVariable, IteratorVariable, ListVariable, ReversedIt
 from .nn_modules import module_dict_items, reversed_children
 from .symbolic import SymNodeVariable, symbolic_result
 from .tensor import TensorVariable, size_variable
+from .functions import BaseFunctionVariable, BoundMethodVariable, PartialVariable, UserMethodVariable, UserFunctionVariable
+from .objects import UserObjectVariable
+from ..graph import _storage
+from ..guards import Guard
+from ..interpreter.operators import binary_op, compare, getitem, unary_op
 
 # Builtins that are pure on constants: folded when every argument is a constant.
 _PURE = {
@@ -70,16 +75,12 @@ class BuiltinVariable(ObjectConstantVariable):
             if result is not None:
                 return result
         if fn in _OPERATOR_BINARY and len(args) == 2 and not kwargs:
-            from ..interpreter.operators import binary_op
             return binary_op(tx, _OPERATOR_BINARY[fn], args[0], args[1])
         if fn in _OPERATOR_COMPARE and len(args) == 2 and not kwargs:
-            from ..interpreter.operators import compare
             return compare(tx, _OPERATOR_COMPARE[fn], args[0], args[1])
         if fn is operator.getitem and len(args) == 2:
-            from ..interpreter.operators import getitem
             return getitem(tx, args[0], args[1])
         if fn is operator.neg and len(args) == 1:
-            from ..interpreter.operators import unary_op
             return unary_op(tx, "neg", args[0])
         if fn in _SYMBOLIC_MATH and len(args) == 1 and not kwargs and isinstance(args[0], SymNodeVariable):
             # math.ceil(n / 2) of a symbolic size: a symbolic int (SymFloat's __ceil__)
@@ -265,7 +266,6 @@ def _next(tx, args, kwargs):
 def _sum(tx, args, kwargs):
     if _const_args(args) and all(v.is_python_constant() for v in kwargs.values()):
         return None  # folded by the generic path
-    from ..interpreter.operators import binary_op
     acc = args[1] if len(args) > 1 else kwargs.get("start", ConstantVariable(0))
     for item in pulled_one_by_one(tx, args[0]):  # CPython adds each item before taking the next
         acc = binary_op(tx, "add", acc, item)
@@ -353,7 +353,6 @@ def _where(tx, name, cond, a, b, exact):
                                               "comparison: which object it returns depends on the data")
     picked = tx.output.call("call_function", torch.where, [cond, a, b], {}, what=f"{name}() of tensors")
     if exact:  # eager's result is one of a, b: writes and `is` on any of them must not be traced
-        from ..graph import _storage
         tx.output.picked_storages.update(_storage(v.fake) for v in (a, b, picked))
     return picked
 
@@ -411,7 +410,6 @@ class _TracedKey:
 def order_compare(tx, op, a, b):
     """`a op b` as min, max and sort compare keys: functools.cmp_to_key's keys call their
     function, anything else is an ordinary comparison."""
-    from ..interpreter.operators import compare
     from .iterutils import KeyWrapperVariable
     if isinstance(a, KeyWrapperVariable):
         return a.compare(tx, op, b)
@@ -420,8 +418,6 @@ def order_compare(tx, op, a, b):
 
 def is_callable(v) -> bool:
     """callable(v): whether v's type has a __call__ (the real object's, where there is one)."""
-    from .functions import BaseFunctionVariable, BoundMethodVariable, PartialVariable, UserMethodVariable
-    from .objects import UserObjectVariable
     if isinstance(v, (ObjectConstantVariable, UserObjectVariable)):
         return callable(v.value)
     if isinstance(v, (BaseFunctionVariable, BoundMethodVariable, PartialVariable, UserMethodVariable)):
@@ -483,7 +479,6 @@ def _abs(tx, args, kwargs):
 def _partial(tx, args, kwargs):
     if not args:
         return None
-    from .functions import PartialVariable
     return PartialVariable(args[0], args[1:], kwargs)
 
 
@@ -499,9 +494,6 @@ def _id(tx, args, kwargs):
     """id() of an object the entry pins by identity (a module, a user object or a function
     reached from the frame): a constant under an ID_MATCH guard, as torch.compile answers
     it. Tensors and objects made in the trace decline: their identity is new each call."""
-    from ..guards import Guard
-    from .functions import UserFunctionVariable
-    from .objects import UserObjectVariable
     if len(args) != 1 or kwargs or args[0].source is None:
         return None
     v = args[0]

@@ -5,6 +5,7 @@ from __future__ import annotations
 from ..exc import Unsupported, unsupported
 from .base import VariableTracker
 from .functions import UserFunctionVariable
+from .constant import fold
 
 
 class CachedFunctionVariable(VariableTracker):
@@ -62,6 +63,5 @@ class CachedFunctionVariable(VariableTracker):
             for node in reversed(list(graph.nodes)):  # what the attempt recorded is dropped
                 if node not in before and node.op != "placeholder":  # (inputs: pruned if unused)
                     graph.erase_node(node)
-        from .constant import fold
         return fold(tx, self.wrapper, [a.as_python_constant() for a in args],
                     {k: v.as_python_constant() for k, v in kwargs.items()}, self.describe())

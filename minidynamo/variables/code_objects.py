@@ -16,6 +16,7 @@ from ..guards import Guard
 from ..sources import AttrSource
 from .base import ObjectConstantVariable, VariableTracker
 from .constant import ConstantVariable, is_constant_value
+from .lists import ListVariable, TupleVariable, IteratorVariable
 
 
 class CodeVariable(ObjectConstantVariable):
@@ -109,7 +110,6 @@ class ParametersVariable(VariableTracker):
         return self.method_getattr(tx, name)
 
     def call_method(self, tx, name, args, kwargs):
-        from .lists import ListVariable, TupleVariable
         if kwargs:
             unsupported("call", f"{name}() of {self.describe()} with keywords")
         if name == "__getitem__" and len(args) == 1:
@@ -124,7 +124,6 @@ class ParametersVariable(VariableTracker):
         if name == "__contains__" and len(args) == 1 and args[0].is_python_constant():
             return ConstantVariable(args[0].as_python_constant() in self.params)
         if not args and name in ("keys", "__iter__"):
-            from .lists import IteratorVariable
             return IteratorVariable(self._names()) if name == "__iter__" else ListVariable(self._names())
         if not args and name == "values":
             return ListVariable([ParameterVariable(p) for p in self.params.values()])

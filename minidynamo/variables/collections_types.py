@@ -20,6 +20,10 @@ from .dicts import DictVariable, _key, from_keys, key_var
 from .functions import BoundMethodVariable, NestedFunctionVariable, PartialVariable, UserMethodVariable
 from .generators import pulled_one_by_one
 from .lists import TupleVariable
+from .builder import wrap
+from .constant import fold
+from .lists import IteratorVariable
+from ..interpreter.operators import compare, binary_op
 
 
 def bind_params(what: str, args, kwargs, names, defaults=None, positional_only=False) -> list:
@@ -216,7 +220,6 @@ class CounterVariable(DictVariable):
             del self.items[k]
 
     def equals(self, tx, other):
-        from ..interpreter.operators import compare
         if not isinstance(other, CounterVariable):
             return super().equals(tx, other)  # Counter.__eq__ leaves it to dict's
         return all(compare(tx, "==", c.getitem(tx, ConstantVariable(k)), d.getitem(tx, ConstantVariable(k))).truthy(tx)
@@ -224,7 +227,6 @@ class CounterVariable(DictVariable):
 
     def count_in(self, tx, what: str, source, kwargs, sign: int) -> None:
         """Counter.update (sign 1) / subtract (sign -1): a mapping's counts, or one per element."""
-        from ..interpreter.operators import binary_op
         self.check_mutable(f"Counter.{what}", tx)
         op = "add" if sign > 0 else "sub"
         if source is not None and not is_none(source):
@@ -245,7 +247,6 @@ class CounterVariable(DictVariable):
             self.count_in(tx, what, DictVariable(kwargs), {}, sign)
 
     def call_method(self, tx, name, args, kwargs):
-        from .constant import fold
         if name in ("update", "subtract"):
             (source,) = bind_params(f"Counter.{name}()", args, {}, ("iterable",), {"iterable": ConstantVariable(None)})
             self.count_in(tx, name, source, kwargs, 1 if name == "update" else -1)
@@ -259,7 +260,6 @@ class CounterVariable(DictVariable):
                 unsupported("construct", f"Counter.{name} of counts that are not constants")
             method = getattr(self.as_python_constant(), name)
             if name == "elements":  # an iterator over a snapshot: the counts are read at the call
-                from .lists import IteratorVariable
                 listed = fold(tx, lambda *a, **k: list(method(*a, **k)), [a.as_python_constant() for a in args],
                               {k: v.as_python_constant() for k, v in kwargs.items()}, "Counter.elements()")
                 return IteratorVariable(listed.items)
@@ -304,7 +304,6 @@ def _make_defaultdict(tx, cls, args, kwargs):
 def _wrap_dict(tx, value, source):
     """An OrderedDict, defaultdict or Counter read from the frame: like a dict (keys
     guarded when first looked into), one tracker per object however it is reached."""
-    from .builder import wrap
     if source is not None:
         seen = tx.output.containers.get(id(value))
         if seen is not None and seen[0] is value:

@@ -25,6 +25,9 @@ from ..exc import attribute_error, unsupported
 from .base import VariableTracker
 from .constant import ConstantVariable
 from .exits import EnteredManager, GradModeExit, WithCarrier, enter_real, null_exit  # noqa: F401 - builder, regions
+from .base import NULL
+from .functions import BaseFunctionVariable
+from .._compat import PY311
 
 
 class ContextManagerVariable(VariableTracker):
@@ -73,7 +76,6 @@ class ContextManagerVariable(VariableTracker):
     def call_function(self, tx, args, kwargs):
         """`@torch.inference_mode()`, `@my_contextmanager()` over a function defined in the
         traced code: the decorated function (grad mode's: torch.py)."""
-        from .functions import BaseFunctionVariable
         if (self.clone() is None or kwargs or len(args) != 1 or not isinstance(args[0], BaseFunctionVariable)
                 or args[0].get_code().co_flags & _GENERATOR_FLAGS):
             return super().call_function(tx, args, kwargs)
@@ -490,7 +492,6 @@ class GeneratorContextVariable(ContextManagerVariable):
         return next(i for i, inst in enumerate(gen.instructions) if inst is gen.yield_inst)
 
     def why_not_across_break(self):
-        from .._compat import PY311
         from ..resume import why_not_resumable
         if self.gen is None or self.gen.yield_inst is None:
             return "its generator is not at its yield"
@@ -513,7 +514,6 @@ class GeneratorContextVariable(ContextManagerVariable):
         # runs its first step to that yield, and its exit runs the rest as eager's does.
         from ..liveness import live_names, local_value
         from ..resume import resume_function
-        from .base import NULL
         gen, index = self.gen, self._yield_index()
         stack = [*gen.stack, ConstantVariable(None)]  # what the new generator yields first
         nulls = tuple(v is NULL for v in stack)

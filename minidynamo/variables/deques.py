@@ -13,6 +13,8 @@ from .collections_types import bind_params, index_value, is_none
 from .constant import ConstantVariable
 from .lazy_iterators import advanced
 from .lists import IteratorVariable, LiveItems, TupleVariable, items_equal
+from .builder import wrap
+from .generators import pulled_one_by_one
 
 
 class DequeVariable(VariableTracker):
@@ -144,7 +146,6 @@ class DequeVariable(VariableTracker):
             # pulled one item at a time, each appended (and trimmed to maxlen) before the
             # next is asked for: a generator body or map's function sees the deque grow,
             # and an iterator over this deque raises on its next item.
-            from .generators import pulled_one_by_one
             iterable = one()
             new = list(iterable.iter_items(tx)) if iterable is self else pulled_one_by_one(tx, iterable)
             for x in new:
@@ -284,7 +285,6 @@ def _make_deque(tx, cls, args, kwargs):
 def _wrap_deque(tx, value, source):
     """A deque read from the frame: its length guarded when its items are first looked
     at, its maxlen when first read; one tracker per object however it is reached."""
-    from .builder import wrap
     if source is None:
         return DequeVariable([wrap(tx, v, None) for v in value], value.maxlen)
     guards = tx.output.guards

@@ -39,6 +39,8 @@ from .lists import iterator_of
 from .objects import UserObjectVariable
 from .user_objects import (InstanceAttributes, InstanceDictVariable, _class_var, init_object, is_user_class,
                            python_method, why_not_modelled)
+from .builder import wrap
+from ..side_effects import read_first
 
 _BASES = (dict, OrderedDict)
 # OrderedDict's pop and popitem ask a subclass's own __contains__/__getitem__/__delitem__ on
@@ -296,7 +298,6 @@ class _DictObject(InstanceAttributes):
     def _read_replaced_first(self, rb) -> None:
         """What the trace read from an item the write-back replaces (`old = o["a"]; o["a"] = new;
         return old`) is read into a temporary before the write-back, and rebuilt from it."""
-        from ..side_effects import read_first  # (it imports the trackers: a cycle)
         wrapped = self.outside.wrapped
         read_first(rb, wrapped, {source for source, (_, var) in wrapped.items() if isinstance(source, BaseItemSource)
                                  and source.base == self.source and self.items.get(source.key) is not var})
@@ -366,7 +367,6 @@ def _construct(tx, cls, args, kwargs):
 def _wrap_dict_object(tx, value, source):
     """An object of a modelled dict subclass read from the frame: guarded by type, its keys
     in order (when first looked into) and its attributes' names; one tracker per object."""
-    from .builder import wrap
     cls = type(value)
     seen = tx.output.containers.get(id(value))
     if seen is not None and seen[0] is value:
@@ -396,7 +396,6 @@ class FieldVariable(UserObjectVariable):
 
     def var_getattr(self, tx, name):
         if name in dataclasses.Field.__slots__:
-            from .builder import wrap
             return wrap(tx, getattr(self.value, name), self._attr_source(name))
         return super().var_getattr(tx, name)
 

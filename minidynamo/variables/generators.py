@@ -42,6 +42,10 @@ from .constant import ConstantVariable
 from .dicts import DictVariable, SetVariable
 from .lists import IteratorVariable, ListVariable, LiveItems, TupleVariable
 from .tensor import TensorVariable
+from .contexts import ContextManagerVariable, _Method
+from .functions import BaseFunctionVariable, BoundMethodVariable
+from .objects import UserObjectVariable
+from .user_objects import NewObjectVariable, UserExitVariable
 
 # Generators pulling generators (each pull runs a translator inside the puller's): past
 # this nesting the trace declines before Python's own recursion limit would stop it.
@@ -200,7 +204,6 @@ class GeneratorVariable(IteratorVariable):
     # --- methods ---------------------------------------------------------------------
     def var_getattr(self, tx, name):
         if name in ("__next__", "__iter__", "send", "throw", "close"):
-            from .functions import BoundMethodVariable
             return BoundMethodVariable(self, name)
         if name in ("__name__", "__qualname__"):
             # CPython names a generator after its function (not its code object).
@@ -258,8 +261,6 @@ class GeneratorVariable(IteratorVariable):
         inst = getattr(self.frame, "yield_inst", None)
         if inst is None or inst.in_try:
             return True
-        from .contexts import ContextManagerVariable, _Method
-        from .user_objects import UserExitVariable
         # A with block keeps its bound __exit__ on the stack (3.10's SETUP_WITH too).
         return any(isinstance(v, (_Method, ContextManagerVariable, UserExitVariable)) for v in self.frame.stack)
 
@@ -363,7 +364,6 @@ def _snapshot(v, gen, seen=None):
     and after the drain when nothing changed it. Tensors are left to the graph check."""
     if isinstance(v, (TensorVariable, ConstantVariable, ObjectConstantVariable)):
         return ()
-    from .functions import BaseFunctionVariable
     if isinstance(v, BaseFunctionVariable):
         return ()
     seen = set() if seen is None else seen
@@ -384,10 +384,8 @@ def _snapshot(v, gen, seen=None):
                 tuple(_snapshot(x, gen, seen) for x in items.values()))
     if isinstance(v, SetVariable):
         return ("set", frozenset(v.values))
-    from .objects import UserObjectVariable
     if isinstance(v, UserObjectVariable) and v.source is not None:  # a module reached from the frame
         return ("object", tuple((k, id(x)) for k, x in v.stored.items()))
-    from .user_objects import NewObjectVariable
     if type(v) is NewObjectVariable:  # an object made in the trace: its attributes, as a dict's items
         attrs = v.attrs
         return ("new object", tuple((k, id(x)) for k, x in attrs.items()),

@@ -20,6 +20,9 @@ import torch
 from ..exc import Unsupported, current_location, unsupported
 from .constant import ConstantVariable
 from .lists import IteratorVariable, LiveItems
+from .generators import GeneratorVariable
+from .objects import UserObjectVariable, on_class
+from .user_objects import InstanceAttributes
 
 _SEQUENCE_ITER = collections.abc.Sequence.__iter__
 _WITH_OPS = ("BEFORE_WITH", "SETUP_WITH", "SETUP_ASYNC_WITH", "BEFORE_ASYNC_WITH")
@@ -27,8 +30,6 @@ _WITH_OPS = ("BEFORE_WITH", "SETUP_WITH", "SETUP_ASYNC_WITH", "BEFORE_ASYNC_WITH
 
 def user_iterator(tx, v):
     """iter(v) for an object of a user class with a Python `__iter__` (None: not one)."""
-    from .objects import UserObjectVariable, on_class
-    from .user_objects import InstanceAttributes
     if not isinstance(v, (UserObjectVariable, InstanceAttributes)):
         return None
     cls = v.python_type()
@@ -53,7 +54,6 @@ def user_iterator(tx, v):
 def drain(tx, it) -> list:
     """Every item left in iterator `it`, for consumers that read the whole iterable first
     (`list(obj)`, `sum(obj)`, unpacking): a generator drains as generators.py says."""
-    from .generators import GeneratorVariable
     if isinstance(it, GeneratorVariable):
         return it.iter_items(tx)
     items = []

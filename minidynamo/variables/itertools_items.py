@@ -9,6 +9,7 @@ from .constant import ConstantVariable
 from .lazy_iterators import (ModelItems, ModelIterator, advanced, decline_value, exprs, is_none, never, rich_equal,
                              tuple_expr)
 from .lists import TupleVariable, iterator_of
+from ..interpreter.operators import binary_op
 
 
 # --- itertools: chaining, slicing, filtering -------------------------------------------
@@ -191,7 +192,6 @@ class AccumulateItems(ModelItems):
         if self.total is None:
             self.total = item
         elif self.fn is None:
-            from ..interpreter.operators import binary_op
             self.total = binary_op(self.tx, "add", self.total, item)
         else:
             self.total = self.call(self.fn, [self.total, item])
@@ -316,7 +316,6 @@ class CountItems(ModelItems):
         return not (isinstance(self.current, ConstantVariable) and isinstance(self.step, ConstantVariable))
 
     def produce(self):
-        from ..interpreter.operators import binary_op
         value = self.current  # CPython computes the next value as it returns this one
         self.current = binary_op(self.tx, "add", value, self.step)
         return value

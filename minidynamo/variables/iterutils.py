@@ -23,6 +23,10 @@ from .lazy_iterators import (ModelIterator, bind_args, decline_type, decline_val
                              make_call_until, make_filter, make_map)
 from .lists import IteratorVariable, TupleVariable, iterator_of, make_enumerate, make_zip
 from .objects import ClassVariable
+from .builder import _guard, wrap
+from .builtins import BuiltinVariable
+from .tensor import TensorVariable
+from ..interpreter.operators import compare
 
 __all__ = ["make_map", "make_filter", "make_call_until", "make_tee", "chain_from_iterable", "make_cmp_to_key"]
 
@@ -86,7 +90,6 @@ def _zip_longest(tx, args, kwargs):
 
 
 def _number(v, what: str):
-    from .tensor import TensorVariable
     if isinstance(v, TensorVariable):
         return v
     if not v.is_python_constant() or not isinstance(v.as_python_constant(), numbers.Number):
@@ -239,7 +242,6 @@ class KeyWrapperVariable(VariableTracker):
         return super().var_getattr(tx, name)
 
     def compare(self, tx, op, other):
-        from ..interpreter.operators import compare
         if not isinstance(other, KeyWrapperVariable) or self.obj is None or other.obj is None:
             decline_type("other argument must be K instance")
         result = self.cmp.call_function(tx, [self.obj, other.obj], {})
@@ -261,7 +263,6 @@ class ChainClassVariable(ClassVariable):
 
     def var_getattr(self, tx, name):
         if name == "from_iterable":
-            from .builtins import BuiltinVariable
             return BuiltinVariable(itertools.chain.from_iterable)
         return super().var_getattr(tx, name)
 
@@ -308,7 +309,6 @@ def _wrap_pulled(tx, value, source):
     the list and its position, guarded), enumerate's count guarded by value, zip's strict
     flag and the number of its iterators by the type and the arguments' count. One object
     reached twice is one tracker."""
-    from .builder import _guard, wrap
     seen = tx.output.iterators
     for other_source, (obj, var) in seen.items():
         _guard(tx, "ALIAS_MATCH", source, obj is value, other=other_source)

@@ -20,6 +20,7 @@ from ..exc import unsupported
 from .base import VariableTracker
 from .constant import ConstantVariable
 from .contexts import ContextManagerVariable, GeneratorContextVariable, null_exit
+from .functions import BaseFunctionVariable
 
 RECORD_FUNCTION = torch.autograd.profiler.record_function  # torch.profiler.record_function too
 
@@ -89,7 +90,6 @@ class ContextManagerDecoratorVariable(VariableTracker):
         return contextlib.contextmanager
 
     def call_function(self, tx, args, kwargs):
-        from .functions import BaseFunctionVariable
         fn = args[0] if len(args) == 1 and not kwargs else None
         if not isinstance(fn, BaseFunctionVariable):
             unsupported("call", f"contextlib.contextmanager applied to {fn.describe() if fn else 'these arguments'}")

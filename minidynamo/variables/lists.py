@@ -12,6 +12,7 @@ import functools
 from ..exc import unsupported
 from .base import VariableTracker
 from .constant import ConstantVariable
+from .constant import fold
 
 
 def _index(tx, key: VariableTracker, n: int, what: str):
@@ -113,7 +114,6 @@ class BaseListVariable(VariableTracker):
         if name in ("index", "count") and not kwargs and args and all(
                 a.is_python_constant() for a in args) and self.is_python_constant():
             values = [i.as_python_constant() for i in self.items]
-            from .constant import fold
             return fold(tx, getattr(values, name), [a.as_python_constant() for a in args], {},
                         f"{self.python_type().__name__}.{name}")
         if name in ("index", "count") and not kwargs and 1 <= len(args) <= (3 if name == "index" else 1):

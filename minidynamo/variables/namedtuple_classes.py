@@ -16,6 +16,7 @@ from ..exc import READS_FRAME, unsupported
 from ..sources import GlobalSource
 from .constant import is_constant_value
 from .objects import ClassVariable
+from .builder import wrap
 
 # The classes traces made → the tracker that rebuilds each (one class per trace).
 _made: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
@@ -52,7 +53,6 @@ def class_expr(rb, cls) -> str | None:
 def make_class(tx, args, kwargs):
     """`collections.namedtuple(typename, field_names, *, rename=False, defaults=None,
     module=None)` with constant arguments: the class, made now."""
-    from .builder import wrap
     if len(args) > 2 or set(kwargs) - set(_PARAMETERS) or len(args) + len(kwargs) < 2 or \
             set(_PARAMETERS[:len(args)]) & set(kwargs):
         unsupported("call", "collections.namedtuple() with these arguments is not traced", no_break=READS_FRAME)

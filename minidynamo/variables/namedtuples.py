@@ -17,6 +17,7 @@ from .constant import ConstantVariable, is_constant_value
 from .dicts import DictVariable
 from .functions import UserFunctionVariable, UserMethodVariable, bind_arguments
 from .lists import TupleVariable
+from .objects import ClassVariable
 
 _REFERENCE = collections.namedtuple("_REFERENCE", "a")
 _TUPLEGETTER = type(_REFERENCE.a)
@@ -99,7 +100,6 @@ def namedtuple_getattr(tx, tup: TupleVariable, name: str):
     """`p.name` for a namedtuple instance's tracker, or None where tuple's own lookup
     applies (tuple methods such as count and index)."""
     from .builder import wrap
-    from .objects import ClassVariable
     cls = tup.tuple_type
     if namedtuple_base(cls) is None:
         return None
@@ -223,7 +223,6 @@ class NamedTupleMethodVariable(UserFunctionVariable):
         unsupported("construct", f"repr of {tup.describe()}")
 
     def _make(self, tx, args, kwargs):
-        from .objects import ClassVariable
         if len(args) != 2 or kwargs or not isinstance(args[0], ClassVariable):
             unsupported("construct", "namedtuple _make() called with these arguments")
         cls = args[0].value
@@ -239,7 +238,6 @@ class NamedTupleMethodVariable(UserFunctionVariable):
 
 def _class_method(cls, name):
     """`cls.name` for a classmethod, as a tracker to call (the stock one natively)."""
-    from .objects import ClassVariable
     static = inspect.getattr_static(cls, name)
     if not isinstance(static, classmethod):
         unsupported("construct", f"{cls.__qualname__}.{name} is not a classmethod")
@@ -251,7 +249,6 @@ def _class_method(cls, name):
 def _make_namedtuple(tx, cls, args, kwargs):
     """`P(...)`: the arguments bound as the generated __new__ binds them (defaults
     included); a class that changes construction (its own __new__/__init__) is not modelled."""
-    from .objects import ClassVariable
     if not is_plain_namedtuple(cls):
         return None
     base = namedtuple_base(cls)

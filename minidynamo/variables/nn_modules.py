@@ -30,6 +30,8 @@ from .constant import ConstantVariable, is_constant_value
 from .dicts import DictVariable
 from .lists import iterator_of
 from .objects import UserObjectVariable
+from .functions import BoundMethodVariable
+from ..interpreter.operators import contains
 
 nn = torch.nn
 
@@ -227,7 +229,6 @@ class NewContainerVariable(VariableTracker):
         if name == "training":
             return ConstantVariable(True)
         if name in _METHODS[self.cls]:
-            from .functions import BoundMethodVariable
             return BoundMethodVariable(self, name)
         unsupported("construct", f"attribute {name!r} of a {self.describe()}")
 
@@ -240,7 +241,6 @@ class NewContainerVariable(VariableTracker):
         if name == "__iter__" and n == 0:
             return iterator_of(tx, self)
         if name == "__contains__" and len(args) == 1 and not kwargs:
-            from ..interpreter.operators import contains
             return contains(tx, self, args[0])
         if name in ("keys", "values", "items") and self._is_dict() and n == 0:
             return self.table.call_method(tx, name, [], {})

@@ -19,6 +19,8 @@ import torch
 import torch._numpy as tnp
 
 from ..exc import unsupported
+from .lists import ListVariable, TupleVariable
+from .tensor import TensorVariable
 
 # NumPy dtypes a torch tensor holds exactly (torch's unsigned types past uint8 have few
 # kernels: declined).
@@ -178,9 +180,7 @@ def constant_argument(value):
 def split_arguments(tx, args, kwargs, what: str) -> Arguments:
     """The call's arguments as a template of plain values, Slots for arrays and Strong
     NumPy scalars; declines anything else (a torch tensor, an object)."""
-    from .lists import ListVariable, TupleVariable
     from .numpy_interop import NumpyNdarrayVariable, numpy_constant_of
-    from .tensor import TensorVariable
     arrays: list = []
 
     def convert(v):

@@ -40,6 +40,10 @@ except ImportError:  # NumPy not installed
     AVAILABLE = False
 
 import torch
+from .builtins import BuiltinVariable
+from .functions import BoundMethodVariable
+from .lists import TupleVariable
+from ..guards import Guard
 
 _MUTATING_METHODS = {"fill", "sort", "resize", "put", "itemset", "setflags", "partition",
                      "__setitem__", "byteswap"}
@@ -120,7 +124,6 @@ class NumpyNdarrayVariable(VariableTracker):
                         raised=AttributeError)
         if not callable(getattr(cls, name)):
             unsupported("call", f"ndarray.{name} is not traced")
-        from .functions import BoundMethodVariable
         return BoundMethodVariable(self, name)
 
     def strides(self) -> tuple:
@@ -170,7 +173,6 @@ class NumpyNdarrayVariable(VariableTracker):
 
 
 def _constant_tuple(values):
-    from .lists import TupleVariable
     return TupleVariable([ConstantVariable(v) for v in values])
 
 
@@ -290,7 +292,6 @@ class FromNumpySource(Source):
 
 def wrap_ndarray_input(tx, value, source):
     """An ndarray read from the frame: a graph input over its memory, guarded like a tensor."""
-    from ..guards import Guard
     if source is None:
         unsupported("construct", "a NumPy array that is not reachable from the function's inputs")
     guards = tx.output.guards
@@ -319,7 +320,6 @@ def wrap_ndarray_input(tx, value, source):
 def _same_array_input(tx, value, source):
     """One array object reached through two names is one tracker (as for tensors); which
     arrays are the same object is guarded."""
-    from ..guards import Guard
     for other_value, other_source, var in _array_inputs.get(tx.output, ()):
         tx.output.guards.add(Guard("ALIAS_MATCH", source, other_value is value, {"other": other_source}))
         if other_value is value:
@@ -373,7 +373,6 @@ class NumpyConstantVariable(ObjectConstantVariable):
     def var_getattr(self, tx, name):
         attr = self.real_attr(name)
         if callable(attr):
-            from .functions import BoundMethodVariable
             return BoundMethodVariable(self, name)
         return numpy_constant_variable(attr, f"{type(self.value).__name__}.{name}")
 
@@ -398,7 +397,6 @@ def numpy_constant_variable(value, what: str):
     if isinstance(value, type) and value.__module__.split(".")[0] == "numpy":
         return NumpyCallableVariable(value)
     if type(value) is tuple and all(is_constant_value(v) or isinstance(v, np.generic) for v in value):
-        from .lists import TupleVariable
         return TupleVariable([numpy_constant_variable(v, what) for v in value])
     unsupported("call", f"{what} gives a {type(value).__name__}, which is not traced")
 
@@ -409,7 +407,6 @@ def numpy_constant_of(v):
         return numpy_calls.constant_argument(v.value)
     if isinstance(v, NumpyCallableVariable) and isinstance(v.value, type) and issubclass(v.value, np.generic):
         return v.value
-    from .builtins import BuiltinVariable
     if isinstance(v, BuiltinVariable) and v.value in (int, float, bool, complex):
         return v.value
     return numpy_calls.NOT_CONSTANT
@@ -452,7 +449,6 @@ def _is_numpy_value(v) -> bool:
 def _wrap_numpy_value(tx, value, source):
     if type(value) is np.ndarray:
         return wrap_ndarray_input(tx, value, source)
-    from ..guards import Guard
     if value != value:  # NaN never equals itself: no guard on the value could hold
         if source is not None:
             tx.output.guards.add(Guard("TYPE_MATCH", source, type(value)))

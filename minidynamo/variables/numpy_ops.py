@@ -12,6 +12,10 @@ from .numpy_calls import (
     has_slot, quiet, small_size, spec_of, split_arguments,
 )
 from .numpy_checks import Expected, Result, check_call, check_values, dry_run, numpy_on, record, run_call
+from .constant import ConstantVariable
+from .lists import TupleVariable, ListVariable
+from .numpy_calls import TORCH_OF
+from .tensor import TensorVariable
 
 
 def is_random(fn) -> bool:
@@ -114,14 +118,11 @@ _LIKE = {"ones_like": ("ones", ("dtype",)), "zeros_like": ("zeros", ("dtype",)),
 
 
 def _is_tensor(v) -> bool:
-    from .tensor import TensorVariable
     return isinstance(v, TensorVariable)
 
 
 def _like_tensor(tx, short, args, kwargs, what: str):
     from .numpy_interop import NumpyConstantVariable, tensor_to_ndarray
-    from .lists import TupleVariable
-    from .constant import ConstantVariable
     factory, names = _LIKE[short]
     tensor, rest, named = (args[0], list(args[1:]), dict(kwargs)) if args else (kwargs["a"], [], {
         k: v for k, v in kwargs.items() if k != "a"})
@@ -285,7 +286,6 @@ _OPERATORS = {
 def _torch_scalar(v) -> bool:
     """A NumPy scalar constant torch takes as a number beside a tensor (`t + np.float32(x)`):
     one of the dtypes a tensor holds."""
-    from .numpy_calls import TORCH_OF
     from .numpy_interop import NumpyConstantVariable
     return isinstance(v, NumpyConstantVariable) and isinstance(v.value, np.generic) and v.value.dtype in TORCH_OF
 
@@ -303,9 +303,7 @@ def _tensor_operator(tx, name, operands, inplace):
 def call_operator(tx, name, operands, inplace=False):
     """A Python operator with a NumPy array or constant among its operands: the ufunc
     ndarray's dunder method calls, folded when every operand is a constant."""
-    from .lists import ListVariable, TupleVariable
     from .numpy_interop import NumpyNdarrayVariable, numpy_constant_of, refuse_write
-    from .tensor import TensorVariable
     if any(isinstance(v, TensorVariable) for v in operands):
         if all(isinstance(v, TensorVariable) or _torch_scalar(v) for v in operands):
             return _tensor_operator(tx, name, operands, inplace)

@@ -25,6 +25,8 @@ from .attribute_protocols import (GenericAttrSource, InstanceDictView,
 from .base import ObjectConstantVariable, VariableTracker
 from .constant import ConstantVariable
 from .functions import UserFunctionVariable, UserMethodVariable
+from .contexts import make_context_manager
+from ..guards import Guard
 
 
 class ModuleVariable(ObjectConstantVariable):
@@ -89,7 +91,6 @@ class ClassVariable(ObjectConstantVariable):
         return wrap(tx, getattr(self.value, name), AttrSource(self.source, name) if self.source else None)
 
     def call_function(self, tx, args, kwargs):
-        from .contexts import make_context_manager
         cm = make_context_manager(tx, self.value, args, kwargs)
         if cm is not None:
             return cm
@@ -179,7 +180,6 @@ class UserObjectVariable(VariableTracker):
             if self.source is not None and not self._generic_class():
                 guard_generic_miss(tx, self.source, name)  # (hasattr() would run the class's hook)
             elif self.source is not None:  # hasattr/getattr with a default go on: pin the absence
-                from ..guards import Guard  # (instance, class, a module's parameters/buffers/submodules)
                 plain_module = getattr(cls, "__getattr__", None) is torch.nn.Module.__getattr__ \
                     and not hasattr(cls, name)  # (that guard asks the class, whose metaclass may answer)
                 tx.output.guards.add(Guard("HASATTR", self.source, False, {"attr": name, "module": plain_module}))
@@ -224,7 +224,6 @@ class UserObjectVariable(VariableTracker):
         if why is not None:
             unsupported("side_effect", f"setting attribute {name!r} on {self.describe()}, which outlives "
                                        f"the call: {why}")
-        from ..guards import Guard
         tx.output.guards.add(Guard("ID_MATCH", AttrSource(self._class_source(), "__setattr__"),
                                    inspect.getattr_static(cls, "__setattr__")))
         self.set_plain(tx, name, value)
@@ -243,7 +242,6 @@ class UserObjectVariable(VariableTracker):
         if read is not None and not isinstance(read[1], ConstantVariable):
             unsupported("side_effect", f"setting attribute {name!r} on {self.describe()} after reading it "
                                        "through its __dict__ (that read is rebuilt after the write)")
-        from ..guards import Guard
         guards, cls = tx.output.guards, type(self.value)
         class_source = self._class_source()
         if on_class(cls, name) is _ABSENT:
@@ -322,7 +320,6 @@ class UserObjectVariable(VariableTracker):
 
     def guard_class_function(self, tx, name, fn):
         """That the class's `name` (a dunder CPython looks up on the type) stays `fn`."""
-        from ..guards import Guard
         tx.output.guards.add(Guard("ID_MATCH", AttrSource(self._class_source(), name), fn))
 
     def _logger_method(self, tx, name):
@@ -339,7 +336,6 @@ class UserObjectVariable(VariableTracker):
     def _guard_class_attr(self, tx, name, static, shadowable):
         """What the class gives for `name` is inlined: pin it (the class may be patched),
         and that no instance attribute shadows it."""
-        from ..guards import Guard
         guards = tx.output.guards
         cls = type(self.value)
         if name in _METACLASS_DATA and isinstance(static, (types.FunctionType, property, staticmethod, classmethod)):
@@ -523,7 +519,6 @@ class LoggerCallVariable(UserMethodVariable):
             level = args[0].as_python_constant()
         if logger.value.isEnabledFor(level):  # reads the level (and fills logging's cache)
             return super().call_function(tx, args, kwargs)
-        from ..guards import Guard
         tx.output.guards.add(Guard("EQUALS_MATCH", EnabledForSource(logger.source, level), False))
         return ConstantVariable(None)
 

@@ -13,6 +13,7 @@ from ..guards import Guard
 from ..sources import Source
 from .base import VariableTracker
 from .constant import ConstantVariable
+from .functions import BoundMethodVariable
 
 
 @dataclass(frozen=True)
@@ -70,7 +71,6 @@ class UntypedStorageVariable(VariableTracker):
                     hint="only the storage's size (size(), nbytes()) is traced")
 
     def var_getattr(self, tx, name):
-        from .functions import BoundMethodVariable
         if not callable(getattr(torch.UntypedStorage, name, None)):
             unsupported("data_dependent", f"UntypedStorage.{name} of {self.describe()} is not traced")
         return BoundMethodVariable(self, name)

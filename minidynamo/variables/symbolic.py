@@ -19,6 +19,7 @@ import torch
 from ..exc import unsupported
 from .base import VariableTracker
 from .constant import ConstantVariable
+from ..dynamic import is_symbolic
 
 _BINARY = {name: getattr(operator, name) for name in (
     "add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "lshift", "rshift", "and_", "or_", "xor")}
@@ -128,7 +129,6 @@ def specialise(sym):
 def symbolic_result(tx, kind: str, target, fx_args: list, result):
     """A tracker for an operation's symbolic result: a node when it is still symbolic, a
     constant when the environment knows its value (`n * 0`, a specialised size)."""
-    from ..dynamic import is_symbolic
     if not is_symbolic(result):
         if isinstance(result, (torch.SymInt, torch.SymFloat, torch.SymBool)):
             result = specialise(result)

@@ -17,6 +17,9 @@ from ..sources import AttrSource
 from .base import VariableTracker
 from .constant import ConstantVariable
 from .storages import storage_of
+from .functions import BoundMethodVariable
+from .lists import TupleVariable
+from .symbolic import SymNodeVariable
 
 # Methods whose result is metadata, folded to a constant (no node).
 _METADATA_METHODS = {
@@ -123,7 +126,6 @@ class TensorVariable(VariableTracker):
                         raised=AttributeError)
         if not callable(getattr(torch.Tensor, name)):  # grad_fn, is_leaf, _version...: data, not methods
             unsupported("construct", f"reading Tensor.{name} while tracing")
-        from .functions import BoundMethodVariable
         return BoundMethodVariable(self, name)
 
     def _own_attr(self, tx, name):
@@ -286,7 +288,6 @@ def _legacy_new(args: list) -> tuple[str, list]:
     3 and 4. An fx node keeps a Size argument as a plain tuple (and lowering does the same,
     so the fake run agrees with the graph): a Size is passed as the sizes themselves,
     `new(3, 4)`, and an empty one, a 0-d tensor, as `new_empty(())`."""
-    from .lists import TupleVariable
     if len(args) == 1 and isinstance(args[0], TupleVariable) and args[0].tuple_type is torch.Size:
         sizes = args[0].items
         return ("new", list(sizes)) if sizes else ("new_empty", [TupleVariable([])])
@@ -296,13 +297,11 @@ def _legacy_new(args: list) -> tuple[str, list]:
 def size_variable(shape, output=None, node=None) -> VariableTracker:
     """A torch.Size: constants, and for symbolic sizes of the tensor `node`, one
     `node.size(d)` each (pruned after the trace if unused)."""
-    from .lists import TupleVariable
     items = []
     for d, s in enumerate(shape):
         if has_symbolic(s):
             if output is None:
                 unsupported("construct", "a symbolic size without the tensor it belongs to")
-            from .symbolic import SymNodeVariable
             items.append(SymNodeVariable(output.sym_node("call_method", "size", (node, d), s), s))
         else:
             items.append(ConstantVariable(int(s)))

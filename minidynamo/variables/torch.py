@@ -16,6 +16,12 @@ from .lists import BaseListVariable, TupleVariable
 from .purity import is_compiler_disabled, is_operator, qualified_name, query_kind, trace_answer
 from .symbolic import SymNodeVariable
 from .tensor import _METADATA_METHODS, TensorVariable
+from .contexts import ContextDecoratedFunction, make_context_manager
+from .dicts import DictVariable
+from .functions import BaseFunctionVariable, UserMethodVariable, UserFunctionVariable
+from .lazy_iterators import bind_args
+from .objects import ClassVariable, construct
+from .user_objects import _construct
 
 # Pure functions of metadata that may be folded even with no tensor argument.
 _PURE_NO_TENSOR = {
@@ -58,13 +64,10 @@ def is_torch_object(value) -> bool:
 
 
 def _is_size(v) -> bool:
-    from .lists import TupleVariable
     return isinstance(v, TupleVariable) and v.tuple_type is torch.Size
 
 
 def _has_tensor(values) -> bool:
-    from .dicts import DictVariable
-    from .lists import BaseListVariable
     for v in values:
         if isinstance(v, TensorVariable):
             return True
@@ -134,7 +137,6 @@ class TorchVariable(ObjectConstantVariable):
         if isinstance(fn, type) and (issubclass(fn, torch.nn.Parameter) or fn is _BUFFER):
             return make_parameter(tx, fn, args, kwargs)
         if isinstance(fn, type) and not issubclass(fn, torch.Tensor):
-            from .contexts import make_context_manager
             if fn in (torch.no_grad, torch.enable_grad) and len(args) == 1 and not kwargs:
                 return decorate_with_grad_mode(tx, args[0], fn is torch.enable_grad, fn)  # @torch.no_grad
             cm = make_context_manager(tx, fn, args, kwargs)
@@ -142,7 +144,6 @@ class TorchVariable(ObjectConstantVariable):
                 return GradModeFactoryVariable.like(cm)
             if cm is not None:
                 return cm
-            from .objects import construct
             made = construct(tx, fn, args, kwargs)
             if made is not None:
                 return made
@@ -161,7 +162,6 @@ class TorchVariable(ObjectConstantVariable):
             # F._none_or_dtype(None), is plain Python too: it need not return a tensor)
             # Python code of torch's: interpreted like the user's, so whatever it calls
             # passes the same checks.
-            from .functions import UserFunctionVariable
             return UserFunctionVariable(fn).call_function(tx, args, kwargs)
         if not (is_operator(fn) or isinstance(fn, types.FunctionType)
                 or (isinstance(fn, type) and issubclass(fn, torch.Tensor))):
@@ -281,7 +281,6 @@ def _assert_async(tx, fn, args, kwargs):
 def _assert_scalar(tx, fn, args, kwargs):
     """`torch._assert_scalar(cond, msg)` of a bool or a symbolic bool: decided now (a
     symbolic one becomes a guard); False raises eager's RuntimeError in the eager run."""
-    from .lazy_iterators import bind_args
     cond, msg = bind_args("_assert_scalar", args, kwargs, ("self", "assert_msg"), {})
     if not (isinstance(cond, SymNodeVariable) or isinstance(cond, ConstantVariable)) or not msg.is_python_constant():
         return _call_op(tx, fn, args, kwargs)
@@ -430,7 +429,6 @@ def make_parameter(tx, cls, args, kwargs):
     """`cls(data=None, requires_grad=True)` for nn.Parameter and its subclasses (that add no
     __new__, __init__ or torch function handling of their own), `nn.Buffer(data=None, *,
     persistent=True)`."""
-    from .lazy_iterators import bind_args
     name = cls.__name__
     if cls is _BUFFER:
         if len(args) > 1:
@@ -492,8 +490,6 @@ class GradModeFactoryVariable(GradModeVariable):
 def decorate_with_grad_mode(tx, fn, enabled: bool, manager_type):
     """`torch.no_grad()(fn)` and the like: what calling the result does is a grad-mode
     region around the call of `fn`."""
-    from .functions import BaseFunctionVariable, UserMethodVariable
-    from .objects import ClassVariable
     if isinstance(fn, ClassVariable) or (isinstance(fn, TorchVariable) and isinstance(fn.value, type)):
         unsupported("call", f"decorating a class with {manager_type.__name__}")
     if not isinstance(fn, (BaseFunctionVariable, UserMethodVariable)):
@@ -504,7 +500,6 @@ def decorate_with_grad_mode(tx, fn, enabled: bool, manager_type):
         # A generator is wrapped so that each step runs in the mode: not modelled.
         unsupported("call", f"decorating {fn.describe()} with {manager_type.__name__} (only plain "
                             "functions are traced as grad-mode regions)")
-    from .contexts import ContextDecoratedFunction
     return ContextDecoratedFunction(GradModeVariable(enabled, manager_type), fn)
 
 
@@ -517,6 +512,5 @@ def _make_distribution(tx, cls, args, kwargs):
     """A torch.distributions object is a plain Python object (its parameters are tensors,
     its shapes Sizes): made in the trace as a user class's object is (user_objects.py);
     sampling is a random op of the graph, as torch.randn is."""
-    from .user_objects import _construct
     return _construct(tx, cls, args, kwargs)
 

@@ -22,6 +22,10 @@ from .dicts import DictVariable
 from .lists import BaseListVariable
 from .symbolic import SymNodeVariable
 from .tensor import TensorVariable
+from .builder import wrap
+from .constant import fold
+from .functions import UserFunctionVariable, BoundMethodVariable
+from ..triton.mutation import analyze_mutations
 
 
 def is_triton_kernel(value) -> bool:
@@ -54,12 +58,10 @@ class TritonPureFunctionVariable(ObjectConstantVariable):
     """A pure Triton helper used in grids: folded on constants."""
 
     def call_function(self, tx, args, kwargs):
-        from .constant import fold
         name = getattr(self.value, "__name__", "triton helper")
         body = getattr(self.value, "fn", self.value)  # a ConstexprFunction wraps the function
         if any(isinstance(a, SymNodeVariable) for a in (*args, *kwargs.values())) and hasattr(body, "__code__"):
             # triton.cdiv of a symbolic size: its Python body, traced, stays symbolic.
-            from .functions import UserFunctionVariable
             return UserFunctionVariable(body).call_function(tx, args, kwargs)
         if not all(a.is_python_constant() for a in args) or not all(
                 v.is_python_constant() for v in kwargs.values()):
@@ -127,7 +129,6 @@ class TritonKernelVariable(VariableTracker):
         return super().call_method(tx, name, args, kwargs)
 
     def var_getattr(self, tx, name):
-        from .functions import BoundMethodVariable
         if name == "run":
             return BoundMethodVariable(self, "run")
         if name == "__getitem__":
@@ -143,7 +144,6 @@ class TritonKernelVariable(VariableTracker):
 def emit_launch(tx, kv: TritonKernelVariable, grid_var, args: list, kwargs: dict):
     from triton.runtime.autotuner import Autotuner, Heuristics
 
-    from ..triton.mutation import analyze_mutations
 
     kernel, name = kv.kernel, kv.name
     chain = kernel_chain(kernel)
@@ -331,7 +331,6 @@ def _apply_heuristics(tx, kv, chain, meta: dict, kname: str):
     """Heuristics run innermost-last, on the values the guards pin down; each heuristic
     function is guarded, so replacing one re-traces."""
     from triton.runtime.autotuner import Heuristics
-    from .builder import wrap
     for k, src in zip(chain, _chain_sources(kv, chain)):
         if isinstance(k, Heuristics):
             values = AttrSource(src, "values") if src is not None else None
