@@ -7,8 +7,8 @@ Two shortcuts, each taken only where its result is exactly what the slow path gi
 * `input_fake`: a plain dense tensor (exact torch.Tensor or Parameter, strided, not a
   view, offset 0, no autograd history, no .grad, no conj/neg bit) becomes a FakeTensor over
   an `empty_strided` meta tensor of the same size, stride, dtype and device, a leaf that
-  requires grad (and `_is_param`) as `from_tensor` makes it; anything else goes through
-  `from_tensor`.
+  requires grad (and `_is_param`) as `from_tensor` makes it; anything else, and anything
+  under inference mode (the fake would be an inference tensor), goes through `from_tensor`.
 * `op_result` / `remember`: results of ops that, run on fakes, wrote none of their arguments
   and returned one new tensor (graph.py records those facts from the run: version counters
   and storages) are memoized by the metadata of their arguments: dtype, device, size,
@@ -120,7 +120,8 @@ def input_fake(mode, t: torch.Tensor):
             and t.grad_fn is None and t._base is None and t.storage_offset() == 0
             and not t.is_conj() and not t.is_neg() and not t.is_inference() and not t.is_quantized
             and t.device.type != "meta" and (not t.requires_grad or t.grad is None)
-            and not getattr(t, "_is_buffer", False)):
+            and not getattr(t, "_is_buffer", False)
+            and not torch.is_inference_mode_enabled()):  # a meta tensor made here would be one
         size, stride = t.shape, t.stride()
         meta = torch.empty_strided(size, stride, dtype=t.dtype, device=_META)
         if meta.untyped_storage().nbytes() == t.untyped_storage().nbytes():
