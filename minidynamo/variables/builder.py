@@ -27,8 +27,8 @@ from .lists import IteratorVariable, ListVariable, TupleVariable
 from .namedtuples import is_plain_tuple_type
 from .objects import ClassVariable, ModuleVariable, UserObjectVariable
 from .tensor import TensorVariable, size_variable
-from .purity import query_kind
 from .torch import TorchVariable, is_torch_object
+from .torch_queries import query_of
 from .attribute_protocols import own_setattr
 from .functions import BoundMethodVariable
 from .symbolic import SymNodeVariable, specialise
@@ -153,7 +153,7 @@ def _wrap(tx, value, source):
     if value is contextlib.contextmanager:  # applied in the trace (library_contexts.py)
         _guard(tx, "ID_MATCH", source, value)
         return ContextManagerDecoratorVariable()
-    if isinstance(value, types.FunctionType) and is_torch_object(value) and query_kind(value) is not None:
+    if isinstance(value, types.FunctionType) and is_torch_object(value) and query_of(value) is not None:
         _guard(tx, "ID_MATCH", source, value)  # a torch query reached by name: answered, not inlined
         return TorchVariable(value, source)
     if isinstance(value, types.FunctionType):

@@ -113,36 +113,6 @@ _GUARDED_QUERIES = (
 _TELEMETRY = ("torch._C._log_api_usage_once",)
 
 
-@functools.lru_cache(maxsize=None)
-def _query_kinds() -> dict:
-    kinds = {}
-    for kind, names in (("trace", _TRACE_ANSWERS), ("state", _STATE_QUERIES), ("process", _PROCESS_CONSTANTS),
-                        ("guarded", _GUARDED_QUERIES), ("telemetry", _TELEMETRY)):
-        for dotted in names:
-            fn = _resolve(dotted)
-            if fn is not None:
-                kinds.setdefault(fn, kind)
-    return kinds
-
-
-@functools.lru_cache(maxsize=None)
-def _trace_answers() -> dict:
-    return {fn: answer for fn, answer in ((_resolve(d), a) for d, a in _TRACE_ANSWERS.items()) if fn is not None}
-
-
-def query_kind(fn) -> str | None:
-    """'trace', 'state', 'process', 'guarded' or 'telemetry' for a known pure query, else None."""
-    try:
-        return _query_kinds().get(fn)
-    except TypeError:
-        return None
-
-
-def trace_answer(fn) -> bool:
-    """What a query of kind 'trace' answers inside a trace."""
-    return _trace_answers()[fn]
-
-
 def qualified_name(fn) -> str:
     """`torch.cuda.is_available`, `torch.nn.functional.relu`: where the function lives."""
     name = getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None) or repr(fn)

@@ -8,12 +8,13 @@ import torch
 
 from ..exc import unsupported
 from ..guards import Guard
-from ..sources import AttrSource, CallSource
+from ..sources import AttrSource
 from .base import ObjectConstantVariable
 from .constant import ConstantVariable, fold, is_constant_value
 from .contexts import GradModeVariable, _set_grad
 from .lists import BaseListVariable, TupleVariable
-from .purity import is_compiler_disabled, is_operator, qualified_name, query_kind, trace_answer
+from .purity import is_compiler_disabled, is_operator, qualified_name
+from .torch_queries import query_of
 from .symbolic import SymNodeVariable
 from .tensor import _METADATA_METHODS, TensorVariable
 from .contexts import ContextDecoratedFunction, make_context_manager
@@ -126,9 +127,10 @@ class TorchVariable(ObjectConstantVariable):
             return special(tx, fn, list(args), dict(kwargs))
         constant_args = all(a.is_python_constant() for a in args) and all(
             v.is_python_constant() for v in kwargs.values())
-        kind = query_kind(fn)
-        if kind is not None and constant_args:
-            return self._fold_query(tx, kind, args, kwargs)
+        query = query_of(fn)
+        if query is not None and constant_args:
+            return query.answer(tx, self, [a.as_python_constant() for a in args],
+                                {k: v.as_python_constant() for k, v in kwargs.items()})
         if fn is torch.Size or (not _has_tensor(args) and not _has_tensor(kwargs.values())
                                 and fn in _PURE_NO_TENSOR):
             if constant_args:
@@ -179,33 +181,6 @@ class TorchVariable(ObjectConstantVariable):
         tensor_in = _has_tensor(args) or _has_tensor(kwargs.values())
         return tx.output.call("call_function", fn, list(args), dict(kwargs),
                               what=what, fold_metadata=tensor_in)
-
-    def _fold_query(self, tx, kind, args, kwargs):
-        """A pure query's answer now, as a constant, with what keeps it true: the global
-        state check (every entry has it), the function's identity (an answer fixed for the
-        process), or the answer itself, asked again by the entry."""
-        fn = self.value
-        pargs = [a.as_python_constant() for a in args]
-        pkwargs = {k: v.as_python_constant() for k, v in kwargs.items()}
-        if kind == "telemetry":
-            if len(pargs) != 1 or pkwargs or not isinstance(pargs[0], str):
-                fold(tx, fn, pargs, pkwargs, qualified_name(fn))  # eager's TypeError
-            return ConstantVariable(None)
-        if kind == "trace":
-            if pargs or pkwargs:  # eager's TypeError
-                fold(tx, fn, pargs, pkwargs, qualified_name(fn))
-            if self.source is not None:  # a patched function is noticed
-                tx.output.guards.add(Guard("ID_MATCH", self.source, fn))
-            return ConstantVariable(trace_answer(fn))
-        result = fold(tx, fn, pargs, pkwargs, qualified_name(fn))
-        if kind == "process" and self.source is not None:
-            tx.output.guards.add(Guard("ID_MATCH", self.source, fn))
-        elif kind == "guarded" or kind == "process":
-            if pargs or pkwargs or not result.is_python_constant():
-                unsupported("call", f"{qualified_name(fn)} with arguments is not folded")
-            tx.output.guards.add(Guard("EQUALS_MATCH", CallSource(fn, qualified_name(fn)),
-                                       result.as_python_constant()))
-        return result
 
 
 class TorchSettingsVariable(ObjectConstantVariable):
