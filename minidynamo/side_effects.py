@@ -148,6 +148,10 @@ def _replaced_sources(output) -> set:
     `obj.name` for an attribute the trace set (to another value), `d[k]` / `lst[i]` of a
     changed dict or list whose final item there is another."""
     replaced = set()
+    for holder, _ in output.mutated.values():  # a cell of an outer scope the trace assigned (functions.py)
+        own = getattr(holder, "replaced_sources", None)
+        if own is not None:
+            replaced |= own(output)
     for source, (_, var) in output.wrapped.items():
         base = getattr(source, "base", None)
         owner = output.mutated.get(id(_tracker_at(output, base))) if base is not None else None

@@ -127,25 +127,65 @@ def wrap_closure_local(tx, value, source):
 
 
 class RealCellVariable(VariableTracker):
-    """A closure cell of a function that exists outside the trace: read-only here."""
+    """A closure cell of a function that exists outside the trace (the optimized function's
+    own, or one an inlined function from outside closes over): one tracker per cell per trace
+    (`outer_cells`), so a write through one function is what another reads. Its contents are
+    read on first use (guarded through the cell); a store is recorded and written back after
+    the graph, before a break's native instruction or the return (side_effects.py)."""
 
-    __slots__ = ("cell", "name")
+    __slots__ = ("cell", "name", "contents", "loaded")
 
     def __init__(self, cell, name: str):
-        super().__init__(None)
+        super().__init__(ObjectSource(cell, f"the cell of closure {name!r}"))
         self.cell = cell
         self.name = name
+        self.contents = None
+        self.loaded = False
 
     def load(self, tx):
-        from .builder import wrap
-        try:
-            value = self.cell.cell_contents
-        except ValueError:
-            unsupported("exceptions", f"NameError: free variable {self.name!r} referenced before assignment")
-        return wrap(tx, value, ClosureSource(self.cell, self.name))
+        if not self.loaded:
+            from .builder import wrap
+            try:
+                value = self.cell.cell_contents
+            except ValueError:
+                unsupported("exceptions", f"NameError: free variable {self.name!r} referenced before assignment")
+            self.contents = wrap(tx, value, ClosureSource(self.cell, self.name))
+            self.loaded = True
+        return self.contents
 
     def store(self, tx, value):
-        unsupported("side_effect", f"assigning the closure variable {self.name!r}, which outlives the call")
+        output = tx.output
+        if id(self) not in output.mutated:
+            output.mutated[id(self)] = (self, f"assigning the closure variable {self.name!r}")
+            output.wrapped.setdefault(self.source, (self.cell, self))  # found again by mutation_guards
+        self.contents = value
+        self.loaded = True
+
+    def writeback(self, rb, target: str, temp: str) -> tuple[str, str]:
+        """(the final contents, how to put them in): side_effects.py."""
+        return rb.expr(self.contents), f"{target}.cell_contents = {temp}"
+
+    def replaced_sources(self, output) -> set:
+        """The contents read before a store, which the writeback replaces: read first."""
+        read = ClosureSource(self.cell, self.name)
+        hit = output.wrapped.get(read)
+        return {read} if hit is not None and hit[1] is not self.contents else set()
+
+
+# id(real cell) → its RealCellVariable, per trace.
+_outer_cells: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+
+
+def outer_cell(tx, cell, name: str) -> RealCellVariable:
+    if tx is None:
+        return RealCellVariable(cell, name)
+    found = _outer_cells.get(tx.output)
+    if found is None:
+        found = _outer_cells[tx.output] = {}
+    var = found.get(id(cell))
+    if var is None:
+        var = found[id(cell)] = RealCellVariable(cell, name)
+    return var
 
 
 def make_function(code, fn_globals, qualname, defaults, kwdefaults, closure):
@@ -194,7 +234,7 @@ class UserFunctionVariable(BaseFunctionVariable):
         code = self.fn.__code__
         cells = self.fn.__closure__ or ()
         shared = frame_cells(tx.output) if tx is not None else {}
-        return {name: shared.get(id(cell)) or RealCellVariable(cell, name)
+        return {name: shared.get(id(cell)) or outer_cell(tx, cell, name)
                 for name, cell in zip(code.co_freevars, cells)}
 
     def guard_source(self):
