@@ -172,12 +172,8 @@ class DictVariable(VariableTracker):
         return DictIterator(DictIteration(self, "keys", reverse))
 
     def view_item(self, kind: str, key):
-        """What iterating view `kind` yields for `key`, now."""
-        if kind == "keys":
-            return key_var(key)
-        if kind == "values":
-            return self.items[key]
-        return TupleVariable([key_var(key), self.items[key]])
+        """What iterating view `kind` ('keys', 'values', 'items') yields for `key`, now."""
+        return _VIEW_ITEMS[kind](self, key)
 
     def var_getattr(self, tx, name):
         if name == "__class__":
@@ -318,6 +314,24 @@ def from_keys(tx, dict_type, args) -> DictVariable:
     return new_dict_of_type(tx, dict_type, dict.fromkeys(keys, value))
 
 
+# Per view (its method's name): what iterating it yields for a key, and whether it folds
+# to a constant (a values view compares by identity: never).
+_VIEW_ITEMS = {
+    "keys": lambda d, key: key_var(key),
+    "values": lambda d, key: d.items[key],
+    "items": lambda d, key: TupleVariable([key_var(key), d.items[key]]),
+}
+_VIEW_CONSTANTS = {
+    "keys": lambda items: dict.fromkeys(items).keys(),
+    "items": lambda items: {k: v.as_python_constant() for k, v in items.items()}.items(),
+}
+_VIEW_FOLDS = {
+    "keys": lambda items: True,
+    "values": lambda items: False,
+    "items": lambda items: all(v.is_python_constant() for v in items.values()),
+}
+
+
 class DictViewVariable(VariableTracker):
     """`d.keys()` / `d.values()` / `d.items()`: live, as CPython's views: every query reads
     the dict's tracker when it happens, so a key added after the view was taken is in it.
@@ -339,18 +353,13 @@ class DictViewVariable(VariableTracker):
 
     def is_python_constant(self):
         items = self.dict_var.items
-        if has_object_keys(items):
-            return False
-        if self.kind == "keys":
-            return True
-        return self.kind == "items" and all(v.is_python_constant() for v in items.values())
+        return not has_object_keys(items) and _VIEW_FOLDS[self.kind](items)
 
     def as_python_constant(self):
         if not self.is_python_constant():
             return super().as_python_constant()
-        if self.kind == "keys":
-            return dict.fromkeys(self.dict_var.items).keys()
-        return {k: v.as_python_constant() for k, v in self.dict_var.items.items()}.items()
+        # a view of a dict built now: the real view's comparisons and set operations
+        return _VIEW_CONSTANTS[self.kind](self.dict_var.items)
 
     def describe(self):
         return f"{self.python_type().__name__} of a {self.dict_var.describe()}"
