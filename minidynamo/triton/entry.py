@@ -20,11 +20,59 @@ N_STANDARD = 9
 _SCRATCH_LOCALS = ("global_scratch", "profile_scratch")
 
 
+@dataclass(frozen=True)
+class Standard:
+    """The standard argument at `position`."""
+
+    position: int
+
+    def render(self, standard, kernel_args, names) -> list:
+        return [standard[self.position]]
+
+
+@dataclass(frozen=True)
+class KernelArgs:
+    """The kernel's own arguments, spliced in."""
+
+    def render(self, standard, kernel_args, names) -> list:
+        return list(kernel_args)
+
+
+@dataclass(frozen=True)
+class KernelArgsTuple:
+    """One tuple: the standard arguments at `rest`, then the kernel's (a launcher whose
+    ``*args`` holds what follows its own parameters)."""
+
+    rest: tuple
+
+    def render(self, standard, kernel_args, names) -> list:
+        items = [standard[i] for i in self.rest] + list(kernel_args)
+        return ["(" + "".join(x + ", " for x in items) + ")"]
+
+
+@dataclass(frozen=True)
+class LauncherAttribute:
+    """An attribute of the launcher object, bound as it is."""
+
+    name: str
+    value: object
+
+    def render(self, standard, kernel_args, names) -> list:
+        return [names.const(self.value, self.name)]
+
+
+@dataclass(frozen=True)
+class NoneArgument:
+    """None (scratch memory the kernel does not use)."""
+
+    def render(self, standard, kernel_args, names) -> list:
+        return ["None"]
+
+
 @dataclass(frozen=True, eq=False)
 class EntryCall:
-    """``target(*arguments)``, each argument one of: ("standard", position), ("kernel args",)
-    spliced in, ("kernel args tuple",) as one tuple, ("attribute", name, value) of the
-    launcher object, ("none",)."""
+    """``target(*arguments)``, each argument a slot above (Standard, KernelArgs,
+    KernelArgsTuple, LauncherAttribute, NoneArgument) that renders itself."""
 
     target: object
     arguments: tuple
@@ -37,7 +85,7 @@ class EntryCall:
 
 def through_run(run, why: str) -> EntryCall:
     """The launch through the launcher object's own ``__call__`` (Triton's call)."""
-    args = tuple(("standard", i) for i in range(N_STANDARD)) + (("kernel args",),)
+    args = tuple(Standard(i) for i in range(N_STANDARD)) + (KernelArgs(),)
     return EntryCall(run, args, False, why)
 
 
@@ -50,34 +98,51 @@ def entry_call(run) -> EntryCall:
             why = convention
         else:
             n_params, items = convention
-            args = []
-            for kind, detail in items:
-                if kind == "param":  # the k-th parameter of __call__ is the k-th standard argument
-                    args.append(("standard", detail) if detail < n_params else ("none",))
-                elif kind == "attr":
-                    args.append(("attribute", detail, getattr(run, detail)))
-                else:
-                    args.append((kind,))
-            if any(a[0] == "standard" and a[1] >= N_STANDARD for a in args):
+            rest = tuple(range(n_params, N_STANDARD))  # what `*args` of __call__ holds before the kernel's
+            args = [slot for item in items for slot in item.slots(run, n_params, rest)]
+            if any(type(a) is Standard and a.position >= N_STANDARD for a in args):
                 why = "the launcher's __call__ takes more than the standard arguments"
             else:
-                return EntryCall(run.launch, _splice_rest(tuple(args), n_params), True)
+                return EntryCall(run.launch, tuple(args), True)
     return through_run(run, why)
 
 
-def _splice_rest(args: tuple, n_params: int) -> tuple:
-    """``*args`` of ``__call__`` holds the standard arguments after its own parameters, then
-    the kernel's: expand them into positions."""
-    out = []
-    rest = tuple(("standard", i) for i in range(n_params, N_STANDARD))
-    for a in args:
-        if a[0] == "star":
-            out += [*rest, ("kernel args",)]
-        elif a[0] == "tuple":
-            out.append(("kernel args tuple", rest))
-        else:
-            out.append(a)
-    return tuple(out)
+# What the launcher's ``self.launch(...)`` call passes, read from its source (one per argument).
+class _Param:
+    """Its ``__call__``'s k-th parameter: the k-th standard argument."""
+
+    def __init__(self, index: int):
+        self.index = index
+
+    def slots(self, run, n_params, rest):
+        return [Standard(self.index) if self.index < n_params else NoneArgument()]
+
+
+class _Star:
+    """``*args``: the standard arguments after its parameters, then the kernel's."""
+
+    def slots(self, run, n_params, rest):
+        return [*(Standard(i) for i in rest), KernelArgs()]
+
+
+class _ArgsTuple:
+    """``args`` (or ``kernel_args``, the same unless instrumented) as one tuple."""
+
+    def slots(self, run, n_params, rest):
+        return [KernelArgsTuple(rest)]
+
+
+class _Scratch:
+    def slots(self, run, n_params, rest):
+        return [NoneArgument()]
+
+
+class _Attr:
+    def __init__(self, name: str):
+        self.name = name
+
+    def slots(self, run, n_params, rest):
+        return [LauncherAttribute(self.name, getattr(run, self.name))]
 
 
 def _why_not_c_entry(run) -> str | None:
@@ -93,27 +158,15 @@ def _why_not_c_entry(run) -> str | None:
 def render_call(entry: EntryCall, standard: list, kernel_args: list, names) -> str:
     """The call of `entry` as code: `standard` holds the 9 standard argument expressions,
     `kernel_args` the kernel's; `names` binds objects (``names.const(value, hint)``)."""
-    out = []
-    for a in entry.arguments:
-        kind = a[0]
-        if kind == "standard":
-            out.append(standard[a[1]])
-        elif kind == "kernel args":
-            out.extend(kernel_args)
-        elif kind == "kernel args tuple":
-            items = [standard[i] for _, i in a[1]] + list(kernel_args)
-            out.append("(" + "".join(x + ", " for x in items) + ")")
-        elif kind == "attribute":
-            out.append(names.const(a[2], a[1]))
-        else:
-            out.append("None")
+    out = [x for a in entry.arguments for x in a.render(standard, kernel_args, names)]
     return f"{names.const(entry.target, 'entry')}({', '.join(out)})"
 
 
 @functools.lru_cache(maxsize=None)
 def _launch_convention(cls):
-    """(number of fixed parameters, [(kind, detail)] per argument of its ``self.launch``
-    call) for a launcher class's ``__call__``, or why it is not recognised. Read once per
+    """(number of fixed parameters, what each argument of its ``self.launch`` call is:
+    _Param, _Star, _ArgsTuple, _Scratch, _Attr) for a launcher class's ``__call__``, or why
+    it is not recognised. Read once per
     class: parsing the source costs milliseconds, and every kernel shares the class."""
     try:
         fdef = ast.parse(textwrap.dedent(inspect.getsource(cls.__call__))).body[0]
@@ -142,15 +195,15 @@ def _launch_convention(cls):
     for arg in launches[0].value.args:
         name = arg.id if isinstance(arg, ast.Name) else None
         if isinstance(arg, ast.Starred) and getattr(arg.value, "id", None) == vararg:
-            items.append(("star", None))
+            items.append(_Star())
         elif name in params:
-            items.append(("param", params.index(name)))
+            items.append(_Param(params.index(name)))
         elif name is not None and name in (vararg, "kernel_args"):
-            items.append(("tuple", None))  # kernel_args is args unless gsan (declined above)
+            items.append(_ArgsTuple())  # kernel_args is args unless gsan (declined above)
         elif name in _SCRATCH_LOCALS:
-            items.append(("none", None))  # no scratch memory: None
+            items.append(_Scratch())  # no scratch memory: None
         elif isinstance(arg, ast.Attribute) and getattr(arg.value, "id", None) == "self":
-            items.append(("attr", arg.attr))
+            items.append(_Attr(arg.attr))
         else:
             return f"unrecognised launch argument {ast.unparse(arg)!r}"
     return len(params), tuple(items)
