@@ -120,6 +120,7 @@ class BreakTail:
 
     def lines(self, rb) -> list[str]:
         inst = self.tx.instructions[self.index]
+        rb.at_break = True  # a started generator is not made again here (generator_rebuild.py)
         # Outside containers get their new contents first: what is rebuilt next may read
         # them (an iterator over an outside list resumes at its position in the new list).
         writeback = writeback_lines(rb, self.tx.output)

@@ -40,6 +40,7 @@ class CachedFunctionVariable(VariableTracker):
                     if getattr(v, "appended", None) is not None and not v.loaded}
         stored = {k: dict(v.stored) for k, (v, _) in mutated.items() if getattr(v, "stored", None) is not None}
         tensor_attrs = {k: [v[0], dict(v[1])] for k, v in tx.output.tensor_attrs.items()}
+        cells = {k: v.contents for k, (v, _) in mutated.items() if hasattr(v, "cell")}  # cells assigned
         try:
             return UserFunctionVariable(self.wrapper.__wrapped__).call_function(tx, args, kwargs)
         except Unsupported:
@@ -49,6 +50,9 @@ class CachedFunctionVariable(VariableTracker):
                 if key in stored:  # attributes the attempt set on an object already written: taken back
                     var.stored.clear()
                     var.stored.update(stored[key])
+                    continue
+                if key in cells:  # a cell already assigned: its value before the attempt
+                    var.contents = cells[key]
                     continue
                 if key in mutated and key not in appended:
                     continue

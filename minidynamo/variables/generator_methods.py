@@ -22,6 +22,8 @@ evaluates to (the outer runs on); its exception is raised in the outer at the yi
 delegate without a throw method (an iterator over a container) leaves the exception to
 the outer. GeneratorExit closes the delegate and is raised in the outer.
 
+next: send(None), its StopIteration left to the caller (next(gen, default) gives the default).
+
 close: GeneratorExit thrown (see above); a body that yields instead raises eager's
 RuntimeError in the caller; one that returns makes close() return None (3.13+: its return
 value); a GeneratorExit leaving the body is close()'s normal end, any other exception is
@@ -254,6 +256,22 @@ def close(tx, gen):
     if kind == "raise":
         tx.throw(value)
     return value
+
+
+def next_step(tx, gen):
+    """`next(gen)` made by `tx`'s current call instruction: the item, or None once the body
+    returned; an exception leaving the body (PEP 479's RuntimeError for a StopIteration) is
+    raised at that instruction, where `tx`'s handlers may catch it, as CPython raises it."""
+    if gen.state == "done" or len(gen.items.made) != gen.index:
+        return gen.next_item()  # finished, or an item already pulled ahead (by a zip over it)
+    _check_resumable(gen, "next()")
+    kind, value = _send(gen, None)
+    if kind == "yield":
+        _record(gen, value)
+        return value
+    if kind == "return":
+        return None
+    tx.throw(value)
 
 
 def delegate_step(tx, gen, sent):

@@ -11,14 +11,18 @@ from` gives); a generator partly consumed and dropped never runs the rest of its
 body raises is caught by its own handlers (the translator's `catch`), and one leaving the
 body reaches the caller of send/throw/close (or of `yield from`) as CPython raises it there.
 
+An exception leaving the body into `next(gen)` or `gen.__next__()` called by the frame is
+raised at that call (generator_methods.next_step), where the frame may catch it.
+
 What the trace cannot make exact declines, with the reason:
-- an exception leaving the body into next(), a for loop or a consumer model (the eager run
+- an exception leaving the body into a for loop or a consumer model (the eager run
   raises it);
 - a generator left suspended inside a try or with block when the trace ends (CPython
   runs its cleanup when the last reference goes, at a time the trace does not know);
 - a generator that started and is still live after the trace (returned, or live at a graph
-  break): its suspended body cannot be made again. One that never started is made again
-  by calling its function with the same arguments.
+  break) where generator_rebuild.py cannot make it again at its yield (3.10's `yield from`
+  or try blocks, finished). One that never started is made again by calling its function
+  with the same arguments.
 - consumers that CPython lets read the whole iterable first (`tuple()`, `sorted()`,
   `str.join`, `f(*gen)`, unpacking, slice assignment, `itertools.product`) read it
   through `iter_items`, which pulls the generator to its end first and the consumer then
@@ -169,6 +173,12 @@ class GeneratorVariable(IteratorVariable):
         self.return_value = value
         return None
 
+    def next_from(self, tx):
+        """`next(gen)` by `tx`'s call instruction (generator_methods.next_step): an exception
+        leaving the body is raised there, where `tx` may catch it."""
+        from .generator_methods import next_step
+        return next_step(tx, self)
+
     def iter_items(self, tx):
         """Every item left, the body run to its end now (see the module docstring for when
         that is not CPython's order and declines)."""
@@ -224,9 +234,9 @@ class GeneratorVariable(IteratorVariable):
         if name == "__iter__" and not args and not kwargs:
             return self
         if name == "__next__" and not args and not kwargs:
-            item = self.next_item()
+            item = self.next_from(tx)
             if item is None:
-                unsupported("exceptions", f"StopIteration from next() on an exhausted {self.describe()}")
+                tx.throw(tx.made_here(StopIteration), f"StopIteration from next() on an exhausted {self.describe()}")
             return item
         if name == "send" and len(args) == 1 and not kwargs:
             return send(tx, self, args[0])
@@ -240,19 +250,24 @@ class GeneratorVariable(IteratorVariable):
 
     # --- at the end of the trace -------------------------------------------------------
     def rebuild_new(self, rb) -> str:
-        """The generator made again after the graph: only one that never started, by
-        calling its function with the same arguments (no line of its body has run)."""
+        """The generator made again after the graph: one that never started by calling its
+        function with the same arguments (no line of its body has run); one suspended at a
+        yield by running a copy of its code to that yield (generator_rebuild.py)."""
         if self.state != "created":
-            unsupported("generator", f"{self.describe()} is live after the trace (returned, or live "
-                                     f"at a graph break) after it started: its suspended body cannot "
-                                     "be made again",
-                        hint="consume the generator inside the optimized function, or build a list")
+            from .generator_rebuild import rebuild_started
+            return rebuild_started(self, rb)
         fn = rb.expr(self.fn_var)
         args = "".join(rb.expr(a) + ", " for a in self.args)
         if self.kwargs:
             kw = ", ".join(f"{k!r}: {rb.expr(v)}" for k, v in self.kwargs.items())
             args += f"**{{{kw}}}"
         return f"{fn}({args})"
+
+    def rebuild_fill(self, rb, name: str) -> list:
+        if self.state == "created":
+            return []
+        from .generator_rebuild import advance_lines
+        return advance_lines(rb, name)
 
     def suspended_in_cleanup(self) -> bool:
         """Suspended inside a try or with block: closing it would run code."""
