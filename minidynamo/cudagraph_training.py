@@ -11,11 +11,15 @@ bodies of captured `autograd.Function`s (liger's kernels). A recording of such a
   backward: `torch.autograd.grad` of the outputs that require grad with respect to the
             inputs that do, from static gradient buffers (`grad_outputs`).
 
-Both captures share one memory pool per device (`pool_for`), as do all training recordings,
-so the temporaries of every graph reuse the same memory. That is safe because everything a
-replay leaves for a later replay is held by the slot for as long as it exists: static
-outputs, the values autograd saved (the capture's autograd graph is retained), the gradient
-buffers and the gradients. A call replays the forward (`_Replay.forward`); autograd later
+Both captures of a recording share one memory pool of their own (`capture`). Recordings
+do not share pools: one recording's values saved for its backward live from its forward
+replay until its backward replay, and any order of those across recordings is possible
+(micro-batches: forward A, forward B, backward A, backward B), so memory that is a
+temporary of A's backward must never hold B's saved values (a shared pool reused it: B's
+gradients came out wrong). Everything a replay leaves for a later replay of the same
+recording is held by the slot for as long as it exists: static outputs, the values
+autograd saved (the capture's autograd graph is retained), the gradient buffers and the
+gradients. A call replays the forward (`_Replay.forward`); autograd later
 calls `_Replay.backward`, which copies the incoming gradients into the buffers and replays
 the backward graph.
 
@@ -36,17 +40,17 @@ import torch
 
 from .held import HeldCheck
 
-_shared: dict = {}  # device index -> (memory pool, capture stream) of all training recordings
+_streams: dict = {}  # device index -> the stream training recordings are captured on
 
 
-def pool_for(device: torch.device):
-    """The pool and the stream every training recording on `device` is captured with (the
-    backward of an op runs on its forward's stream: one stream keeps both in one capture)."""
+def capture_stream(device: torch.device):
+    """The stream every training recording on `device` is captured on (the backward of an
+    op runs on its forward's stream: one stream keeps both in one capture)."""
     index = device.index if device.index is not None else torch.cuda.current_device()
-    if index not in _shared:
+    if index not in _streams:
         with torch.cuda.device(index):
-            _shared[index] = (torch.cuda.graph_pool_handle(), torch.cuda.Stream())
-    return _shared[index]
+            _streams[index] = torch.cuda.Stream()
+    return _streams[index]
 
 
 class _Pending:
@@ -84,7 +88,8 @@ def capture(compiled, inputs: list, needs_grad, warm: bool) -> TrainingSlot:
     `warm`: run forward and backward once on the capture stream first (lazy initialisation
     of libraries on that stream stays out of the graphs); only where no input is written."""
     device = next(t.device for t in inputs if t.is_cuda)
-    pool, stream = pool_for(device)
+    stream = capture_stream(device)
+    pool = torch.cuda.graph_pool_handle()  # this recording's own (see the module's docstring)
     leaves = [t.detach().requires_grad_(g) for t, g in zip(inputs, needs_grad)]
     diff_in = [i for i, t in enumerate(leaves) if t.requires_grad]
     if warm:
