@@ -200,3 +200,44 @@ def test_live_at_a_graph_break_still_runs_the_frame_eagerly():
     t = torch.ones(1)
     torch.testing.assert_close(opt(t), fn(t))
     assert cnt.calls == 0
+
+
+def _call_around_yield(t):  # a call's callable (and NULL slot) on the stack at the yield
+    out = torch.add(t, (yield t * 2))
+    yield out
+
+
+def _loop_over_a_list(t):  # the loop's iterator on the stack
+    d = {"a": t}
+    for k in ["a", "b"]:
+        x = yield d.get(k, t) + 1
+        d[k] = x
+    yield d
+
+
+def _list_built_across_yields(t):  # a list display half built on the stack
+    yield [t, (yield t), (yield t + 1)]
+
+
+@pytest.mark.parametrize("body", [_call_around_yield, _loop_over_a_list, _list_built_across_yields],
+                         ids=lambda f: f.__name__)
+def test_stack_at_the_yield_is_made_again(body):
+    def fn(t):
+        g = body(t)
+        next(g)
+        return g
+    opt, cnt = _opt(fn)
+    t = torch.ones(2)
+    g, eg = opt(t), fn(t)
+    for v in (t * 5, t * 7):
+        got = expected = "stop"
+        try:
+            got = g.send(v)
+        except StopIteration:
+            pass
+        try:
+            expected = eg.send(v)
+        except StopIteration:
+            pass
+        assert str(got) == str(expected)
+    assert cnt.calls == 1
