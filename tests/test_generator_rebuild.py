@@ -240,4 +240,4 @@ def test_stack_at_the_yield_is_made_again(body):
         except StopIteration:
             pass
         assert str(got) == str(expected)
-    assert cnt.calls == 1
+    assert opt.cache_entries()[0].kind in ("graph", "constant")  # traced whole (no tensor op: constant)
