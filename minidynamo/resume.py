@@ -204,19 +204,23 @@ def _per_code(code) -> dict:
     return found[1]
 
 
-def resume_code(code, target: int, nulls: tuple, live: tuple, raising: bool = False) -> types.CodeType:
+def resume_code(code, target: int, nulls: tuple, live: tuple, raising: bool = False,
+                yield_first: bool = False) -> types.CodeType:
     """The code object of the resume function of `code` at normalized index `target`
     (cached per code object and layout). `raising`: it takes one more parameter,
-    `___exc`, and raises it right before that instruction (regions.py)."""
+    `___exc`, and raises it right before that instruction (regions.py). `yield_first`: the
+    prologue jumps to a YIELD_VALUE put right before that instruction, which the original
+    path skips (3.10: a generator made again waiting in YIELD_FROM, generator_rebuild.py)."""
     per_code = _per_code(code)
-    key = (target, nulls, live, raising)
+    key = (target, nulls, live, raising, yield_first)
     found = per_code.get(key)
     if found is None:
-        found = per_code[key] = _generate(code, target, nulls, live, raising)
+        found = per_code[key] = _generate(code, target, nulls, live, raising, yield_first)
     return found
 
 
-def _generate(code, target: int, nulls: tuple, live: tuple, raising: bool = False) -> types.CodeType:
+def _generate(code, target: int, nulls: tuple, live: tuple, raising: bool = False,
+              yield_first: bool = False) -> types.CodeType:
     origin = normalize(code)[target].origin
     b = bc.Bytecode.from_code(code, conserve_exception_block_stackdepth=True)
     items = list(b)
@@ -225,6 +229,10 @@ def _generate(code, target: int, nulls: tuple, live: tuple, raising: bool = Fals
     handlers = iter(_with_handlers(code, target, items))
     label = bc.Label()
     items.insert(origin, label)
+    if yield_first:  # [..., label, YIELD_VALUE, after] + the instruction; the original jumps over
+        after = bc.Label()
+        items[origin:origin] = [bc.Instr("JUMP_FORWARD", after, lineno=line)]
+        items[origin + 2:origin + 2] = [bc.Instr("YIELD_VALUE", lineno=line), after]
     if raising:  # between the label and the instruction: inside the same protected regions
         items[origin + 1:origin + 1] = [bc.Instr("LOAD_FAST", "___exc", lineno=line),
                                         bc.Instr("DELETE_FAST", "___exc", lineno=line),

@@ -2,15 +2,12 @@
 the same yield with the same locals (variables/generator_rebuild.py). Eager vs optimized:
 the items left, send/throw/close on it, its type and names, graph counts."""
 import inspect
-import sys
 
 import pytest
 import torch
 
 import minidynamo
 from helpers import CountingBackend
-
-PY310 = sys.version_info < (3, 11)
 
 
 def _opt(fn, fullgraph=True):
@@ -74,7 +71,6 @@ def test_send_reaches_the_paused_yield_with_its_locals():
     torch.testing.assert_close(g.send(torch.ones(2)), eg.send(torch.ones(2)))
 
 
-@pytest.mark.skipif(PY310, reason="3.10: a generator waiting in yield from is not made again")
 def test_returned_inside_yield_from():
     def subgen(t):
         yield t + 1
@@ -95,7 +91,7 @@ def test_returned_inside_yield_from():
     assert cnt.calls == 1
 
 
-def test_yield_from_on_310_runs_eagerly_with_the_same_result():
+def test_yield_from_without_fullgraph_same_result():
     def subgen(t):
         yield t + 1
         yield t + 2
@@ -241,3 +237,27 @@ def test_stack_at_the_yield_is_made_again(body):
             pass
         assert str(got) == str(expected)
     assert opt.cache_entries()[0].kind in ("graph", "constant")  # traced whole (no tensor op: constant)
+
+
+def test_send_and_throw_through_yield_from_after_the_trace():
+    def inner(t):
+        total = t
+        while True:
+            total = total + (yield total)
+
+    def outer(t):
+        yield from inner(t)
+
+    def fn(t):
+        g = outer(t)
+        next(g)
+        g.send(t)
+        return g
+    opt, _ = _opt(fn)
+    t = torch.ones(1)
+    g, eg = opt(t), fn(t)
+    torch.testing.assert_close(g.send(t * 3), eg.send(t * 3))
+    with pytest.raises(KeyError):
+        g.throw(KeyError)
+    with pytest.raises(StopIteration):
+        next(g)

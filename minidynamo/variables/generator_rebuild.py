@@ -12,11 +12,15 @@ body), and it stops at that yield, inside the same try blocks, as the original i
 original. Its function keeps the original's name and qualified name (`gi_code` is the
 generated code, which has the prologue's parameters as extra locals).
 
+3.10's YIELD_FROM sends the value it is resumed with on to the delegate: there the
+prologue stops at a YIELD_VALUE of its own right before it (`yield_first`), so the value
+sent next reaches the delegate as it would have.
+
 Declines (`generator`, with the reason): a generator live at a graph break (the frame runs
-eagerly, as under torch.compile, whose frames with a break inside a generator's body do); a body suspended in 3.10's `yield from` (its
-YIELD_FROM sends the resumed value on to the delegate: no instruction to stop at first)
-or inside a 3.10 try block (the prologue would not set its block up); a generator finished,
-failed, running, or read ahead by a consumer; cells a resume code cannot pass.
+eagerly, as under torch.compile, which does not split a frame around a started generator
+either); a body inside a 3.10 try block (the prologue would not set its block up); a
+generator finished, failed, running, or read ahead by a consumer; cells a resume code
+cannot pass.
 """
 from __future__ import annotations
 
@@ -42,7 +46,10 @@ def rebuild_started(gen, rb) -> str:
     nulls = tuple(v is NULL for v in stack) + (False,)  # the placeholder the prologue yields last
     local_names = tuple(n for n in code.co_varnames if n in frame.f_locals)
     cell_names = tuple(n for n in code.co_cellvars if n in frame.cells)
-    new_code = resume_code(code, target, nulls, local_names + tuple(cell_param(n) for n in cell_names))
+    # 3.10's YIELD_FROM sends what it is given on to the delegate: stop at a yield before it
+    yield_first = frame.yield_inst.opname == "YIELD_FROM"
+    new_code = resume_code(code, target, nulls, local_names + tuple(cell_param(n) for n in cell_names),
+                           yield_first=yield_first)
     run_plainly(new_code)
     args = [rb.expr(v) for v in stack if v is not NULL] + ["None"]
     args += [rb.expr(frame.f_locals[n]) for n in local_names]
@@ -70,8 +77,6 @@ def _why_not(gen, rb) -> str | None:
     if len(gen.items.made) != gen.index:
         return "a consumer read items ahead of it"
     if not PY311:
-        if frame.yield_inst.opname == "YIELD_FROM":
-            return "it waits in a yield from (Python 3.10)"
         if frame.yield_inst.in_try or frame.blocks:
             return "it waits inside a try block (Python 3.10)"
     return None
