@@ -9,7 +9,8 @@ import types
 
 import pytest
 import torch
-from helpers import PY, assert_uses, check
+import minidynamo
+from helpers import PY, CountingBackend, assert_uses, check
 
 PY314 = PY >= (3, 14)
 
@@ -298,3 +299,82 @@ def tee_of_a_tee(x):
 
 def test_tee_of_a_tee():
     check(tee_of_a_tee, (t(),), kind="graph", graphs=1)
+
+
+# --- inspect.signature of an annotated function: 3.14 evaluates the annotations ----------------
+def annotated_helper(x: torch.Tensor, scale: float = 2.0, *, bias: "int | None" = None) -> torch.Tensor:
+    return x * scale
+
+
+def count_parameters(x):
+    import inspect
+    n = len(inspect.signature(annotated_helper).parameters)  # transformers' apply_chunking_to_forward
+    return x + n
+
+
+def annotation_with_a_missing_name(x):
+    import inspect
+
+    def inner(y: MissingName):  # noqa: F821 - eager raises NameError at signature() on 3.14
+        return y
+    return x, len(inspect.signature(inner).parameters)
+
+
+def printed_annotation(x):
+    import inspect
+
+    def inner(y: print("evaluated") or int):
+        return y
+    return x + len(inspect.signature(inner).parameters)
+
+
+class Chunked:
+    scale = 3
+
+    def forward_chunk(self, x: torch.Tensor, scale: "int" = 1) -> torch.Tensor:
+        return x * scale
+
+
+def count_method_parameters(x):
+    import inspect
+    # a method's annotations read the class's namespace first (LOAD_FROM_DICT_OR_GLOBALS on 3.14)
+    return x + len(inspect.signature(Chunked().forward_chunk).parameters)
+
+
+def test_signature_of_an_annotated_function_is_one_graph():
+    check(count_parameters, (t(),), kind="graph", graphs=1)
+
+
+def test_signature_of_an_annotated_method_is_one_graph():
+    if PY314:
+        uses_314(Chunked.forward_chunk.__annotate__, "LOAD_FROM_DICT_OR_GLOBALS", nested=False)
+    check(count_method_parameters, (t(),), kind="graph", graphs=1)
+
+
+def test_signature_whose_annotations_raise():
+    # 3.14: evaluated when asked for, NameError from signature(); before: when the function
+    # is made, the same NameError there
+    check(annotation_with_a_missing_name, (t(),), kind="eager" if not PY314 else "break")
+
+
+def test_signature_whose_annotations_print():
+    # print() inside the annotations is not traced: it breaks there, printing as eager does
+    check(printed_annotation, (t(),), kind="break", fullgraph_check=False)
+
+
+def returns_an_annotated_function(x):
+    def inner(y: torch.Tensor, *, k: "int" = 1) -> torch.Tensor:
+        return y * k
+    return x * 2, inner
+
+
+def test_a_function_made_in_the_trace_keeps_its_annotations():
+    # the function made for real after the graph has the annotations eager's has
+    backend = CountingBackend()
+    opt = minidynamo.optimize(backend=backend)(returns_an_annotated_function)
+    _, want = returns_an_annotated_function(t())
+    for _ in range(2):
+        _, got = opt(t())
+        assert got.__annotations__ == want.__annotations__
+        assert got(t(), k=3).equal(want(t(), k=3))
+    assert backend.calls == 1

@@ -46,8 +46,20 @@ class SignatureVariable(ObjectConstantVariable):
     time from what `signature_of` guards. `parameters` is a mapping of ParameterVariables;
     `bind` and the annotations are not traced."""
 
+    def __init__(self, value, source=None, exact: bool = True):
+        super().__init__(value, source)
+        self.exact = exact  # False: made without the annotations (3.14), so not the real one
+
     def describe(self):
-        return f"signature {self.value}"
+        return f"signature {self.value}" if self.exact else "signature"
+
+    def is_python_constant(self):
+        return self.exact
+
+    def as_python_constant(self):
+        if not self.exact:
+            unsupported("construct", "a signature whose annotations were not kept (str(), ==) is not traced")
+        return self.value
 
     def var_getattr(self, tx, name):
         from .builder import wrap_constant_result
@@ -149,8 +161,13 @@ def signature_of(tx, fn_var, bound: bool = False):
         if attr in fn.__dict__:
             unsupported("call", f"inspect.signature of a function with {attr} (not traced)")
         tx.output.guards.add(Guard("NOT_IN_DICT", base, None, {"attr": attr}))
-    if PY314 and fn.__annotate__ is not None:  # inspect would evaluate the annotations: code
-        unsupported("call", "inspect.signature of a function with annotations (3.14 evaluates them)")
+    exact = True
+    if PY314 and fn.__annotate__ is not None:
+        # inspect evaluates the annotations (PEP 649: the function's __annotate__ code run with
+        # Format.VALUE): traced as that call, so its reads are guarded and anything else in it
+        # breaks; the signature is then made without them (its model never shows them).
+        fn_var.var_getattr(tx, "__annotate__").call_function(tx, [ConstantVariable(1)], {})
+        fn, exact = _without_annotations(fn), False
     defaults, kwdefaults = fn.__defaults__, fn.__kwdefaults__
     if not all(is_constant_value(v) for v in (*(defaults or ()), *(kwdefaults or {}).values())):
         unsupported("call", "inspect.signature of a function whose defaults are not constants")
@@ -164,4 +181,13 @@ def signature_of(tx, fn_var, bound: bool = False):
             unsupported("exceptions", "ValueError: invalid method signature")
         if params[0].kind is not inspect.Parameter.VAR_POSITIONAL:
             sig = sig.replace(parameters=params[1:])
-    return SignatureVariable(sig)
+    return SignatureVariable(sig, exact=exact)
+
+
+def _without_annotations(fn):
+    """A copy of `fn` with no annotations: its signature's parameters, as inspect makes them,
+    without evaluating anything."""
+    copy = types.FunctionType(fn.__code__, fn.__globals__, fn.__name__, fn.__defaults__, fn.__closure__)
+    copy.__kwdefaults__ = fn.__kwdefaults__
+    copy.__qualname__ = fn.__qualname__
+    return copy

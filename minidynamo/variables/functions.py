@@ -188,6 +188,11 @@ def outer_cell(tx, cell, name: str) -> RealCellVariable:
     return var
 
 
+def _pairs_dict(pairs) -> dict:
+    """MAKE_FUNCTION's annotations (name, value, name, value...) as the function's dict."""
+    return dict(zip(pairs[::2], pairs[1::2]))
+
+
 def make_function(code, fn_globals, qualname, defaults, kwdefaults, closure):
     """A function made by MAKE_FUNCTION during the trace, made again for real."""
     fn = types.FunctionType(code, fn_globals, code.co_name, defaults, closure)
@@ -345,7 +350,7 @@ class NestedFunctionVariable(BaseFunctionVariable):
     """A lambda or inner def created by MAKE_FUNCTION during the trace."""
 
     __slots__ = ("code", "globals", "name", "defaults_var", "kwdefaults_var", "closure", "annotated",
-                 "attrs", "dict_var")
+                 "annotations", "attrs", "dict_var")
 
     def __init__(self, code, fn_globals, name, defaults=None, kwdefaults=None, closure=None):
         super().__init__(None)
@@ -355,7 +360,10 @@ class NestedFunctionVariable(BaseFunctionVariable):
         self.defaults_var = defaults  # TupleVariable or None
         self.kwdefaults_var = kwdefaults  # DictVariable or None
         self.closure = closure  # TupleVariable of cell trackers, or None
-        self.annotated = False  # made with annotations (MAKE_FUNCTION drops them)
+        self.annotated = False  # made with annotations (not traced: reading them declines)
+        # (flag, tracker): MAKE_FUNCTION's annotations (0x04: name, value pairs) or 3.14's
+        # __annotate__ function (0x10), set on the function made for real (rebuild_fill)
+        self.annotations = None
         # What the trace set on it (functools.wraps: __name__, __doc__, __wrapped__...): the
         # function's own attributes by name, the rest in its __dict__ (a DictVariable).
         self.attrs: dict = {}
@@ -427,10 +435,22 @@ class NestedFunctionVariable(BaseFunctionVariable):
         return (f"{rb.ns.bind(make_function, 'make_function')}({rb.ns.bind(self.code, 'code')}, "
                 f"{rb.ns.bind(self.globals, 'G')}, {self.name!r}, {defaults}, {kwdefaults}, {closure})")
 
+    def set_annotations(self, flag: int, value) -> None:
+        self.annotated = True
+        self.annotations = (flag, value)
+
     def rebuild_fill(self, rb, name: str) -> list:
-        """The attributes the trace set, on the function made for real (`name`)."""
+        """The attributes the trace set, on the function made for real (`name`), after its
+        annotations, as MAKE_FUNCTION gave them."""
         setattr_ = rb.ns.bind(setattr, "setattr")
-        lines = [f"{setattr_}({name}, {attr!r}, {rb.expr(value)})" for attr, value in self.attrs.items()]
+        lines = []
+        if self.annotations is not None:
+            flag, value = self.annotations
+            if flag == 0x10:  # 3.14: the lazily evaluated __annotate__ function
+                lines.append(f"{name}.__annotate__ = {rb.expr(value)}")
+            else:  # a tuple of name, value pairs
+                lines.append(f"{name}.__annotations__ = {rb.ns.bind(_pairs_dict, 'pairs_dict')}({rb.expr(value)})")
+        lines += [f"{setattr_}({name}, {attr!r}, {rb.expr(value)})" for attr, value in self.attrs.items()]
         if self.dict_var is not None and self.dict_var.items:
             lines.append(f"{name}.__dict__.update({rb.expr(self.dict_var)})")
         return lines

@@ -135,23 +135,23 @@ class CallOps:
         code = self.pop().as_python_constant()
         flags = inst.arg if not PY313 else 0  # 3.13+: SET_FUNCTION_ATTRIBUTE follows
         closure = self.pop() if flags & 0x08 else None
-        if flags & 0x04:
-            self.pop()  # annotations: not needed to run
+        annotations = self.pop() if flags & 0x04 else None  # not needed to run; kept for a real one
         kwdefaults = self.pop() if flags & 0x02 else None
         defaults = self.pop() if flags & 0x01 else None
         name = qualname if qualname is not None else code.co_qualname
         fn = NestedFunctionVariable(code, self.f_globals, name, defaults, kwdefaults, closure)
-        fn.annotated = bool(flags & 0x04)
+        if annotations is not None:
+            fn.set_annotations(0x04, annotations)
         self.push(fn)
 
     def SET_FUNCTION_ATTRIBUTE(self, inst):  # 3.13+: [value, func] → func
         # Annotations (0x04) and 3.14's lazy __annotate__ function (0x10, PEP 649) are
-        # not needed to run the function: dropped, as MAKE_FUNCTION drops 0x04.
+        # not needed to run the function: kept for the function made for real, if it escapes.
         fn = self.pop()
         value = self.pop()
         flag = int(inst.arg)
         if flag in (0x04, 0x10):
-            fn.annotated = True
+            fn.set_annotations(flag, value)
         elif flag == 0x08:
             fn.closure = value
         elif flag == 0x02:
