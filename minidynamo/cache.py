@@ -23,6 +23,11 @@ from .convert import CacheEntry, compile_call
 from .logs import compile_watch, get_logger
 from .sources import IteratorSource
 from .user_names import Naming, for_resume, plain
+from . import dump
+from .codegen import limit_dispatcher, build_function, source_reader
+from .dynamic import DynamicPolicy
+from .frame_hook import eager_call
+from .resume import resume_function
 
 recompile_log = get_logger("recompiles")
 fallback_log = get_logger("fallbacks")
@@ -126,7 +131,6 @@ class GuardFailure:
 class FunctionCache:
     def __init__(self, fn, backend, fullgraph: bool, name: str, where: str, root=None, dynamic=None,
                  naming: Naming | None = None):
-        from .dynamic import DynamicPolicy
         self.fn = fn
         self.backend = backend
         self.fullgraph = fullgraph
@@ -173,7 +177,6 @@ class FunctionCache:
         guard = self._failing_guard()
         if guard is None or self.fn.__defaults__ is not None or self.fn.__kwdefaults__ is not None:
             return None
-        from .codegen import limit_dispatcher
         cap = 1024
         runs = [e.run for e in self.entries]  # indices into cache_entries(), as memoized
 
@@ -215,7 +218,6 @@ class FunctionCache:
 
     @functools.cached_property
     def _eager(self):
-        from .frame_hook import eager_call
         return eager_call(self.fn, self.backend)
 
     def run_eagerly(self, args, kwargs):
@@ -241,7 +243,6 @@ class FunctionCache:
         found = root.resume_fns.get(key)
         if found is None:
             from .api import OptimizedFunction
-            from .resume import resume_function
             fn = resume_function(root.fn, root.fn.__code__, target, nulls, live)
             found = root.resume_fns[key] = OptimizedFunction._resume(fn, root)
         return found
@@ -307,7 +308,6 @@ class FunctionCache:
                                 "\n".join(f"  {naming.text(g.source.name())}: {e}" for g, e in
                                           zip(entry.guards, entry.guard_exprs)) or "  (no guards)")
             if config.dump_dir:
-                from . import dump
                 dump.write(entry, index, self.name, self.where, config.dump_dir, args, kwargs)
             self.entries = self.entries + (entry,)
             if recorders:
@@ -372,7 +372,6 @@ class FunctionCache:
                 body += ["    try:", f"        if not ({e}):", f"            _md_failing.append({i})",
                          "    except Exception:", f"        _md_failing.append({i})"]
             body.append("    return _md_failing")
-            from .codegen import build_function, source_reader
             failing, _ = build_function("_md_failing_guards", entry.params, body, entry.ns, "<minidynamo guards>")
             reader = source_reader("_md_read", entry.params,
                                    [g.source.expr(entry.ns) for g in entry.guards], entry.ns)

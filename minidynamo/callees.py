@@ -12,6 +12,7 @@ import weakref
 from .variables.functions import UserFunctionVariable, UserMethodVariable
 from .variables.objects import UserObjectVariable
 from .variables.purity import is_compiler_disabled
+from .variables.module_calls import hooks_present
 
 # function / Function class / module class → {(what, backend key): the optimized callable}
 _made: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
@@ -116,7 +117,6 @@ def optimized_module_call(fn, backend):
     with its forward optimized on its own, while the module runs plainly (its class's
     forward, no hooks); else the module itself is called. None: not such a module."""
     import torch
-    from .variables.module_calls import hooks_present
     if not isinstance(fn, UserObjectVariable) or not isinstance(fn.value, torch.nn.Module):
         return None
     cls = type(fn.value)

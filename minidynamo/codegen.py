@@ -13,6 +13,7 @@ import types
 
 from .sources import Namespace
 from .user_tracebacks import trimmed
+from .frame_hook import eager_call
 
 MISS = object()  # returned by an entry whose guards fail
 
@@ -176,7 +177,6 @@ def dispatcher(name: str, fn, runs: list, slow) -> object:
 def eager_call_lines(ns: Namespace, fn, backend, call: str, indent: str = "    ") -> list[str]:
     """`return fn(call)`, run plainly with the frames it calls optimized under `backend`
     (frame_hook), in the generated function itself: no frame between it and `fn`."""
-    from .frame_hook import eager_call
     plain, hooked = eager_call(fn, backend)
     ret = f"return {ns.bind(plain, 'fn')}({call})"
     if hooked is None:

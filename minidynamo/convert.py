@@ -33,6 +33,8 @@ from .rebuild import Rebuilder
 from .side_effects import mutation_guards, writeback_lines
 from .logs import get_logger
 from .sources import AttrSource, Namespace, ObjectSource
+from .graph import _storage
+from .triton.program import program_lines
 
 
 program_log = get_logger("graph")
@@ -241,7 +243,6 @@ def _check_picks_escaping(output, nodes) -> None:
     object, here they are two (graph.OutputGraph.picked_storages)."""
     if not output.picked_storages:
         return
-    from .graph import _storage
     escaping = {_storage(n.meta["val"]) for n in nodes if isinstance(n.meta.get("val"), torch.Tensor)}
     if len(escaping & output.picked_storages) > 1:
         unsupported("data_dependent", "a tensor min()/max() picked by a tensor comparison leaves the call "
@@ -450,7 +451,6 @@ def _program_entry(fn, output, ns, tail, params, call_args, checks, body, miss, 
     """(note, (run, text, fast_call) or None): the entry rebuilt around the graph's launch
     program — guards, then the program while the launch state it was built for holds, else
     the plain graph (`body`) as before."""
-    from .triton.program import program_lines
     try:
         var_name = _var_namer(fn, ns)
         input_exprs = {inp.node: inp.source.expr(ns) for inp in output.inputs}

@@ -41,6 +41,13 @@ from .dynamic import (has_symbolic, is_symbolic, new_shape_env, render, shape_gu
 from .fakecache import input_fake, op_key, op_result, remember
 from .guards import Guard, GuardSet, shape_guard, tensor_guard
 from .sources import Source
+from .triton.capture import KernelTable, direct_launches
+from .variables.base import VariableTracker
+from .variables.contexts import mark_inference_views
+from .variables.dicts import DictVariable
+from .variables.lists import BaseListVariable
+from .variables.symbolic import SymNodeVariable
+from .variables.tensor import TensorVariable
 
 _NO_CONTEXT = contextlib.nullcontext()
 
@@ -81,7 +88,6 @@ class OutputGraph:
         self._input_by_id: dict = {}
         self.guards = GuardSet()
         # Side table for Triton launches: owned by this graph, released with it.
-        from .triton.capture import KernelTable
         self.kernels = KernelTable()
         self.op_count = 0
         # Storages of tensors that min()/max() picked between by a tensor comparison, and of
@@ -117,7 +123,6 @@ class OutputGraph:
     # --- inputs ------------------------------------------------------------------
     def add_input(self, source: Source, value: torch.Tensor):
         """A tensor read from the frame becomes a placeholder, guarded by TENSOR_MATCH."""
-        from .variables.tensor import TensorVariable
         existing = self._input_by_source.get(source)
         if existing is not None:
             return existing
@@ -150,7 +155,6 @@ class OutputGraph:
     def add_int_input(self, source: Source, value: int):
         """An int argument the policy traces symbolically: a placeholder of the graph
         (the entry passes the int) and a SymNodeVariable; None when it stays a constant."""
-        from .variables.symbolic import SymNodeVariable
         if self.dynamic is None or not self.dynamic.int_is_symbolic(source.name(), value):
             return None
         existing = self._input_by_source.get(source)
@@ -254,7 +258,6 @@ class OutputGraph:
                                               "from, by a tensor comparison: which object eager writes "
                                               "depends on the data")
             if self.inference_regions or torch.is_inference_mode_enabled():  # entered in or around the trace
-                from .variables.contexts import mark_inference_views
                 mark_inference_views(target, tensors, result)
             if key is not None and not writes and not aliases:
                 remember(key, result)
@@ -308,7 +311,6 @@ class OutputGraph:
         node = self.graph.get_attr(name)
         node.meta["module"] = module
         # What the inlined entry runs: launches call their kernels' launchers directly.
-        from .triton.capture import direct_launches
         node.meta["run_module"] = direct_launches(module)
         return node
 
@@ -495,8 +497,6 @@ def _unique(nodes) -> tuple:
 
 
 def _flat(args, kwargs):
-    from .variables.dicts import DictVariable
-    from .variables.lists import BaseListVariable
     todo = list(args) + list(kwargs.values())
     while todo:
         v = todo.pop()
@@ -510,7 +510,6 @@ def _flat(args, kwargs):
 
 def _lower(v):
     """Trackers → fx arguments (nodes for tensors, plain values for constants)."""
-    from .variables.base import VariableTracker
     if isinstance(v, dict):
         return {k: _lower(x) for k, x in v.items()}
     if isinstance(v, (list, tuple)):
@@ -521,7 +520,6 @@ def _lower(v):
 
 
 def _fake(v):
-    from .variables.base import VariableTracker
     if isinstance(v, dict):
         return {k: _fake(x) for k, x in v.items()}
     if isinstance(v, (list, tuple)):

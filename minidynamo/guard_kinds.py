@@ -37,6 +37,7 @@ import torch
 
 from .dynamic import render
 from .sources import Namespace, Source
+from .triton.kernels import kernel_name
 
 KINDS: dict[str, type[Guard]] = {}  # kind name -> its class
 
@@ -560,7 +561,6 @@ def _kernel_name(obj) -> str | None:
     from triton.runtime.jit import KernelInterface  # triton is optional: imported only for its objects
     if not isinstance(obj, KernelInterface):  # triton.cdiv and other helpers are not kernels
         return None
-    from .triton.kernels import kernel_name
     try:
         return kernel_name(obj)
     except Exception:

@@ -49,7 +49,6 @@ def c_tensor_check(t: torch.Tensor, shape=None, stride=None):
     calling thread sees them, so an inference_mode call or a conj/neg view fails it too.
     A third of the Python expression's cost. None where unavailable or switched off
     (`config.c_tensor_guards`): the Python expression checks instead."""
-    from .config import config
     if not config.c_tensor_guards or not _c_checks_work():
         return None
     try:

@@ -44,7 +44,6 @@ from .variables.base import NULL, VariableTracker
 from .variables.contexts import (ContextManagerVariable, EnteredManager, GeneratorContextVariable, WithCarrier,
                                  _Method, grad_at_break)
 from .variables.user_objects import UserExitVariable
-from .variables.builder import wrap
 from .variables.functions import UserMethodVariable
 
 
@@ -81,7 +80,7 @@ def _wrap_carrier(tx, value, source):
     """3.10: the stack slot holds the exit the carrier hands to SETUP_WITH."""
     if source is not None:
         tx.output.guards.add(Guard("TYPE_MATCH", source, WithCarrier, {}))
-    exit_ = wrap(tx, value.exit, AttrSource(source, "exit") if source is not None else None)
+    exit_ = tx.wrap(value.exit, AttrSource(source, "exit") if source is not None else None)
     if type(exit_) is UserMethodVariable:  # a user class's: still a with block's exit
         return UserExitVariable(exit_.func, exit_.obj, exit_.source)
     return exit_

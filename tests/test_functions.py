@@ -2,6 +2,8 @@
 functools.partial, methods of plain objects, *args/**kwargs, defaults, keyword-only."""
 import functools
 
+import types
+
 import pytest
 import torch
 
@@ -395,9 +397,16 @@ def _bind(fn, *args, **kwargs):
     import minidynamo
     from minidynamo.variables.constant import ConstantVariable
     from minidynamo.variables.functions import UserFunctionVariable, bind_arguments
+    from minidynamo.variables.builder import wrap as builder_wrap
+
+    class Translator:  # what bind_arguments asks of one: wrapping defaults, guards (dropped)
+        output = types.SimpleNamespace(guards=types.SimpleNamespace(add=lambda guard: None))
+
+        def wrap(self, value, source):
+            return builder_wrap(None, value, None)
     wrap = ConstantVariable
     try:
-        bound = bind_arguments(UserFunctionVariable(fn), None, fn.__code__, [wrap(a) for a in args],
+        bound = bind_arguments(UserFunctionVariable(fn), Translator(), fn.__code__, [wrap(a) for a in args],
                                {k: wrap(v) for k, v in kwargs.items()})
     except minidynamo.Unsupported as e:
         return e

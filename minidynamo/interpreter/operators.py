@@ -13,6 +13,10 @@ from ..variables.dicts import DictVariable, DictViewVariable, SetVariable
 from ..variables.lists import BaseListVariable, IteratorVariable, ListVariable, TupleVariable
 from ..variables.tensor import TensorVariable
 from ..variables.user_objects import InstanceAttributes, user_binary, user_class, user_compare
+from ..guards import Guard
+from ..sources import ObjectSource
+from ..variables.generators import pulled_one_by_one
+from ..variables.objects import UserObjectVariable
 
 BINARY = {name: getattr(operator, name) for name in (
     "add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "matmul", "lshift", "rshift",
@@ -71,7 +75,6 @@ def binary_op(tx, name: str, a: VariableTracker, b: VariableTracker, inplace: bo
             return TupleVariable(a.items + b.items, tuple_type=torch.Size if size else tuple)
         if name == "add" and inplace and isinstance(a, ListVariable):
             a.check_mutable("+=", tx)
-            from ..variables.generators import pulled_one_by_one
             a.items.extend(pulled_one_by_one(tx, b))  # a generator body sees each append
             return a
         if name == "mul" and b.is_python_constant() and isinstance(b.as_python_constant(), int):
@@ -116,7 +119,6 @@ def compare(tx, op: str, a: VariableTracker, b: VariableTracker):
         return ConstantVariable(equal if op == "==" else not equal)
     if op in ("==", "!="):
         # Without a user __eq__/__ne__ on either side (user_compare), == falls back to identity.
-        from ..variables.objects import UserObjectVariable
         for v in (a, b):
             dunder = "__eq__" if op == "==" else "__ne__"
             if isinstance(v, UserObjectVariable) and getattr(type(v.value), dunder) is not getattr(object, dunder):
@@ -150,7 +152,6 @@ def is_same(a: VariableTracker, b: VariableTracker, tx=None):
         if ea is None or eb is None:
             return False  # a computed tensor is never an input (in-place results are their input's tracker)
         same = ea is eb
-        from ..guards import Guard
         tx.output.guards.add(Guard("ALIAS_MATCH", a.source, same, {"other": b.source}))
         return same
     if a.is_python_constant() or b.is_python_constant():
@@ -161,12 +162,9 @@ def is_same(a: VariableTracker, b: VariableTracker, tx=None):
             return False
         if c.as_python_constant() is None:
             return False
-    from ..variables.objects import UserObjectVariable
     if isinstance(a, UserObjectVariable) and isinstance(b, UserObjectVariable):
         same = a.value is b.value
         if tx is not None and (a.source is not None or b.source is not None):  # `e is Color.RED`
-            from ..guards import Guard
-            from ..sources import ObjectSource
             tx.output.guards.add(Guard("ALIAS_MATCH", a.source or ObjectSource(a.value, a.describe()), same,
                                        {"other": b.source or ObjectSource(b.value, b.describe())}))
         return same

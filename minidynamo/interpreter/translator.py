@@ -32,6 +32,8 @@ from .opcodes.generators import GeneratorOps
 from .opcodes.jumps import JumpOps
 from .opcodes.load_store import LoadStoreOps
 from .opcodes.stack import StackOps
+from ..variables.constant import ConstantVariable
+from ..variables.generators import check_at_trace_end, GeneratorVariable
 
 trace_log = get_logger("trace")
 bytecode_log = get_logger("bytecode")
@@ -76,6 +78,11 @@ class InstructionTranslator(GeneratorOps, LoadStoreOps, StackOps, BinaryOps, Jum
     def _build_dispatch(cls):
         cls.dispatch = {name: getattr(cls, name) for name in dir(cls)
                         if name.isupper() and callable(getattr(cls, name))}
+
+    def wrap(self, value, source):
+        """The tracker of real `value` reached at `source` (builder.wrap): how trackers, which
+        builder imports, reach it without importing it."""
+        return wrap(self, value, source)
 
     def __init__(self, output: OutputGraph, code, f_locals: dict, cells: dict, f_globals: dict,
                  depth: int = 0, counter=None, logs=None):
@@ -187,7 +194,6 @@ class InstructionTranslator(GeneratorOps, LoadStoreOps, StackOps, BinaryOps, Jum
         flags = fn_var.get_code().co_flags
         if flags & _NOT_PLAIN:
             if (flags & _NOT_PLAIN) == CO_GENERATOR:  # a generator object; its body runs as it is pulled
-                from ..variables.generators import GeneratorVariable
                 return GeneratorVariable(self.start_generator(fn_var, args, kwargs), fn_var, args, kwargs)
             unsupported("generator", f"calling {fn_var.describe()}, a coroutine or async generator function")
         direct, self.direct_call = self.direct_call, None  # only the call instruction's own callee
@@ -242,7 +248,6 @@ class InstructionTranslator(GeneratorOps, LoadStoreOps, StackOps, BinaryOps, Jum
 
     def resume(self) -> None:
         """Go on after a yield (`next(gen)` sends None) until the generator returns."""
-        from ..variables.constant import ConstantVariable
         self.push(ConstantVariable(None))
         try:
             self.run()
@@ -316,7 +321,6 @@ def trace(output: OutputGraph, fn, args: tuple, kwargs: dict, stop_at: int | Non
     tx.f_locals = f_locals
     tx.cells = make_cells(code, f_locals, UserFunctionVariable(fn).closure_cells(tx))
     tx.cells.update(passed)
-    from ..variables.generators import check_at_trace_end
     try:
         result = tx.run()
     except StoppedForBreak:

@@ -279,8 +279,7 @@ class InstanceDictView(VariableTracker):
             tx.output.guards.add(Guard("EQUALS_MATCH", InDictSource(self.source, name), True))
             return ConstantVariable(True)
         if name in real:
-            from .builder import wrap  # (builder imports the trackers: a cycle)
-            return wrap(tx, real[name], ItemSource(self.source, name))
+            return tx.wrap(real[name], ItemSource(self.source, name))
         tx.output.guards.add(Guard("EQUALS_MATCH", InDictSource(self.source, name), False))
         return None
 

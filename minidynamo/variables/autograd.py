@@ -39,6 +39,7 @@ from .symbolic import SymNodeVariable
 from .tensor import TensorVariable
 from ..guards import Guard
 from ..sources import AttrSource
+from .torch_graph_break import torch_allowed_function
 
 _BASE = torch.autograd.Function
 _ONCE_DIFFERENTIABLE_CODE = torch.autograd.function.once_differentiable(lambda ctx: None).__code__
@@ -82,7 +83,6 @@ class FunctionApplyVariable(VariableTracker):
         for method in ("forward", "setup_context", "backward"):  # the class may be patched between calls
             tx.output.guards.add(Guard("ID_MATCH", AttrSource(self.cls_source, method),
                                        getattr(self.fn_cls, method)))
-        from .torch_graph_break import torch_allowed_function
         with torch_allowed_function(self.fn_cls):
             return capture_apply(tx, self.fn_cls, list(args), dict(kwargs), self.cls_source)
 

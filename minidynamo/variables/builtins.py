@@ -61,8 +61,7 @@ class BuiltinVariable(ObjectConstantVariable):
             return ConstantVariable(self.value.__name__)
         if isinstance(self.value, type) and hasattr(self.value, name):
             attr = getattr(self.value, name)
-            from .builder import wrap
-            return wrap(tx, attr, None)
+            return tx.wrap(attr, None)
         return super().var_getattr(tx, name)
 
     def call_function(self, tx, args, kwargs):
@@ -155,8 +154,7 @@ def _isinstance(tx, args, kwargs):
 def _type(tx, args, kwargs):
     if len(args) != 1 or kwargs:
         return None
-    from .builder import wrap
-    return wrap(tx, _python_type_of(tx, args[0]), None)
+    return tx.wrap(_python_type_of(tx, args[0]), None)
 
 
 def _iterable_call(ctor):

@@ -18,7 +18,6 @@ from ..guards import Guard
 from ..sources import AttrSource
 from .autograd import is_function_apply
 from .base import RealValueVariable, VariableTracker
-from .builder import wrap
 from .builtins import is_builtin_callable
 from .functions import BoundMethodVariable
 from .torch import is_torch_object
@@ -61,7 +60,7 @@ class UntracedValueVariable(VariableTracker):
 def wrap_untraced_result(tx, value, source):
     """The tracker of resume parameter `source`, the result of an untraced C function."""
     if type(value) is not float:
-        return wrap(tx, value, source)
+        return tx.wrap(value, source)
     tx.output.guards.add(Guard("TYPE_MATCH", source, float))
     return UntracedValueVariable(value, source)
 
@@ -95,7 +94,7 @@ def _wrap(tx, value, source):
     tx.output.guards.add(Guard("TYPE_MATCH", source, type(value)))
     tx.output.guards.add(Guard("EQUALS_MATCH", AttrSource(source, "__name__"), value.__name__))
     try:
-        obj = wrap(tx, owner, AttrSource(source, "__self__"))
+        obj = tx.wrap(owner, AttrSource(source, "__self__"))
     except Unsupported:  # an owner the trace has no model of: the method itself
         tx.output.guards.add(Guard("ID_MATCH", AttrSource(source, "__self__"), owner))
         return OpaqueCallableVariable(value, source)

@@ -20,7 +20,6 @@ from .dicts import DictVariable, _key, from_keys, key_var
 from .functions import BoundMethodVariable, NestedFunctionVariable, PartialVariable, UserMethodVariable
 from .generators import pulled_one_by_one
 from .lists import TupleVariable
-from .builder import wrap
 from .constant import fold
 from .lists import IteratorVariable
 from ..interpreter.operators import compare, binary_op
@@ -316,11 +315,11 @@ def _wrap_dict(tx, value, source):
     def entries():
         if source is not None:
             tx.output.guards.add(Guard("DICT_KEYS", source, tuple(value), {"type": kind}))
-        return {k: wrap(tx, v, ItemSource(source, k) if source else None) for k, v in value.items()}
+        return {k: tx.wrap(v, ItemSource(source, k) if source else None) for k, v in value.items()}
 
     if source is None:
         if kind is defaultdict:
-            return DefaultDictVariable(entries(), wrap(tx, value.default_factory, None))
+            return DefaultDictVariable(entries(), tx.wrap(value.default_factory, None))
         return (OrderedDictVariable if kind is OrderedDict else CounterVariable)(entries())
     tx.output.guards.add(Guard("TYPE_MATCH", source, kind))
     if kind is not defaultdict:
@@ -328,7 +327,7 @@ def _wrap_dict(tx, value, source):
                                                                                 size=len(value))
     else:
         var = DefaultDictVariable({}, source=source, lazy=entries, size=len(value),
-                                  factory_lazy=lambda: wrap(tx, value.default_factory,
+                                  factory_lazy=lambda: tx.wrap(value.default_factory,
                                                             AttrSource(source, "default_factory")))
     tx.output.containers[id(value)] = (value, var, source)
     return var

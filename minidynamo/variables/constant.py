@@ -61,8 +61,7 @@ class ConstantVariable(ObjectConstantVariable):
 
     def var_getattr(self, tx, name):
         if name == "__class__":  # as type(value): a constant from outside has its type guarded
-            from .builder import wrap  # builder imports the trackers (a cycle)
-            return wrap(tx, type(self.value), None)
+            return tx.wrap(type(self.value), None)
         attr = self.real_attr(name)
         if callable(attr):
             from .functions import BoundMethodVariable

@@ -39,7 +39,6 @@ from ..guards import Guard
 from ..sources import ItemSource, Source
 from .attribute_protocols import InstanceDictView, class_attribute, dict_source, instance_dict
 from .base import VariableTracker
-from .builder import wrap
 from .constant import ConstantVariable
 from .dicts import DictVariable, ObjectKey, SetVariable, has_object_keys
 from .lists import ListVariable, TupleVariable
@@ -205,9 +204,9 @@ class _Copier:
             if k in obj.stored:
                 state[k] = obj.stored[k]
             elif static is not None and hasattr(type(static), "__set__"):  # a data descriptor wins over __dict__
-                state[k] = wrap(self.tx, value, ItemSource(source, k))
+                state[k] = self.tx.wrap(value, ItemSource(source, k))
             else:
-                state[k] = wrap(self.tx, value, obj._attr_source(k))
+                state[k] = self.tx.wrap(value, obj._attr_source(k))
         for k, x in obj.stored.items():
             state.setdefault(k, x)
         return state

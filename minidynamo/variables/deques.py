@@ -13,7 +13,6 @@ from .collections_types import bind_params, index_value, is_none
 from .constant import ConstantVariable
 from .lazy_iterators import advanced
 from .lists import IteratorVariable, LiveItems, TupleVariable, items_equal
-from .builder import wrap
 from .generators import pulled_one_by_one
 
 
@@ -286,7 +285,7 @@ def _wrap_deque(tx, value, source):
     """A deque read from the frame: its length guarded when its items are first looked
     at, its maxlen when first read; one tracker per object however it is reached."""
     if source is None:
-        return DequeVariable([wrap(tx, v, None) for v in value], value.maxlen)
+        return DequeVariable([tx.wrap(v, None) for v in value], value.maxlen)
     guards = tx.output.guards
     seen = tx.output.containers.get(id(value))
     if seen is not None and seen[0] is value:
@@ -296,7 +295,7 @@ def _wrap_deque(tx, value, source):
 
     def items():
         guards.add(Guard("LEN_MATCH", source, len(value), {"type": deque}))
-        return [wrap(tx, v, ItemSource(source, i)) for i, v in enumerate(value)]
+        return [tx.wrap(v, ItemSource(source, i)) for i, v in enumerate(value)]
 
     def maxlen():
         guards.add(Guard("EQUALS_MATCH", AttrSource(source, "maxlen"), value.maxlen))

@@ -39,7 +39,6 @@ from .lists import iterator_of
 from .objects import UserObjectVariable
 from .user_objects import (InstanceAttributes, InstanceDictVariable, _class_var, init_object, is_user_class,
                            python_method, why_not_modelled)
-from .builder import wrap
 from ..side_effects import read_first
 
 _BASES = (dict, OrderedDict)
@@ -377,9 +376,9 @@ def _wrap_dict_object(tx, value, source):
     def entries():
         keys = base_keys(value)
         tx.output.guards.add(Guard("EQUALS_MATCH", BaseKeysSource(source), keys))
-        return {k: wrap(tx, dict.__getitem__(value, k), BaseItemSource(source, k)) for k in keys}
+        return {k: tx.wrap(dict.__getitem__(value, k), BaseItemSource(source, k)) for k in keys}
 
-    instance_dict = wrap(tx, vars(value), AttrSource(source, "__dict__"))
+    instance_dict = tx.wrap(vars(value), AttrSource(source, "__dict__"))
     var = _tracker_class(cls)(cls, source, lazy=entries, size=len(value), instance_dict=instance_dict,
                               outside=tx.output)
     tx.output.containers[id(value)] = (value, var, source)
@@ -396,7 +395,7 @@ class FieldVariable(UserObjectVariable):
 
     def var_getattr(self, tx, name):
         if name in dataclasses.Field.__slots__:
-            return wrap(tx, getattr(self.value, name), self._attr_source(name))
+            return tx.wrap(getattr(self.value, name), self._attr_source(name))
         return super().var_getattr(tx, name)
 
     def consumer_snapshot(self, of) -> tuple:

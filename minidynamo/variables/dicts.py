@@ -177,8 +177,7 @@ class DictVariable(VariableTracker):
 
     def var_getattr(self, tx, name):
         if name == "__class__":
-            from .builder import wrap  # builder imports this module
-            return wrap(tx, self.python_type(), None)
+            return tx.wrap(self.python_type(), None)
         return self.method_getattr(tx, name)
 
     def check_mutable(self, what, tx):

@@ -108,8 +108,7 @@ class ExceptionVariable(VariableTracker):
         if name == "args":
             return TupleVariable(list(self.args))
         if name == "__class__":
-            from .builder import wrap
-            return wrap(tx, self.exc_type, None)
+            return tx.wrap(self.exc_type, None)
         if name in ("__cause__", "__context__"):
             value = self.cause if name == "__cause__" else self.context
             return ConstantVariable(None) if value is None else value

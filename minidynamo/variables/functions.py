@@ -17,6 +17,8 @@ from .constant import ConstantVariable, is_constant_value
 from .dicts import DictVariable
 from .lists import TupleVariable
 from .purity import is_compiler_disabled, is_disabled_by_torch
+from .torch_graph_break import breaks_here
+from .._compat import CO_VARARGS, CO_VARKEYWORDS
 
 
 class CellVariable(VariableTracker):
@@ -62,13 +64,12 @@ class FrameCellVariable(CellVariable):
 
     def load(self, tx):
         if not self.loaded:
-            from .builder import wrap
             try:
                 value = self.cell.cell_contents
             except ValueError:
                 unsupported("exceptions", f"NameError: free variable {self.name!r} referenced before assignment")
             source = AttrSource(self.source, "cell_contents")
-            self.contents = wrap_closure_local(tx, value, source) or wrap(tx, value, source)
+            self.contents = wrap_closure_local(tx, value, source) or tx.wrap(value, source)
             self.loaded = True
         return self.contents
 
@@ -144,12 +145,11 @@ class RealCellVariable(VariableTracker):
 
     def load(self, tx):
         if not self.loaded:
-            from .builder import wrap
             try:
                 value = self.cell.cell_contents
             except ValueError:
                 unsupported("exceptions", f"NameError: free variable {self.name!r} referenced before assignment")
-            self.contents = wrap(tx, value, ClosureSource(self.cell, self.name))
+            self.contents = tx.wrap(value, ClosureSource(self.cell, self.name))
             self.loaded = True
         return self.contents
 
@@ -261,11 +261,10 @@ class UserFunctionVariable(BaseFunctionVariable):
         return dict(self._wrap_defaults(tx, "__kwdefaults__", dict).items) if self.fn.__kwdefaults__ else {}
 
     def _wrap_defaults(self, tx, attr, kind):
-        from .builder import wrap
         value = getattr(self.fn, attr)
         if type(value) is not kind:
             unsupported("construct", f"{attr} of {self.describe()} is a {type(value).__name__}")
-        return wrap(tx, value, AttrSource(self.guard_source(), attr) if tx is not None else None)
+        return tx.wrap(value, AttrSource(self.guard_source(), attr) if tx is not None else None)
 
     def is_python_constant(self):
         return True
@@ -281,7 +280,6 @@ class UserFunctionVariable(BaseFunctionVariable):
             return tx.output.call("call_function", self.fn, args, kwargs, what=f"{self.fn.__qualname__}()")
         if getattr(self.fn, "_minidynamo_graph_break", False):
             unsupported("graph_break", "minidynamo.graph_break()")
-        from .torch_graph_break import breaks_here
         if breaks_here(self.fn):  # torch._dynamo.graph_break(): torch.compile breaks here too
             unsupported("graph_break", "torch._dynamo.graph_break()")
         if is_compiler_disabled(self.fn):  # runs eagerly (torch's wrapper switches the eval-frame hook off)
@@ -307,10 +305,9 @@ class UserFunctionVariable(BaseFunctionVariable):
         its co_* attributes are then constants), name, qualname, module, doc, defaults,
         `__dict__` and its entries (`__wrapped__`, flags), each guarded as a value read from
         the function; an attribute it lacks raises AttributeError, its absence guarded."""
-        from .builder import wrap
         fn = self.fn
         if name == "__class__":  # a function's class cannot be assigned
-            return wrap(tx, type(fn), None)
+            return tx.wrap(type(fn), None)
         source = AttrSource(self.guard_source(), name)
         if name == "__code__":
             tx.output.guards.add(Guard("ID_MATCH", source, fn.__code__))
@@ -319,7 +316,7 @@ class UserFunctionVariable(BaseFunctionVariable):
             # 3.14 (PEP 649): the first read runs the function's __annotate__ code
             unsupported("construct", f"the annotations of {self.describe()} (reading them runs code)")
         if name in _FUNCTION_VALUES and hasattr(fn, name) or (name in fn.__dict__ and name not in _FUNCTION_DATA):
-            return wrap(tx, getattr(fn, name), source)
+            return tx.wrap(getattr(fn, name), source)
         if hasattr(types.FunctionType, name):  # __globals__, __closure__, methods
             return super().var_getattr(tx, name)
         tx.output.guards.add(Guard("HASATTR", self.guard_source(), False, {"attr": name}))
@@ -400,7 +397,6 @@ class NestedFunctionVariable(BaseFunctionVariable):
 
     def _dict(self):
         if self.dict_var is None:
-            from .dicts import DictVariable
             self.dict_var = DictVariable({})
         return self.dict_var
 
@@ -465,7 +461,6 @@ class NestedFunctionVariable(BaseFunctionVariable):
         if name == "__annotations__":
             if self.annotated:
                 unsupported("construct", f"the annotations of {self.describe()} (made in the trace)")
-            from .dicts import DictVariable
             self.attrs[name] = DictVariable({})  # a new, empty dict, kept (as CPython caches it)
             return self.attrs[name]
         if name == "__type_params__" and not self.annotated:
@@ -488,8 +483,7 @@ class NestedFunctionVariable(BaseFunctionVariable):
             cells = tuple(types.CellType() for _ in self.code.co_freevars) or None
             return ConstantVariable(types.FunctionType(self.code, {}, None, None, cells).__doc__)
         if name == "__class__":
-            from .builder import wrap
-            return wrap(tx, types.FunctionType, None)
+            return tx.wrap(types.FunctionType, None)
         if not hasattr(types.FunctionType, name):  # made here: its __dict__ is empty
             unsupported("exceptions", f"AttributeError: 'function' object has no attribute {name!r}",
                         raised=AttributeError)
@@ -557,8 +551,7 @@ class UserMethodVariable(VariableTracker):
         if name == "__func__":
             return self.func
         if name == "__class__":
-            from .builder import wrap
-            return wrap(tx, types.MethodType, None)
+            return tx.wrap(types.MethodType, None)
         return self.func.var_getattr(tx, name)  # a method reads the rest from its function
 
 
@@ -591,7 +584,6 @@ def bind_arguments(fn_var, tx, code, args: list, kwargs: dict) -> dict:
     """Bind call arguments to the parameters of `code`, as CPython does; a mismatch is
     the user's TypeError, which the eager run raises for real."""
     name = fn_var.get_name() if hasattr(fn_var, "get_name") else code.co_name
-    from .._compat import CO_VARARGS, CO_VARKEYWORDS
     nargs, nkwonly, nposonly = code.co_argcount, code.co_kwonlyargcount, code.co_posonlyargcount
     names = code.co_varnames
     positional = names[:nargs]

@@ -27,12 +27,13 @@ from __future__ import annotations
 from .._compat import PY311
 from ..exc import unsupported
 from .base import NULL
+from .functions import make_function, NestedFunctionVariable, RealCellVariable, UserFunctionVariable
+from ..frame_hook import run_plainly
+from ..resume import cell_param, resume_code, why_cells_not_passed, why_not_resumable
 
 
 def rebuild_started(gen, rb) -> str:
     """The expression making `gen` (suspended at a yield) again; `rebuild_fill` advances it."""
-    from ..frame_hook import run_plainly
-    from ..resume import cell_param, resume_code, why_cells_not_passed, why_not_resumable
     frame = gen.frame
     code = frame.code
     why = _why_not(gen, rb) or why_cells_not_passed(code)
@@ -54,7 +55,6 @@ def rebuild_started(gen, rb) -> str:
     args = [rb.expr(v) for v in stack if v is not NULL] + ["None"]
     args += [rb.expr(frame.f_locals[n]) for n in local_names]
     args += [rb.expr(frame.cells[n]) for n in cell_names]
-    from .functions import make_function
     qualname, fn_globals, closure = _function_parts(gen.fn_var, rb)
     fn = (f"{rb.ns.bind(make_function, 'make_function')}({rb.ns.bind(new_code, 'code')}, "
           f"{rb.ns.bind(fn_globals, 'G')}, {qualname!r}, None, None, {closure})")
@@ -84,7 +84,6 @@ def _why_not(gen, rb) -> str | None:
 
 def _function_parts(fn_var, rb) -> tuple:
     """(qualified name, globals, closure expression) of the generator function."""
-    from .functions import NestedFunctionVariable, RealCellVariable, UserFunctionVariable
     if isinstance(fn_var, UserFunctionVariable):
         fn = fn_var.fn
         closure = rb.ns.bind(fn.__closure__, "closure") if fn.__closure__ else "None"

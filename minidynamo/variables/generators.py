@@ -50,6 +50,8 @@ from .contexts import ContextManagerVariable, _Method
 from .functions import BaseFunctionVariable, BoundMethodVariable
 from .objects import UserObjectVariable
 from .user_objects import NewObjectVariable, UserExitVariable
+from .generator_methods import next_step
+from .generator_rebuild import rebuild_started, advance_lines
 
 # Generators pulling generators (each pull runs a translator inside the puller's): past
 # this nesting the trace declines before Python's own recursion limit would stop it.
@@ -176,7 +178,6 @@ class GeneratorVariable(IteratorVariable):
     def next_from(self, tx):
         """`next(gen)` by `tx`'s call instruction (generator_methods.next_step): an exception
         leaving the body is raised there, where `tx` may catch it."""
-        from .generator_methods import next_step
         return next_step(tx, self)
 
     def iter_items(self, tx):
@@ -254,7 +255,6 @@ class GeneratorVariable(IteratorVariable):
         function with the same arguments (no line of its body has run); one suspended at a
         yield by running a copy of its code to that yield (generator_rebuild.py)."""
         if self.state != "created":
-            from .generator_rebuild import rebuild_started
             return rebuild_started(self, rb)
         fn = rb.expr(self.fn_var)
         args = "".join(rb.expr(a) + ", " for a in self.args)
@@ -266,7 +266,6 @@ class GeneratorVariable(IteratorVariable):
     def rebuild_fill(self, rb, name: str) -> list:
         if self.state == "created":
             return []
-        from .generator_rebuild import advance_lines
         return advance_lines(rb, name)
 
     def suspended_in_cleanup(self) -> bool:

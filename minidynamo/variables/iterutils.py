@@ -23,7 +23,7 @@ from .lazy_iterators import (ModelIterator, bind_args, decline_type, decline_val
                              make_call_until, make_filter, make_map)
 from .lists import IteratorVariable, TupleVariable, iterator_of, make_enumerate, make_zip
 from .objects import ClassVariable
-from .builder import _guard, wrap
+from .builder import _guard
 from .builtins import BuiltinVariable
 from .tensor import TensorVariable
 from ..interpreter.operators import compare
@@ -319,13 +319,13 @@ def _wrap_pulled(tx, value, source):
     args = reduced[1]
     _guard(tx, "EQUALS_MATCH", ReducedSource(source, "shape"), reduced_shape(value))
     if type(value) is enumerate:
-        inner = wrap(tx, args[0], ReducedSource(source, 0))
-        count = wrap(tx, args[1], ReducedSource(source, 1))
+        inner = tx.wrap(args[0], ReducedSource(source, 0))
+        count = tx.wrap(args[1], ReducedSource(source, 1))
         if not count.is_python_constant():
             unsupported("construct", f"an enumerate object counting from {count.describe()}")
         var = make_enumerate(iterator_of(tx, inner), count.as_python_constant())
     else:
-        iterators = [iterator_of(tx, wrap(tx, it, ReducedSource(source, i))) for i, it in enumerate(args)]
+        iterators = [iterator_of(tx, tx.wrap(it, ReducedSource(source, i))) for i, it in enumerate(args)]
         var = make_zip(iterators, len(reduced) > 2 and bool(reduced[2]))
     seen[source] = (value, var)
     return var

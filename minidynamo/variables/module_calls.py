@@ -21,7 +21,6 @@ import torch
 from ..exc import unsupported
 from ..guards import Guard
 from ..sources import AttrSource, ItemSource, ObjectSource
-from .builder import wrap
 from .dicts import DictVariable
 from .lists import TupleVariable
 
@@ -154,7 +153,7 @@ def _hooks(tx, own: dict, shared: dict, source, names: tuple) -> list:
     for d, base in ((shared.get(names[0]), AttrSource(_MODULE_PY_SOURCE, names[0])),
                     (own.get(names[1]), AttrSource(source, names[1]))):
         for hook_id, hook in (d or {}).items():
-            out.append((hook_id, wrap(tx, hook, ItemSource(base, hook_id))))
+            out.append((hook_id, tx.wrap(hook, ItemSource(base, hook_id))))
     return out
 
 

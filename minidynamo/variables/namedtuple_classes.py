@@ -16,7 +16,6 @@ from ..exc import READS_FRAME, unsupported
 from ..sources import GlobalSource
 from .constant import is_constant_value
 from .objects import ClassVariable
-from .builder import wrap
 
 # The classes traces made → the tracker that rebuilds each (one class per trace).
 _made: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
@@ -69,7 +68,7 @@ def make_class(tx, args, kwargs):
         # namedtuple names the module after the caller's globals (3.12+: its function's
         # __module__, the same unless reassigned): read, so guarded
         found = "__name__" in tx.f_globals
-        name = wrap(tx, tx.f_globals["__name__"], GlobalSource("__name__", tx.f_globals)) if found else None
+        name = tx.wrap(tx.f_globals["__name__"], GlobalSource("__name__", tx.f_globals)) if found else None
         recipe["module"] = (name.as_python_constant() if name is not None else None) or "__main__"
     try:
         cls = collections.namedtuple(**recipe)

@@ -18,6 +18,7 @@ from .dicts import DictVariable
 from .functions import UserFunctionVariable, UserMethodVariable, bind_arguments
 from .lists import TupleVariable
 from .objects import ClassVariable
+from .namedtuple_classes import make_class
 
 _REFERENCE = collections.namedtuple("_REFERENCE", "a")
 _TUPLEGETTER = type(_REFERENCE.a)
@@ -99,13 +100,12 @@ def _fields_of(cls) -> tuple:
 def namedtuple_getattr(tx, tup: TupleVariable, name: str):
     """`p.name` for a namedtuple instance's tracker, or None where tuple's own lookup
     applies (tuple methods such as count and index)."""
-    from .builder import wrap
     cls = tup.tuple_type
     if namedtuple_base(cls) is None:
         return None
     source = tup.source
     if name == "__class__":
-        return wrap(tx, cls, None)  # the instance's type is guarded already
+        return tx.wrap(cls, None)  # the instance's type is guarded already
     try:
         static = inspect.getattr_static(cls, name)
     except AttributeError:
@@ -139,11 +139,11 @@ def namedtuple_getattr(tx, tup: TupleVariable, name: str):
     if hasattr(type(static), "__get__"):
         return None  # tuple's methods (count, index, __getitem__...): the tuple tracker's own
     if source is not None:
-        return wrap(tx, static, AttrSource(source, name))
+        return tx.wrap(static, AttrSource(source, name))
     if is_constant_value(static):
         return ConstantVariable(static)
     if name == "_field_defaults":
-        return DictVariable({k: wrap(tx, v, None) for k, v in static.items()})
+        return DictVariable({k: tx.wrap(v, None) for k, v in static.items()})
     unsupported("construct", f"class attribute {name!r} of {cls.__qualname__} read through an instance "
                              "made while tracing (not a constant)")
 
@@ -151,7 +151,6 @@ def namedtuple_getattr(tx, tup: TupleVariable, name: str):
 def _instance_attribute(tx, tup: TupleVariable, name: str):
     """An attribute in the instance's own __dict__ (a namedtuple subclass without
     __slots__). One made while tracing has none (attribute writes decline)."""
-    from .builder import wrap
     if tup.source is None:
         return None
     seen = tx.output.wrapped.get(tup.source)
@@ -159,7 +158,7 @@ def _instance_attribute(tx, tup: TupleVariable, name: str):
         unsupported("construct", f"the __dict__ of {tup.source.name()!r} is not known while tracing")
     inst_dict = seen[0].__dict__
     if name in inst_dict:
-        return wrap(tx, inst_dict[name], AttrSource(tup.source, name))
+        return tx.wrap(inst_dict[name], AttrSource(tup.source, name))
     tx.output.guards.add(Guard("NOT_IN_DICT", tup.source, None, {"attr": name}))
     return None
 
@@ -268,7 +267,6 @@ class NamedTupleFactoryVariable(UserFunctionVariable):
 
     def call_function(self, tx, args, kwargs):
         if self.fn is collections.namedtuple:
-            from .namedtuple_classes import make_class  # it builds on this module's trackers
             return make_class(tx, args, kwargs)
         # It also names the class's module after the calling frame's globals, which a
         # graph break's helper would replace: the whole call runs eagerly.

@@ -32,6 +32,7 @@ from .lists import iterator_of
 from .objects import UserObjectVariable
 from .functions import BoundMethodVariable
 from ..interpreter.operators import contains
+from .module_calls import call_new_module
 
 nn = torch.nn
 
@@ -150,7 +151,6 @@ class NewModuleVariable(UserObjectVariable):
 
     def call_function(self, tx, args, kwargs):
         # A fresh module has no hooks of its own; the process-wide ones are traced.
-        from .module_calls import call_new_module  # it imports the builder, which imports this module
         return call_new_module(tx, self, args, kwargs, lambda a, k: self.call_method(tx, "forward", a, k))
 
     def rebuild_new(self, rb):
@@ -262,7 +262,6 @@ class NewContainerVariable(VariableTracker):
         if self.cls is not nn.Sequential:
             unsupported("exceptions", f"NotImplementedError: Module [{self.cls.__name__}] is missing the "
                                       "required \"forward\" function")
-        from .module_calls import call_new_module  # it imports the builder, which imports this module
         return call_new_module(tx, self, args, kwargs, lambda a, k: self._forward(tx, a, k))
 
     def _forward(self, tx, args, kwargs):

@@ -27,6 +27,7 @@ from .constant import ConstantVariable
 from .functions import UserFunctionVariable, UserMethodVariable
 from .contexts import make_context_manager
 from ..guards import Guard
+from .module_calls import call_module
 
 
 class ModuleVariable(ObjectConstantVariable):
@@ -41,13 +42,12 @@ class ModuleVariable(ObjectConstantVariable):
         return f"module {self.value.__name__!r}"
 
     def var_getattr(self, tx, name):
-        from .builder import wrap
         try:
             value = getattr(self.value, name)
         except AttributeError:
             unsupported("exceptions", f"AttributeError: module {self.value.__name__!r} has no attribute {name!r}",
                         raised=AttributeError)
-        return wrap(tx, value, AttrSource(self.source, name) if self.source else None)
+        return tx.wrap(value, AttrSource(self.source, name) if self.source else None)
 
 
 # (predicate(cls), factory(tx, cls, args, kwargs) -> tracker or None) pairs: how calling a
@@ -75,7 +75,6 @@ class ClassVariable(ObjectConstantVariable):
 
     def var_getattr(self, tx, name):
         from .autograd import FunctionApplyVariable, is_function_class
-        from .builder import wrap
         if name == "apply" and is_function_class(self.value):
             return FunctionApplyVariable(self.value, AttrSource(self.source, name) if self.source else None,
                                          self.source)
@@ -85,10 +84,10 @@ class ClassVariable(ObjectConstantVariable):
             unsupported("exceptions", f"AttributeError: type object {self.value.__name__!r} has no attribute {name!r}",
                         raised=AttributeError)
         if isinstance(static, staticmethod):
-            return wrap(tx, static.__func__, None)
+            return tx.wrap(static.__func__, None)
         if isinstance(static, classmethod):
-            return UserMethodVariable(wrap(tx, static.__func__, None), self)
-        return wrap(tx, getattr(self.value, name), AttrSource(self.source, name) if self.source else None)
+            return UserMethodVariable(tx.wrap(static.__func__, None), self)
+        return tx.wrap(getattr(self.value, name), AttrSource(self.source, name) if self.source else None)
 
     def call_function(self, tx, args, kwargs):
         cm = make_context_manager(tx, self.value, args, kwargs)
@@ -143,13 +142,12 @@ class UserObjectVariable(VariableTracker):
     def generic_getattr(self, tx, name):
         """object.__getattribute__ (Module's tables and __getattr__ for modules): data
         descriptors of the class, the instance dictionary, then the class."""
-        from .builder import wrap
         obj = self.value
         cls = type(obj)
         if name in self.stored:  # set by the trace: a plain instance attribute (see set_plain)
             return self.stored[name]
         if name == "__class__" and inspect.getattr_static(cls, name) is _OBJECT_CLASS:
-            return wrap(tx, cls, self._attr_source(name))  # guarded by identity, as `type(obj)` is
+            return tx.wrap(cls, self._attr_source(name))  # guarded by identity, as `type(obj)` is
         inst_dict = instance_dict(obj)
         static = on_class(cls, name)
         if isinstance(obj, torch.nn.Module) and static is _ABSENT and not (inst_dict and name in inst_dict):
@@ -158,13 +156,13 @@ class UserObjectVariable(VariableTracker):
             for table in ("_parameters", "_buffers", "_modules"):
                 d = obj.__dict__.get(table)
                 if d is not None and name in d:
-                    return wrap(tx, d[name], self._attr_source(name))
+                    return tx.wrap(d[name], self._attr_source(name))
         is_data_descriptor = static is not _ABSENT and hasattr(type(static), "__set__")
         if name == "__dict__" and isinstance(inst_dict, dict) and type(static) is types.GetSetDescriptorType \
                 and self.source is not None and not self.is_module():
             return InstanceDictView(self)  # read key by key (`vars(obj).get(k)`)
         if inst_dict is not None and name in inst_dict and not is_data_descriptor:
-            return wrap(tx, inst_dict[name], self._attr_source(name))
+            return tx.wrap(inst_dict[name], self._attr_source(name))
         if static is not _ABSENT and self.source is not None:
             self._guard_class_attr(tx, name, static, shadowable=inst_dict is not None and not is_data_descriptor)
         if isinstance(obj, logging.Logger) and name in _LOGGER_LEVELS and self.source is not None:
@@ -205,9 +203,9 @@ class UserObjectVariable(VariableTracker):
                 guard_not_in_dict(tx, self.source, name, self._generic_class())
                 return LoggedOnceVariable(static, self)
             if static in _CTX_READS and self.source is not None:  # a backward's ctx, passed in
-                return wrap(tx, getattr(obj, name), self._attr_source(name))
+                return tx.wrap(getattr(obj, name), self._attr_source(name))
             unsupported("construct", f"descriptor {name!r} of {cls.__qualname__} is not traced")
-        return wrap(tx, static, self._attr_source(name))
+        return tx.wrap(static, self._attr_source(name))
 
     # --- attribute writes -----------------------------------------------------------
     def store_attr(self, tx, name, value):
@@ -381,7 +379,6 @@ class UserObjectVariable(VariableTracker):
         if isinstance(obj, torch.nn.Module):
             if inspect.getattr_static(type(obj), "__call__") is not torch.nn.Module.__call__:
                 return self.call_method(tx, "__call__", args, kwargs)  # the class's own __call__
-            from .module_calls import call_module
             return call_module(tx, self, args, kwargs)
         if inspect.getattr_static(type(obj), "__call__", None) is not None:
             return self.call_method(tx, "__call__", args, kwargs)

@@ -100,8 +100,7 @@ class TensorVariable(VariableTracker):
         if name == "__class__":
             # The exact type: a graph input's is pinned by TENSOR_MATCH (subclasses other
             # than Parameter are declined as inputs); a computed tensor is a torch.Tensor.
-            from .builder import wrap
-            return wrap(tx, self.cls, None)
+            return tx.wrap(self.cls, None)
         own = self._own_attr(tx, name)
         if own is not None:
             return own
@@ -143,8 +142,7 @@ class TensorVariable(VariableTracker):
         if attrs is None:
             return None
         if name in attrs:
-            from .builder import wrap
-            return wrap(tx, attrs[name], AttrSource(self.source, name))
+            return tx.wrap(attrs[name], AttrSource(self.source, name))
         tx.output.guards.add(Guard("NOT_IN_DICT", self.source, None, {"attr": name if attrs else None}))
         return None
 

@@ -98,8 +98,7 @@ class TorchVariable(ObjectConstantVariable):
             if source is None:
                 unsupported("construct", f"{qualified_name(self.value)}.{name}, a setting that "
                                          "could not be guarded here")
-            from .builder import wrap
-            return wrap(tx, attr, source)
+            return tx.wrap(attr, source)
         if is_constant_value(attr):
             return ConstantVariable(attr)  # dtypes, devices, layouts: never rebound
         if type(attr) in SETTINGS_TYPES:
@@ -110,8 +109,7 @@ class TorchVariable(ObjectConstantVariable):
             return TorchSettingsVariable(attr, source)
         if callable(attr) or isinstance(attr, types.ModuleType):
             return TorchVariable(attr, source)
-        from .builder import wrap
-        return wrap(tx, attr, None)
+        return tx.wrap(attr, None)
 
     def call_function(self, tx, args, kwargs):
         fn = self.value
@@ -194,8 +192,7 @@ class TorchSettingsVariable(ObjectConstantVariable):
         value = self.real_attr(name)  # a C getter: reads, changes nothing
         if type(value) not in _FLAG_TYPES:
             unsupported("construct", f"{name!r} of {self.describe()} is not a setting")
-        from .builder import wrap
-        return wrap(tx, value, AttrSource(self.source, name))
+        return tx.wrap(value, AttrSource(self.source, name))
 
 
 # --- torch's checks: has_torch_function, _assert_async, _assert_scalar ----------------

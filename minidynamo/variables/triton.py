@@ -22,7 +22,6 @@ from .dicts import DictVariable
 from .lists import BaseListVariable
 from .symbolic import SymNodeVariable
 from .tensor import TensorVariable
-from .builder import wrap
 from .constant import fold
 from .functions import UserFunctionVariable, BoundMethodVariable
 from ..triton.mutation import analyze_mutations
@@ -337,7 +336,7 @@ def _apply_heuristics(tx, kv, chain, meta: dict, kname: str):
             if values is not None:
                 tx.output.guards.add(Guard("DICT_KEYS", values, tuple(k.values), {"type": type(k.values)}))
             for vname, fn in k.values.items():
-                fn_var = wrap(tx, fn, ItemSource(values, vname) if values is not None else None)
+                fn_var = tx.wrap(fn, ItemSource(values, vname) if values is not None else None)
                 try:
                     result = fn_var.call_function(tx, [DictVariable(dict(meta))], {})
                 except Unsupported as e:

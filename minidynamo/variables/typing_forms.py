@@ -14,7 +14,6 @@ import typing
 
 from ..exc import unsupported
 from .base import ObjectConstantVariable
-from .builder import wrap
 from .lists import TupleVariable
 
 # typing's own alias classes (Optional[int], Annotated[...], Callable[...]) and the
@@ -32,7 +31,7 @@ def _as_tracker(tx, value):
     """A value read from a hint, without a source (the hint is pinned)."""
     if type(value) is tuple:
         return TupleVariable([_as_tracker(tx, v) for v in value])
-    return wrap(tx, value, None)
+    return tx.wrap(value, None)
 
 
 class TypeHintVariable(ObjectConstantVariable):
@@ -45,7 +44,7 @@ class TypeHintVariable(ObjectConstantVariable):
         if name in _READABLE:
             return _as_tracker(tx, self.real_attr(name))
         if name == "__class__":
-            return wrap(tx, type(self.value), None)
+            return tx.wrap(type(self.value), None)
         unsupported("construct", f"{name!r} of {self.describe()} is not traced")
 
 

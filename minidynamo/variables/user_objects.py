@@ -405,8 +405,7 @@ class SuperVariable(VariableTracker):
             if isinstance(attr, property) and attr.fget is not None:
                 return UserFunctionVariable(attr.fget).call_function(tx, [self.obj], {})
             if not hasattr(type(attr), "__get__"):
-                from .builder import wrap
-                return wrap(tx, attr, AttrSource(ObjectSource(klass, klass.__qualname__), name))
+                return tx.wrap(attr, AttrSource(ObjectSource(klass, klass.__qualname__), name))
             unsupported("construct", f"super().{name}: {type(attr).__name__} of {klass.__qualname__} is not traced")
         unsupported("exceptions", f"AttributeError: 'super' object has no attribute {name!r}", raised=AttributeError)
 

@@ -19,6 +19,7 @@ from ...variables.dicts import DictVariable
 from ...variables.exceptions import ExceptionVariable, exception_class
 from ...variables.functions import NestedFunctionVariable, UserFunctionVariable, UserMethodVariable
 from ...variables.lists import IteratorVariable, TupleVariable
+from ..operators import unary_op
 
 
 def _split_kwargs(args: list, names) -> tuple[list, dict]:
@@ -121,7 +122,6 @@ class CallOps:
         if name == "INTRINSIC_LIST_TO_TUPLE":
             self.push(TupleVariable(self.pop().items))
         elif name == "INTRINSIC_UNARY_POSITIVE":
-            from ..operators import unary_op
             self.push(unary_op(self, "pos", self.pop()))
         elif name == "INTRINSIC_STOPITERATION_ERROR":
             unsupported("generator", "generator cleanup")

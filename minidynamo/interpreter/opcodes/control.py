@@ -6,6 +6,7 @@ from ..._compat import PY314
 from ...exc import unsupported
 from ...variables.base import NULL
 from ...variables.contexts import ContextManagerVariable
+from ...variables.user_objects import enter_user_context
 
 
 class ControlOps:
@@ -29,7 +30,6 @@ class ControlOps:
         # cm.__enter__(), the bound __exit__ with an empty self slot, as LOAD_SPECIAL leaves
         # a non-method; the exit's `CALL 3` then calls it with (None, None, None).
         cm = self.pop()
-        from ...variables.user_objects import enter_user_context
         entered = enter_user_context(self, cm)  # a class with __enter__/__exit__ in Python
         if entered is not None:
             self._push_exit(entered[0])

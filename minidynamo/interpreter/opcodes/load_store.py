@@ -21,6 +21,7 @@ from ...variables.builder import wrap
 from ...variables.attribute_protocols import InDictSource
 from ...variables.constant import ConstantVariable
 from ...variables.functions import CellVariable, RealCellVariable
+from ...variables.user_objects import call_super
 
 
 def _push_with_null(tx, value, push_null: bool):
@@ -110,7 +111,6 @@ class LoadStoreOps:
     def LOAD_SUPER_ATTR(self, inst):  # 3.12+: super, cls, self → super(cls, self).name
         load_method, _two_args, name = inst.arg
         obj, cls, fn = self.pop(), self.pop(), self.pop()
-        from ...variables.user_objects import call_super
         sup = call_super(self, [cls, obj], {}) if fn.is_python_constant() and fn.as_python_constant() is super \
             else None
         if sup is None:
