@@ -11,6 +11,7 @@ import keyword
 import time
 import warnings
 from dataclasses import dataclass, field
+from typing import ClassVar
 
 import torch
 import torch.fx as fx
@@ -43,10 +44,13 @@ internal_log = get_logger("fallbacks")
 
 @dataclass(eq=False, repr=False)
 class CacheEntry:
+    """One compiled form of a function under its guards; its kind is its class:
+    GraphEntry, BreakEntry (the graph up to a declined instruction, which runs natively,
+    then a resume function), ConstantEntry (no tensor work: no graph), EagerEntry (a
+    fallback: the call runs eagerly)."""
+
+    kind: ClassVar[str] = ""  # the kind's name, as explain, logs and the report show it
     run: object  # the generated entry function
-    # "graph", "eager" (fallback), "constant" (no tensor work: no graph), or "break" (the
-    # graph up to a declined instruction, which runs natively, then a resume function)
-    kind: str
     guards: list
     guard_exprs: list
     source_text: str
@@ -76,6 +80,11 @@ class CacheEntry:
     symbolic: bool = False  # traced with symbolic sizes (dynamic.py)
     # Where compile_time_ms went: phase name -> ms (the compile report shows it).
     phases: dict = field(default_factory=dict)
+
+    @property
+    def plain_reason(self) -> str | None:
+        """Why calls of this entry run the function plainly (no graph), or None."""
+        return None
 
     def after_first_call(self) -> bool:
         """Once the first call has resolved the graph's Triton launchers: rebuild the entry
@@ -167,6 +176,29 @@ class CacheEntry:
         return (f"<CacheEntry {self.kind} {self.graph_name.removesuffix('_graph') or '?'}: "
                 f"{len(self.guards)} guards, {self.hit_count} hits>")
 
+
+class GraphEntry(CacheEntry):
+    kind = "graph"
+
+
+class BreakEntry(CacheEntry):
+    kind = "break"
+
+
+class ConstantEntry(CacheEntry):
+    kind = "constant"
+
+    @property
+    def plain_reason(self) -> str | None:
+        return "no tensor work"
+
+
+class EagerEntry(CacheEntry):
+    kind = "eager"
+
+    @property
+    def plain_reason(self) -> str | None:
+        return f"runs eagerly: {self.reason}"
 
 def holder(submodules: dict) -> torch.nn.Module:
     """The root a GraphModule is made from: the bodies its get_attr nodes read."""
@@ -364,12 +396,12 @@ def compile_call(fn, args, kwargs, backend, *, name: str, slow=None, fullgraph: 
         def upgrade():
             return _program_entry(fn, output, ns, tail, params, call_args, checks, body,
                                   miss, slow, name)
-    kind = "break" if breaking is not None else "graph" if has_work else "constant"
+    entry_type = BreakEntry if breaking is not None else GraphEntry if has_work else ConstantEntry
     total = (time.perf_counter() - start) * 1e3
     phases["guards and entry code"] = max(0.0, total - sum(phases.values()))
     if breaking is not None:  # as for a fallback's reason: its frames would keep the arguments alive
         breaking.__traceback__ = breaking.__context__ = breaking.__cause__ = None
-    return CacheEntry(run, kind, output.guards.ordered(),
+    return entry_type(run, output.guards.ordered(),
                       guard_exprs, text, params, ns, gm, compiled, None,
                       total, hits, fast_call=fast,
                       graph=output.graph if inlined else None, graph_name=f"{name}_graph",
@@ -529,7 +561,7 @@ def _eager_entry(fn, output, ns, params, call_args, miss, reason, name, start, s
     run, text, fast = _entry_functions(fn, name, params, call_args, output.guards.check_expressions(ns),
                                        body, ns, miss, slow, f"<minidynamo eager entry {name}>")
     now = time.perf_counter()
-    return CacheEntry(run, "eager", output.guards.ordered(), guard_exprs, text, params, ns,
+    return EagerEntry(run, output.guards.ordered(), guard_exprs, text, params, ns,
                       reason=reason, compile_time_ms=(now - start) * 1e3, hits=hits,
                       fast_call=fast, graph_name=f"{name}_graph",
                       phases={"trace": (declined - start) * 1e3, "guards and entry code": (now - declined) * 1e3})

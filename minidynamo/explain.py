@@ -13,7 +13,7 @@ import torch
 from .dynamic import DynamicPolicy
 from .api import OptimizedFunction, OptimizedModule, _not_optimizable
 from .codegen import code_signature
-from .convert import compile_call
+from .convert import BreakEntry, compile_call
 from .exc import HINTS, BackendError
 from .user_names import plain
 from .backends import lookup_backend, backend_name
@@ -219,7 +219,7 @@ def explain(fn, backend=None):
             gm = graphs[-1] if graphs else None
             reasons.append(BreakReason("backend", str(e), None, HINTS["backend"]))
             return _output(naming, graphs, [], reasons, 0.0, "", _launches(gm), "eager")
-        if entry.kind == "break":
+        if isinstance(entry, BreakEntry):
             return _explain_breaks(fn, naming, args, kwargs, backend)
         if entry.reason is not None:
             reasons.append(BreakReason.of(entry.reason))

@@ -386,9 +386,8 @@ class _FirstCall:
             return self.optimized(*args, **kwargs)
         finally:
             entries = self.optimized.cache_entries()
-            if entries and all(e.kind in ("constant", "eager") for e in entries):
-                hooked.plain = "no tensor work" if entries[0].kind == "constant" else \
-                    f"runs eagerly: {entries[0].reason}"
+            if entries and all(e.plain_reason is not None for e in entries):
+                hooked.plain = entries[0].plain_reason
                 hooked.functions[self.key] = _PlainCall(self.fn, self.optimized._cache.backend)
                 log.info("%s (%s:%s) runs plainly from now on (%s); the frames it calls are still optimized",
                          self.fn.__qualname__, hooked.code.co_filename, hooked.code.co_firstlineno, hooked.plain)

@@ -324,18 +324,18 @@ def _fuse_314(items: list, position: int):
 
 def _mark_try_blocks(insts: list[Inst]) -> None:
     """3.10: the instructions between a SETUP_FINALLY and its POP_BLOCK are a try body."""
-    blocks: list[str] = []
+    blocks: list[bool] = []  # per open block: whether it is a try block (else a with block)
     for inst in insts:
         if inst.opname == "POP_BLOCK":
             if blocks:
                 blocks.pop()
             continue
-        if "try" in blocks:
+        if any(blocks):
             inst.in_try = True
         if inst.opname == "SETUP_FINALLY":
-            blocks.append("try")
+            blocks.append(True)
         elif inst.opname in ("SETUP_WITH", "SETUP_ASYNC_WITH"):
-            blocks.append("with")
+            blocks.append(False)
 
 
 def _with_cleanup(insts: list[Inst], handler: int) -> bool:

@@ -12,6 +12,7 @@ import weakref
 
 from .instructions import normalize
 from .resume import cell_of, cell_param
+from .interpreter.blocks import HandlerBlock, TryBlock, WithBlock
 
 _READS = {"LOAD_FAST", "LOAD_FAST_AND_CLEAR", "DELETE_FAST", "LOAD_FAST_CHECK"}
 _WRITES = {"STORE_FAST"}
@@ -111,7 +112,7 @@ def open_with_blocks(code, index: int) -> tuple:
     if table is None:
         table = _blocks[code] = _block_stacks(normalize(code))
     found = table[index]
-    if found is None or any(kind != "with" for kind, _ in found):
+    if found is None or any(block is not WithBlock for block, _ in found):
         return None
     return tuple(at for _, at in found)
 
@@ -127,8 +128,8 @@ def _block_stacks(insts) -> list:
         op = inst.opname
         nxt = []
         if op in _BLOCK_SETUPS:
-            kind = "with" if op in _WITH_SETUPS else "try"
-            nxt += [(i + 1, blocks + ((kind, i),)), (inst.target, blocks + (("handler", i),))]
+            block = WithBlock if op in _WITH_SETUPS else TryBlock
+            nxt += [(i + 1, blocks + ((block, i),)), (inst.target, blocks + ((HandlerBlock, i),))]
         elif op == "POP_BLOCK" or op == "POP_EXCEPT":
             nxt.append((i + 1, blocks[:-1]))
         else:

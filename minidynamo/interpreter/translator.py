@@ -106,8 +106,8 @@ class InstructionTranslator(GeneratorOps, LoadStoreOps, StackOps, BinaryOps, Jum
         self.is_root = False
         self.stop_at = None
         self.exc_info = None  # the exception being handled (an except/finally block), if any
-        # 3.10's block stack: (kind, handler index, stack depth), kind "try" (SETUP_FINALLY),
-        # "with" (SETUP_WITH) or "except" (a handler entered in the trace); 3.11+: unused.
+        # 3.10's block stack (blocks.py): TryBlock (SETUP_FINALLY), WithBlock (SETUP_WITH),
+        # HandlerBlock (a handler entered in the trace); 3.11+: unused.
         self.blocks: list = []
         self.direct_call = None  # the index of the call instruction inlining a function now
 

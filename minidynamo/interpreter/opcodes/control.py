@@ -7,6 +7,7 @@ from ...exc import unsupported
 from ...variables.base import NULL
 from ...variables.contexts import ContextManagerVariable
 from ...variables.user_objects import enter_user_context
+from ..blocks import TryBlock, WithBlock
 
 
 class ControlOps:
@@ -23,7 +24,7 @@ class ControlOps:
         pass
 
     def SETUP_FINALLY(self, inst):  # 3.10: a try block; a raise in it goes to its handler
-        self.blocks.append(("try", inst.target, len(self.stack)))
+        self.blocks.append(TryBlock(inst.target, len(self.stack)))
 
     def BEFORE_WITH(self, inst):  # 3.11+: ... cm → ..., cm.__exit__, cm.__enter__()
         # 3.14 (normalized from LOAD_SPECIAL ... CALL 0): ... cm → ..., cm.__exit__, NULL,
@@ -57,7 +58,7 @@ class ControlOps:
         self.BEFORE_WITH(inst)
         # The block is set up above __enter__'s result, as CPython does: a raise reaching it
         # declines (opcodes/exceptions.py), its __exit__ handler is not modeled.
-        self.blocks.append(("with", inst.target, len(self.stack) - 1))
+        self.blocks.append(WithBlock(inst.target, len(self.stack) - 1))
 
     def POP_BLOCK(self, inst):  # 3.10: the end of a try or with block's body
         if self.blocks:

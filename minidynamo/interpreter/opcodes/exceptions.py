@@ -35,6 +35,7 @@ from ..._compat import PY311
 from ...exc import Raised, raising, unsupported
 from ...variables.constant import ConstantVariable
 from ...variables.exceptions import ExceptionVariable, exception_class, make_exception, matches
+from ..blocks import HandlerBlock, TryBlock, WithBlock
 
 _RAISE_DETAIL = "a raise statement (the exception is raised by the eager run)"
 
@@ -125,28 +126,29 @@ class ExceptionOps:
     def _catch_310(self, e: Raised) -> bool:
         """3.10: unwind the block stack to the innermost try block's handler."""
         blocks = self.blocks
-        if not any(kind == "try" for kind, _, _ in blocks):
-            if any(kind == "with" for kind, _, _ in blocks):
+        if not any(type(b) is TryBlock for b in blocks):
+            if any(type(b) is WithBlock for b in blocks):
                 e.catchable = False  # a with statement's __exit__ would get it on the way out
             return False  # nothing here catches it; the frame's caller may
         while blocks:
-            kind, target, depth = blocks.pop()
-            if kind == "except":  # leaving a handler: the exception it saved comes back
+            block = blocks.pop()
+            depth = block.depth
+            if type(block) is HandlerBlock:  # leaving a handler: the exception it saved comes back
                 del self.stack[depth + 3:]
                 self._restore_exc_info()
                 continue
-            if kind != "try":
+            if type(block) is not TryBlock:
                 e.catchable = False  # a with statement's __exit__ would get it: not modeled
                 return False
             assert depth <= len(self.stack), (depth, len(self.stack))
             del self.stack[depth:]
-            blocks.append(("except", None, depth))
+            blocks.append(HandlerBlock(None, depth))
             none = ConstantVariable(None)
             prev = none if self.exc_info is None else self.exc_info
             self.stack += [none, prev, prev]  # the previous exception: tb, value, type
             self.exc_info = e.value
             self.stack += [none, e.value, e.value]  # this one: tb, value, type (its tracker)
-            self.ip = target
+            self.ip = block.target
             return True
         return False
 
@@ -170,7 +172,7 @@ class ExceptionOps:
 
     def POP_EXCEPT(self, inst):  # 3.11+: previous exc_info →, restored
         if not PY311:  # 3.10: the except-handler block goes, its 3 saved values restored
-            if not self.blocks or self.blocks[-1][0] != "except":
+            if not self.blocks or type(self.blocks[-1]) is not HandlerBlock:
                 unsupported("exceptions", "POP_EXCEPT outside a handler the trace entered")
             self.blocks.pop()
             self._restore_exc_info()
