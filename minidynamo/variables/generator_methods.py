@@ -31,6 +31,8 @@ raised in the caller. A generator not started or finished just ends.
 """
 from __future__ import annotations
 
+from typing import NamedTuple
+
 from .._compat import PY312, PY313
 from ..exc import Raised, unsupported
 from .constant import ConstantVariable
@@ -58,6 +60,23 @@ def _record(gen, item) -> None:
     gen.index += 1
 
 
+# What one step of a generator's body came to.
+class Outcome(NamedTuple):
+    value: object
+
+
+class Yielded(Outcome):
+    """It stopped at a yield with this item."""
+
+
+class Returned(Outcome):
+    """Its body returned this value (None: a finished generator's StopIteration)."""
+
+
+class Failed(Outcome):
+    """This exception left its body."""
+
+
 def _stop_iteration_error(frame, exc: ExceptionVariable) -> ExceptionVariable:
     """PEP 479: a StopIteration leaving a generator's body becomes a RuntimeError."""
     if not issubclass(exc.exc_type, StopIteration):
@@ -71,14 +90,14 @@ def _stop_iteration_error(frame, exc: ExceptionVariable) -> ExceptionVariable:
 def _left_body(gen, exc: ExceptionVariable):
     """`exc` left the body: the generator is finished, the caller gets it (PEP 479's)."""
     gen.state = "done"
-    return "raise", _stop_iteration_error(gen.frame, exc)
+    return Failed(_stop_iteration_error(gen.frame, exc))
 
 
 # --- one step of the body ---------------------------------------------------------------
 
 def _run(gen):
-    """Run the body from where it stands: ("yield", item), ("return", value) or ("raise",
-    the exception that left it)."""
+    """Run the body from where it stands: Yielded(item), Returned(value) or Failed(the
+    exception that left it)."""
     try:
         item = gen.run_body()
     except Raised as e:
@@ -86,15 +105,15 @@ def _run(gen):
             raise  # not modeled exactly: the eager run raises it
         return _left_body(gen, e.value)
     if item is None:
-        return "return", gen.return_value
-    return "yield", item
+        return Returned(gen.return_value)
+    return Yielded(item)
 
 
 def _send(gen, value):
     """The outcome of sending `value` (None: next()); a finished generator returns None
     again (StopIteration without a value)."""
     if gen.state == "done":
-        return "return", None
+        return Returned(None)
     if gen.state == "suspended":
         gen.frame.push(value)  # the value of the yield
     return _run(gen)
@@ -107,7 +126,7 @@ def _throw_in(gen, exc: ExceptionVariable):
         if state == "created" and not PY312:  # 3.10/3.11 convert it in gen_send_ex
             return _left_body(gen, exc)
         gen.state = "done"
-        return "raise", exc
+        return Failed(exc)
     delegate = _delegate(gen)
     if delegate is not None:
         outcome = _throw_to_delegate(gen, delegate, exc)
@@ -157,21 +176,21 @@ def _throw_to_delegate(gen, delegate, exc):
     if issubclass(exc.exc_type, GeneratorExit):  # the delegate is closed, then the outer gets it
         if is_gen:
             outcome = _as_delegate(gen, lambda: _close(delegate))
-            if outcome[0] == "raise":
-                return _raise_at_yield(gen, outcome[1])
+            if type(outcome) is Failed:
+                return _raise_at_yield(gen, outcome.value)
         elif hasattr(delegate.python_type(), "close"):
             unsupported("generator", f"closing a yield from {delegate.describe()}")
         return _raise_at_yield(gen, exc)
     if not is_gen:
         return None
     _check_resumable(delegate, "throw()")
-    kind, value = _as_delegate(gen, lambda: _throw_in(delegate, exc))
-    if kind == "yield":
-        _record(delegate, value)
-        return kind, value
-    if kind == "return":  # the yield from ends with that value: SEND finds the delegate finished
+    outcome = _as_delegate(gen, lambda: _throw_in(delegate, exc))
+    if type(outcome) is Yielded:
+        _record(delegate, outcome.value)
+        return outcome
+    if type(outcome) is Returned:  # the yield from ends with that value: SEND finds the delegate finished
         return _send(gen, ConstantVariable(None))
-    return _raise_at_yield(gen, value)
+    return _raise_at_yield(gen, outcome.value)
 
 
 def _as_delegate(gen, step):
@@ -186,20 +205,20 @@ def _as_delegate(gen, step):
 
 
 def _close(gen):
-    """The outcome of close(): ("return", close()'s result) or ("raise", exception)."""
+    """The outcome of close(): Returned(close()'s result) or Failed(exception)."""
     if gen.state in ("created", "done"):
         gen.state = "done"
-        return "return", ConstantVariable(None)
+        return Returned(ConstantVariable(None))
     _check_resumable(gen, "close()")
-    kind, value = _throw_in(gen, make_exception(gen.frame, GeneratorExit, [], {}))
-    if kind == "yield":
+    outcome = _throw_in(gen, make_exception(gen.frame, GeneratorExit, [], {}))
+    if type(outcome) is Yielded:
         gen.state = "suspended"
-        return "raise", make_exception(gen.frame, RuntimeError, [ConstantVariable("generator ignored GeneratorExit")], {})
-    if kind == "return":
-        return kind, value if PY313 else ConstantVariable(None)
-    if issubclass(value.exc_type, GeneratorExit):
-        return "return", ConstantVariable(None)
-    return kind, value
+        return Failed(make_exception(gen.frame, RuntimeError, [ConstantVariable("generator ignored GeneratorExit")], {}))
+    if type(outcome) is Returned:
+        return outcome if PY313 else Returned(ConstantVariable(None))
+    if issubclass(outcome.value.exc_type, GeneratorExit):
+        return Returned(ConstantVariable(None))
+    return outcome
 
 
 # --- the methods ------------------------------------------------------------------------
@@ -207,11 +226,11 @@ def _close(gen):
 def _deliver(tx, gen, outcome, returned):
     """What the caller of send/throw gets: the item; `returned(value)`'s exception; the
     exception that left the body, raised at the caller's call instruction."""
-    kind, value = outcome
-    if kind == "yield":
+    value = outcome.value
+    if type(outcome) is Yielded:
         _record(gen, value)
         return value
-    if kind == "return":
+    if type(outcome) is Returned:
         value = returned(value)
     tx.throw(value)
 
@@ -252,10 +271,10 @@ def throw(tx, gen, args: list, kwargs: dict):
 
 def close(tx, gen):
     """`gen.close()`."""
-    kind, value = _close(gen)
-    if kind == "raise":
-        tx.throw(value)
-    return value
+    outcome = _close(gen)
+    if type(outcome) is Failed:
+        tx.throw(outcome.value)
+    return outcome.value
 
 
 def next_step(tx, gen):
@@ -265,13 +284,13 @@ def next_step(tx, gen):
     if gen.state == "done" or len(gen.items.made) != gen.index:
         return gen.next_item()  # finished, or an item already pulled ahead (by a zip over it)
     _check_resumable(gen, "next()")
-    kind, value = _send(gen, None)
-    if kind == "yield":
-        _record(gen, value)
-        return value
-    if kind == "return":
+    outcome = _send(gen, None)
+    if type(outcome) is Yielded:
+        _record(gen, outcome.value)
+        return outcome.value
+    if type(outcome) is Returned:
         return None
-    tx.throw(value)
+    tx.throw(outcome.value)
 
 
 def delegate_step(tx, gen, sent):
@@ -286,10 +305,10 @@ def delegate_step(tx, gen, sent):
     if len(gen.items.made) != gen.index and _is_none(sent):
         return gen.next_item()  # an item already pulled ahead (by a zip over it, say)
     _check_resumable(gen, "yield from")
-    kind, value = _send(gen, sent)
-    if kind == "yield":
-        _record(gen, value)
-        return value
-    if kind == "return":
+    outcome = _send(gen, sent)
+    if type(outcome) is Yielded:
+        _record(gen, outcome.value)
+        return outcome.value
+    if type(outcome) is Returned:
         return None
-    tx.throw(value)
+    tx.throw(outcome.value)
