@@ -495,7 +495,14 @@ def _program_entry(fn, output, ns, tail, params, call_args, checks, body, miss, 
         new_body = [body[0], f"    if not ({builder.conds}):", *("        " + x for x in lines), *body[1:]]
         new = _entry_functions(fn, name, params, call_args, checks, new_body, ns, miss, slow,
                                f"<minidynamo entry {name}>")
-    except Exception as e:  # the plain graph keeps working; say why it stays
+    except Exception as e:  # a bug: the launch program declines by returning why (above)
+        # Built after the first call returned: its result stands and the plain graph keeps
+        # working, so the bug is said (a warning, the internal log), not raised, and not silent.
+        error = (f"minidynamo internal error building the launch program of {fn.__qualname__}: "
+                 f"{type(e).__name__}: {e}. This is a bug in minidynamo; its calls keep the plain graph")
+        internal_log.warning("%s", error, exc_info=True)
+        if not config.suppress_errors:
+            warnings.warn(error, RuntimeWarning, stacklevel=2)
         return f"not used: could not be built ({type(e).__name__}: {e})", None
     program_log.debug("entry of %s with its launch program:\n%s", name, new[1])
     direct = sum(1 for launch in builder.launches.values() if launch.resolved.entry.is_c_entry)

@@ -452,3 +452,20 @@ def test_gpu_program_with_per_call_grids_and_sizes():
     # autotuned one tunes each new n.
     calls = [r.launcher().ordinary_calls for r in table]
     assert calls == [3, 3, 7, 3, 3], [r.launcher().describe() for r in table]
+
+
+def test_a_bug_building_the_program_is_said_not_hidden(stand_in_resolution, monkeypatch):
+    # an exception from the program's builder is minidynamo's own bug: built after the
+    # first call returned, it is warned about (not silent) and the plain graph kept
+    from minidynamo import convert
+
+    def broken(*args, **kwargs):
+        raise KeyError("a bug")
+    monkeypatch.setattr(convert, "program_lines", broken)
+    a, b = _vectors(dev="cpu")(0)
+    opt = minidynamo.optimize(chain_grid4)
+    with pytest.warns(RuntimeWarning, match="launch program of chain_grid4: KeyError"):
+        torch.testing.assert_close(opt(a, b), chain_grid4(a, b))
+    for _ in range(2):
+        torch.testing.assert_close(opt(a, b), chain_grid4(a, b))
+    assert "could not be built (KeyError" in entry(opt).program_note
