@@ -509,7 +509,7 @@ def three_argument_form(x):
 
 
 def finally_yields_then_reraises_into_next(x):
-    # The re-raise reaches next(): an exception leaving a body into next() runs eagerly.
+    # The re-raise reaches next(): raised at that call, caught by the frame's try.
     def gen():
         try:
             yield 1
@@ -566,8 +566,8 @@ def test_three_argument_throw_declines():
     check(three_argument_form, (torch.randn(2),), kind="eager", reason="generator")
 
 
-def test_exception_leaving_a_body_into_next_runs_eagerly():
-    check(finally_yields_then_reraises_into_next, (torch.randn(2),), kind="eager")
+def test_exception_leaving_a_body_into_next_is_caught_by_the_frame():
+    check(finally_yields_then_reraises_into_next, (torch.randn(2),), kind="graph")
 
 
 def test_exception_leaving_the_function_is_raised_by_the_eager_run():

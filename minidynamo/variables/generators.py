@@ -11,8 +11,9 @@ from` gives); a generator partly consumed and dropped never runs the rest of its
 body raises is caught by its own handlers (the translator's `catch`), and one leaving the
 body reaches the caller of send/throw/close (or of `yield from`) as CPython raises it there.
 
-An exception leaving the body into `next(gen)` or `gen.__next__()` called by the frame is
-raised at that call (generator_methods.next_step), where the frame may catch it.
+An exception leaving the body into `next(gen)` (interpreter/opcodes/calls.py) or
+`gen.__next__()` called by the frame is raised at that call (generator_methods.next_step),
+where the frame may catch it.
 
 What the trace cannot make exact declines, with the reason:
 - an exception leaving the body into a for loop or a consumer model (the eager run

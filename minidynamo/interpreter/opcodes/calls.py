@@ -38,7 +38,9 @@ class CallOps:
         if isinstance(fn, BuiltinVariable) and len(args) == 1 and not kwargs:
             arg = args[0]
             if fn.value is next and isinstance(arg, IteratorVariable):
-                item = arg.next_item()
+                # A generator: an exception leaving its body is raised at this call
+                step = getattr(arg, "next_from", None)
+                item = arg.next_item() if step is None else step(self)
                 if item is None:
                     self.throw(self.made_here(StopIteration), "StopIteration from next()")
                 return item
