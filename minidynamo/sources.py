@@ -284,6 +284,25 @@ def iterator_state(it) -> tuple:
 
 
 @dataclass(frozen=True)
+class InDictSource(Source):
+    """Whether `key` is in the dict `base` (an instance dictionary read past the class's
+    hooks, a dict passed in)."""
+
+    base: Source
+    key: str
+
+    def expr(self, ns):
+        return f"({self.key!r} in {self.base.expr(ns)})"
+
+    def name(self):
+        return f"{self.key!r} in {self.base.name()}"
+
+    @property
+    def depth(self):
+        return self.base.depth + 1
+
+
+@dataclass(frozen=True)
 class IteratorSource(Source):
     """The sequence a list/tuple/range iterator walks (`part="seq"`) or its position."""
 

@@ -2,7 +2,8 @@
 import pytest
 import torch
 
-from helpers import assert_uses, by_version, check
+import minidynamo
+from helpers import CountingBackend, assert_uses, by_version, check
 
 
 def t(*shape):
@@ -442,3 +443,62 @@ def test_torch_query_imported_by_name_is_answered_not_inlined():
         return x + 1 if _is_checkpoint_valid() else x
 
     check(f, t(3), kind="graph")
+
+
+# --- `key in d` for a dict from outside: that key's presence, not every entry -----------------
+def module_loaded(x):
+    import sys
+    return x + 1 if "json" in sys.modules else x - 1
+
+
+def key_present(x, d):
+    return x * 2 if "scale" in d else x + 1
+
+
+def test_membership_in_sys_modules_guards_that_key_only():
+    import importlib
+    import sys
+    backend = CountingBackend()
+    opt = minidynamo.optimize(backend=backend)(module_loaded)
+    x = torch.ones(3)
+    assert torch.equal(opt(x), module_loaded(x))
+    importlib.import_module("colorsys")  # another module imported: the entry still holds
+    assert torch.equal(opt(x), module_loaded(x))
+    assert backend.calls == 1
+    saved = sys.modules.pop("json", None)
+    try:  # the key's presence changed: a new entry, eager's answer
+        assert torch.equal(opt(x), module_loaded(x))
+        assert backend.calls == 2
+    finally:
+        if saved is not None:
+            sys.modules["json"] = saved
+
+
+def test_membership_in_a_dict_passed_in_follows_the_dict():
+    check(key_present, (t(), {"other": 1}), (t(), {"scale": 2, "other": 1}), (t(), {}), kind="graph",
+          graphs=2, same_entry=False)
+
+
+def module_name_length(x):
+    import sys
+    return x + len(sys.modules["json"].__name__)  # importlib.util.find_spec's read
+
+
+def test_reading_one_entry_of_sys_modules_guards_that_entry_only():
+    import importlib
+    backend = CountingBackend()
+    opt = minidynamo.optimize(backend=backend)(module_name_length)
+    x = torch.ones(3)
+    assert torch.equal(opt(x), module_name_length(x))
+    importlib.import_module("colorsys")
+    assert torch.equal(opt(x), module_name_length(x))
+    assert backend.calls == 1
+
+
+def default_of_a_missing_key(x, d):
+    return x + d.get("missing", 2) + d["present"]
+
+
+def test_one_key_reads_of_a_dict_passed_in():
+    check(default_of_a_missing_key, (t(), {"present": 1}), (t(), {"present": 3, "other": 0}), kind="graph",
+          graphs=2, same_entry=False)

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from ..exc import Unsupported, unsupported
 from ..guards import Guard
-from ..sources import AttrSource, ItemSource, ObjectSource, Source
+from ..sources import AttrSource, InDictSource, ItemSource, ObjectSource, Source
 from .base import VariableTracker
 from .constant import ConstantVariable
 from .functions import UserFunctionVariable
@@ -87,24 +87,6 @@ class GenericAttrSource(AttrSource):
 
     def name(self):
         return f"object.__getattribute__({self.base.name()}, {self.attr!r})"
-
-
-@dataclass(frozen=True)
-class InDictSource(Source):
-    """Whether `key` is in the instance dictionary `base` (read past the class's hooks)."""
-
-    base: Source
-    key: str
-
-    def expr(self, ns):
-        return f"({self.key!r} in {self.base.expr(ns)})"
-
-    def name(self):
-        return f"{self.key!r} in {self.base.name()}"
-
-    @property
-    def depth(self):
-        return self.base.depth + 1
 
 
 def generic_finds(obj, name: str) -> bool:

@@ -126,12 +126,14 @@ def _wrap(tx, value, source):
             unsupported("construct", "a dict with keys that are not constants or classes")
 
         def entries():
-            _guard(tx, "DICT_KEYS", source, tuple(value), type=dict)
-            return {k: wrap(tx, v, ItemSource(source, k) if source else None) for k, v in value.items()}
+            # a snapshot: wrapping a value may import a module (sys.modules grows meanwhile)
+            items = tuple(value.items())
+            _guard(tx, "DICT_KEYS", source, tuple(k for k, _ in items), type=dict)
+            return {k: wrap(tx, v, ItemSource(source, k) if source else None) for k, v in items}
         if source is None:
             return DictVariable(entries())
         _guard(tx, "TYPE_MATCH", source, dict)
-        return DictVariable({}, source, lazy=entries, size=len(value))
+        return DictVariable({}, source, lazy=entries, size=len(value), real=value)
     if type(value) in (set, frozenset) and all(is_constant_value(v) for v in value):
         snapshot = frozenset(value)  # a set changes in place: guard and trace its contents now
         _guard(tx, "EQUALS_MATCH", source, snapshot, type=type(value))

@@ -7,6 +7,8 @@ the models of objects hashed by identity (registry.IDENTITY_KEYS: identity_keys.
 from __future__ import annotations
 
 from ..exc import unsupported
+from ..guards import Guard
+from ..sources import InDictSource, ItemSource
 from .base import VariableTracker
 from .constant import ConstantVariable, fold
 from .lazy_iterators import advanced
@@ -108,18 +110,47 @@ class KeyItems(dict):
         return self
 
 
+_ABSENT = object()  # no such key (in a dict read one key at a time)
+
+
 class DictVariable(VariableTracker):
     """`items` (python key -> tracker) may be lazy, like a list's: a dict read from the
     frame is wrapped and its keys guarded when the trace first looks inside it."""
 
-    __slots__ = ("_items", "_lazy", "_size", "dict_type")
+    __slots__ = ("_items", "_lazy", "_size", "dict_type", "real")
 
-    def __init__(self, items: dict, source=None, dict_type=dict, lazy=None, size=None):
+    def __init__(self, items: dict, source=None, dict_type=dict, lazy=None, size=None, real=None):
         super().__init__(source)
+        self.real = real  # the dict read from `source`, kept while the trace has not looked inside
         self._items = KeyItems(items) if lazy is None else None
         self._lazy = lazy
         self._size = size
         self.dict_type = dict_type
+
+    def _contains_unread(self, tx, key):
+        """`key in d` for a dict from outside the trace has not looked inside yet: that one
+        key's presence, guarded, not every entry wrapped and every key guarded (`name in
+        sys.modules`, whose entries change as modules are imported)."""
+        present = self._present_unread(tx, key)
+        return None if present is None else ConstantVariable(present)
+
+    def _item_unread(self, tx, key):
+        """`d[key]` / `d.get(key)` likewise: that one entry (or _ABSENT), its presence guarded."""
+        present = self._present_unread(tx, key)
+        if present is None:
+            return None
+        k = key.as_python_constant()
+        return tx.wrap(self.real[k], ItemSource(self.source, k)) if present else _ABSENT
+
+    def _present_unread(self, tx, key):
+        if self._lazy is None or self.real is None or self.source is None or not key.is_python_constant():
+            return None
+        k = key.as_python_constant()
+        if type(k) is not str:
+            return None
+        present = k in self.real
+        tx.output.guards.add(Guard("EQUALS_MATCH", InDictSource(self.source, k), present))
+        return present
 
     def rebuild_new(self, rb) -> str:
         body = ", ".join(f"{rb.key(k)}: {rb.expr(x)}" for k, x in self.items.items())
@@ -185,6 +216,11 @@ class DictVariable(VariableTracker):
             tx.output.record_mutation(self, f"{what} on the dict {self.source.name()!r}")
 
     def getitem(self, tx, key):
+        found = self._item_unread(tx, key)
+        if found is not None:
+            if found is _ABSENT:
+                unsupported("exceptions", f"KeyError: {key.as_python_constant()!r}")
+            return found
         k = _key(tx, key)
         if k not in self.items:
             unsupported("exceptions", f"KeyError: {k!r}")
@@ -211,10 +247,14 @@ class DictVariable(VariableTracker):
         if name == "__len__" and n == 0:
             return ConstantVariable(len(self.items))
         if name == "__contains__" and n == 1:
-            return ConstantVariable(_key(tx, args[0]) in self.items)
+            unread = self._contains_unread(tx, args[0])
+            return unread if unread is not None else ConstantVariable(_key(tx, args[0]) in self.items)
         if name in _VIEW_TYPES and n == 0 and not kwargs:
             return DictViewVariable(self, name)
         if name == "get" and n in (1, 2):
+            found = self._item_unread(tx, args[0])
+            if found is not None:
+                return (args[1] if n == 2 else ConstantVariable(None)) if found is _ABSENT else found
             k = _key(tx, args[0])
             return self.items.get(k, args[1] if n == 2 else ConstantVariable(None))
         if name == "copy" and n == 0:

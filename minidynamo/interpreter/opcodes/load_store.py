@@ -15,10 +15,9 @@ import types
 from ..._compat import PY313
 from ...exc import unsupported
 from ...guards import Guard
-from ...sources import AttrSource, GlobalSource, ItemSource, ObjectSource
+from ...sources import AttrSource, GlobalSource, InDictSource, ItemSource, ObjectSource
 from ...variables.base import NULL
 from ...variables.builder import wrap
-from ...variables.attribute_protocols import InDictSource
 from ...variables.constant import ConstantVariable
 from ...variables.functions import CellVariable, RealCellVariable
 from ...variables.user_objects import call_super
