@@ -485,3 +485,23 @@ def test_api_usage_logging_is_dropped_from_the_trace():
         return x + 1
 
     check(f, torch.ones(3), kind="graph")
+
+
+# --- @torch.jit.script functions: their Python original is inlined (transformers' deberta_v2) --
+def _scripted_scale_source():
+    import torch as _torch
+
+    def scaled(x: _torch.Tensor, factor: int) -> _torch.Tensor:
+        return _torch.sqrt(_torch.tensor(x.size(-1) * factor, dtype=_torch.float))
+    return scaled
+
+
+scaled_size_sqrt = torch.jit.script(_scripted_scale_source())
+
+
+def uses_a_script_function(x):
+    return x / scaled_size_sqrt(x, 2)
+
+
+def test_a_script_function_is_inlined():
+    check(uses_a_script_function, (torch.randn(4, 8),), (torch.randn(3, 6),), kind="graph", same_entry=False)

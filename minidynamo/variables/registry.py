@@ -21,6 +21,7 @@ import copy
 import dataclasses
 import itertools
 import os
+import types
 import typing
 from collections import Counter, OrderedDict, defaultdict, deque
 from typing import Callable, NamedTuple
@@ -32,7 +33,9 @@ from . import (c_callables, collections_types, copying, deques, dict_subclasses,
                identity_keys, iterutils, namedtuple_classes, namedtuples, nn_modules, numpy_interop,
                object_builtins, storages, torch as torch_trackers, triton, typing_forms, user_modules,
                user_objects)
+from ..sources import AttrSource
 from .builtins import BuiltinVariable
+from .functions import UserFunctionVariable
 
 
 class Wrapper(NamedTuple):
@@ -48,6 +51,11 @@ class Constructor(NamedTuple):
 
 def _builtin(tx, value, source):
     return BuiltinVariable(value, source)
+
+
+def _script_original(tx, value, source):
+    original = value._torchdynamo_inline  # fixed for the (identity-guarded) script function
+    return UserFunctionVariable(original, AttrSource(source, "_torchdynamo_inline") if source is not None else None)
 
 
 WRAPPERS: tuple = (
@@ -76,6 +84,9 @@ WRAPPERS: tuple = (
     Wrapper(lambda v: numpy_interop.AVAILABLE and numpy_interop._is_numpy_value(v), numpy_interop._wrap_numpy_value,
             identity=False),
     Wrapper(lambda v: v is torch.nn.Module.__init__, user_modules._wrap_module_init),
+    # a @torch.jit.script function: its Python original inlined, as torch.compile does
+    Wrapper(lambda v: isinstance(v, torch.jit.ScriptFunction)
+            and type(getattr(v, "_torchdynamo_inline", None)) is types.FunctionType, _script_original),
     Wrapper(lambda v: type(v) is regions.EnteredManager, regions._wrap_entered, identity=False),
     Wrapper(lambda v: type(v) is regions.WithCarrier, regions._wrap_carrier, identity=False),
     # Triton's objects: the predicates import triton only for objects whose type comes from
