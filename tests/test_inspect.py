@@ -85,7 +85,7 @@ GUARD_CASES = [
      "xs length changed: expected 2, actual 3"),
     ("container_type", lambda x, xs: x * xs[0], (X, [1, 2]), (X, (1, 2)), "TYPE_MATCH", "xs", "list", "tuple",
      "xs type changed: expected list, actual tuple"),
-    ("dict_keys", lambda x, d: x * d["a"], (X, {"a": 1}), (X, {"a": 1, "b": 2}), "DICT_KEYS", "d",
+    ("dict_keys", lambda x, d: x * sum(d.values()), (X, {"a": 1}), (X, {"a": 1, "b": 2}), "DICT_KEYS", "d",
      "['a']", "['a', 'b']", "d keys changed: expected ['a'], actual ['a', 'b']"),
     ("item", lambda x, d: x * d["a"], (X, {"a": 1}), (X, {"a": 5}), "EQUALS_MATCH", "d['a']", "1", "5",
      "d['a'] changed: expected 1, actual 5"),
