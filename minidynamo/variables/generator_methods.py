@@ -284,13 +284,7 @@ def next_step(tx, gen):
     if gen.state == "done" or len(gen.items.made) != gen.index:
         return gen.next_item()  # finished, or an item already pulled ahead (by a zip over it)
     _check_resumable(gen, "next()")
-    outcome = _send(gen, None)
-    if type(outcome) is Yielded:
-        _record(gen, outcome.value)
-        return outcome.value
-    if type(outcome) is Returned:
-        return None
-    tx.throw(outcome.value)
+    return _step_item(tx, gen, _send(gen, None))
 
 
 def delegate_step(tx, gen, sent):
@@ -305,7 +299,12 @@ def delegate_step(tx, gen, sent):
     if len(gen.items.made) != gen.index and _is_none(sent):
         return gen.next_item()  # an item already pulled ahead (by a zip over it, say)
     _check_resumable(gen, "yield from")
-    outcome = _send(gen, sent)
+    return _step_item(tx, gen, _send(gen, sent))
+
+
+def _step_item(tx, gen, outcome):
+    """The item a step yielded, None once the body returned; an exception that left the
+    body is raised at `tx`'s current instruction."""
     if type(outcome) is Yielded:
         _record(gen, outcome.value)
         return outcome.value
