@@ -396,7 +396,8 @@ def test_default_argument_of_optimized_function(k):
 def _bind(fn, *args, **kwargs):
     import minidynamo
     from minidynamo.variables.constant import ConstantVariable
-    from minidynamo.variables.functions import UserFunctionVariable, bind_arguments
+    from minidynamo.variables.call_binding import bind_arguments
+    from minidynamo.variables.functions import UserFunctionVariable
     from minidynamo.variables.builder import wrap as builder_wrap
 
     class Translator:  # what bind_arguments asks of one: wrapping defaults, guards (dropped)

@@ -21,8 +21,8 @@ from ..variables.base import NULL
 from ..variables.builder import wrap
 from ..variables.c_callables import wrap_untraced_result
 from ..codegen import code_signature
-from ..variables.functions import (CellVariable, FrameCellVariable, UserFunctionVariable, bind_arguments,
-                                   frame_cells, wrap_closure_local)
+from ..variables.call_binding import bind_arguments
+from ..variables.functions import (CellVariable, FrameCellVariable, UserFunctionVariable, frame_cells, wrap_closure_local)
 from .opcodes.binary import BinaryOps
 from .opcodes.build import BuildOps
 from .opcodes.calls import CallOps

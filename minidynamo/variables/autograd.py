@@ -33,7 +33,8 @@ from ..subgraph import LiftingGraph, tracing_into
 from .base import VariableTracker
 from .constant import ConstantVariable
 from .function_effects import escaping_outputs, find_escaping, made_state, outside_unchanged, rename_escaping
-from .functions import BoundMethodVariable, UserFunctionVariable, bind_arguments
+from .call_binding import bind_arguments
+from .functions import BoundMethodVariable, UserFunctionVariable
 from .lists import BaseListVariable, TupleVariable
 from .symbolic import SymNodeVariable
 from .tensor import TensorVariable

@@ -18,7 +18,6 @@ from .dicts import DictVariable
 from .lists import TupleVariable
 from .purity import is_compiler_disabled, is_disabled_by_torch
 from .torch_graph_break import breaks_here
-from .._compat import CO_VARARGS, CO_VARKEYWORDS
 
 
 class CellVariable(VariableTracker):
@@ -254,7 +253,7 @@ class UserFunctionVariable(BaseFunctionVariable):
 
     def defaults(self, tx):
         """The defaults as the trace uses them, guarded as values read from the function
-        (`f.__defaults__` can be reassigned); without a trace (`tx` None) just wrapped."""
+        (`f.__defaults__` can be reassigned)."""
         return list(self._wrap_defaults(tx, "__defaults__", tuple).items) if self.fn.__defaults__ else []
 
     def kwdefaults(self, tx):
@@ -264,7 +263,7 @@ class UserFunctionVariable(BaseFunctionVariable):
         value = getattr(self.fn, attr)
         if type(value) is not kind:
             unsupported("construct", f"{attr} of {self.describe()} is a {type(value).__name__}")
-        return tx.wrap(value, AttrSource(self.guard_source(), attr) if tx is not None else None)
+        return tx.wrap(value, AttrSource(self.guard_source(), attr))
 
     def is_python_constant(self):
         return True
@@ -578,60 +577,3 @@ class BoundMethodVariable(VariableTracker):
 
     def call_function(self, tx, args, kwargs):
         return self.obj.call_method(tx, self.name, args, kwargs)
-
-
-def bind_arguments(fn_var, tx, code, args: list, kwargs: dict) -> dict:
-    """Bind call arguments to the parameters of `code`, as CPython does; a mismatch is
-    the user's TypeError, which the eager run raises for real."""
-    name = fn_var.get_name() if hasattr(fn_var, "get_name") else code.co_name
-    nargs, nkwonly, nposonly = code.co_argcount, code.co_kwonlyargcount, code.co_posonlyargcount
-    names = code.co_varnames
-    positional = names[:nargs]
-    kwonly = names[nargs:nargs + nkwonly]
-    idx = nargs + nkwonly
-    varargs = names[idx] if code.co_flags & CO_VARARGS else None
-    idx += 1 if varargs else 0
-    varkw = names[idx] if code.co_flags & CO_VARKEYWORDS else None
-
-    def fail(msg):
-        unsupported("exceptions", f"TypeError: {name}() {msg}")
-
-    if isinstance(fn_var, UserFunctionVariable) and tx is not None:  # (None: binding alone, no trace)
-        fn_var.guard_code(tx)
-
-    bound: dict = {}
-    for pname, value in zip(positional, args):
-        bound[pname] = value
-    extra = args[nargs:]
-    if extra and varargs is None:
-        fail(f"takes {nargs} positional arguments but {len(args)} were given")
-    extra_kw = {}
-    for k, v in kwargs.items():
-        if k in kwonly or (k in positional and positional.index(k) >= nposonly):
-            if k in bound:
-                fail(f"got multiple values for argument {k!r}")
-            bound[k] = v
-        elif varkw is not None:
-            extra_kw[k] = v
-        else:
-            fail(f"got an unexpected keyword argument {k!r}")
-    defaults = fn_var.defaults(tx)
-    first_default = nargs - len(defaults)
-    for i, pname in enumerate(positional):
-        if pname not in bound:
-            if i >= first_default:
-                bound[pname] = defaults[i - first_default]
-            else:
-                fail(f"missing required positional argument: {pname!r}")
-    kwdefaults = fn_var.kwdefaults(tx)
-    for pname in kwonly:
-        if pname not in bound:
-            if pname in kwdefaults:
-                bound[pname] = kwdefaults[pname]
-            else:
-                fail(f"missing required keyword-only argument: {pname!r}")
-    if varargs is not None:
-        bound[varargs] = TupleVariable(extra)
-    if varkw is not None:
-        bound[varkw] = DictVariable(extra_kw)
-    return bound

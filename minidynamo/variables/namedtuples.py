@@ -15,7 +15,8 @@ from ..guards import Guard
 from ..sources import AttrSource, ObjectSource
 from .constant import ConstantVariable, is_constant_value
 from .dicts import DictVariable
-from .functions import UserFunctionVariable, UserMethodVariable, bind_arguments
+from .call_binding import bind_arguments
+from .functions import UserFunctionVariable, UserMethodVariable
 from .lists import TupleVariable
 from .objects import ClassVariable
 from .namedtuple_classes import make_class
