@@ -15,7 +15,7 @@ import types
 from ..._compat import PY313
 from ...exc import unsupported
 from ...guards import Guard
-from ...sources import AttrSource, GlobalSource, InDictSource, ItemSource, ObjectSource
+from ...sources import AttrSource, GlobalSource, ItemSource, ObjectSource
 from ...variables.base import NULL
 from ...variables.builder import wrap
 from ...variables.constant import ConstantVariable
@@ -83,13 +83,8 @@ class LoadStoreOps:
         _push_with_null(self, self.load_global(name), push_null)
 
     def LOAD_FROM_DICT_OR_GLOBALS(self, inst):  # 3.12+: a class scope's name (an annotation of a method)
+        # (the class's namespace, passed in: read one key at a time, dicts.py)
         mapping, name = self.pop(), inst.arg
-        seen = self.output.wrapped.get(mapping.source) if mapping.source is not None else None
-        if seen is not None and type(seen[0]) is dict:  # the class's namespace: only this name read
-            present = name in seen[0]
-            self.output.guards.add(Guard("EQUALS_MATCH", InDictSource(mapping.source, name), present))
-            self.push(wrap(self, seen[0][name], ItemSource(mapping.source, name)) if present else self.load_global(name))
-            return
         key = ConstantVariable(name)
         if mapping.call_method(self, "__contains__", [key], {}).truthy(self):
             self.push(mapping.call_method(self, "__getitem__", [key], {}))
