@@ -186,6 +186,9 @@ class CudaGraphRunner:
         self.training = False
         self.needs_grad: tuple = ()
         self.max_slots = MAX_SLOTS
+        # The in-place recording replayed last (no sizes in its key, nothing staged): the
+        # steady state of a loop calling with the same tensors checks it first, inline.
+        self.last: _InputSet | None = None
         # Choosing a free slot, replaying it and handing out its aliases is one step: two
         # threads must not both find the same slot free.
         self._lock = threading.Lock()
@@ -225,6 +228,11 @@ class CudaGraphRunner:
 
     def __call__(self, *args):
         self.calls += 1
+        last = self.last
+        if last is not None and self.fallback_reason is None and last.key == tuple([a.data_ptr() for a in args]):
+            with self._lock:
+                out = self._replay_free_slot(last, args)
+            return self.compiled(*args) if out is None else out
         if self.fallback_reason is not None:
             return self.compiled(*args)
         if self.calls <= WARMUP_RUNS:
@@ -320,7 +328,7 @@ class CudaGraphRunner:
     def _replay_free_slot(self, rec: _InputSet, args):
         slot = None
         for s in rec.slots:
-            if s.is_free():
+            if s.held.is_free():
                 slot = s
                 break
         if slot is None:
@@ -334,6 +342,8 @@ class CudaGraphRunner:
                 self.held_fallbacks += 1
                 return None
         self.replays += 1
+        if not self.symbolic and not rec.staged and self.fallback_reason is None:
+            self.last = rec
         if self.training:
             return cudagraph_training._Replay.apply(slot, rec, self.clone_reason is not None, *args)
         inputs = rec.inputs
