@@ -384,6 +384,29 @@ class UserObjectVariable(VariableTracker):
             return self.call_method(tx, "__call__", args, kwargs)
         unsupported("exceptions", f"TypeError: {type(obj).__qualname__!r} object is not callable")
 
+    def truthy(self, tx):
+        """bool(obj), as CPython decides it from the class: its `__bool__`, else its
+        `__len__` (inlined, pinned on the class), else True (`if self.downsample:` on a
+        module); a class that gains either later fails the guards."""
+        cls = type(self.value)
+        for name in ("__bool__", "__len__"):
+            static = on_class(cls, name)
+            if static is _ABSENT:
+                continue
+            if not isinstance(static, types.FunctionType):
+                unsupported("construct", f"bool() of a {cls.__qualname__} asks its {name} "
+                                         f"({type(static).__name__}), which is not traced")
+            if self.source is not None:
+                self._guard_class_attr(tx, name, static, shadowable=False)
+            result = UserMethodVariable(UserFunctionVariable(static), self).call_function(tx, [], {})
+            if name == "__bool__":
+                return result.truthy(tx)
+            return result.as_python_constant() != 0
+        if self.source is not None:
+            for name in ("__bool__", "__len__"):
+                tx.output.guards.add(Guard("HASATTR", self._class_source(), False, {"attr": name}))
+        return True
+
 
 def on_class(cls, name: str):
     """What an instance of `cls` finds for `name` on its class (the MRO's dicts; unlike
