@@ -32,6 +32,7 @@ from __future__ import annotations
 import sys
 
 import torch
+from torch._subclasses import fake_impls
 from torch._subclasses.fake_tensor import FakeTensor, in_kernel_invocation_manager
 
 _MAX_ENTRIES = 4096
@@ -157,7 +158,6 @@ def _route(mode, func) -> bool:
     symbolic sizes, runs `func`'s meta kernel and wraps the result (its final branch),
     having taken none of the earlier ones."""
     from torch._decomp import decomposition_table, meta_table
-    from torch._subclasses import fake_impls
     from torch._subclasses import fake_tensor as ft
     if not isinstance(func, torch._ops.OpOverload) or func.namespace != "aten":
         return False
@@ -182,7 +182,7 @@ def _route(mode, func) -> bool:
 def direct(mode, func, args, kwargs):
     """`func(*args, **kwargs)` on fakes as FakeTensorMode runs it, or SLOW."""
     route = _routes.get(func)
-    if route is None:
+    if route is None or _tables_changed():
         route = _routes[func] = _route(mode, func)
     if not route or mode.propagate_real_tensors or _custom_profiles():
         return SLOW
@@ -197,6 +197,20 @@ def direct(mode, func, args, kwargs):
     except NotImplementedError:  # FakeTensorMode tries a fallback kernel: its path
         return SLOW
     return mode.wrap_meta_outputs_with_default_device_logic(r, func, flat, device=kwargs.get("device"))
+
+
+_sizes: list = [None]
+
+
+def _tables_changed() -> bool:
+    """Whether torch's fake rules were registered or removed since the routes were decided
+    (torch.export registers some while it runs): then every route is decided again."""
+    sizes = (len(fake_impls.op_implementations_checks), len(fake_impls.op_implementations_dict))
+    if sizes == _sizes[0]:
+        return False
+    _routes.clear()
+    _sizes[0] = sizes
+    return True
 
 
 def _custom_profiles() -> bool:

@@ -166,3 +166,19 @@ def test_constants_and_other_modes_take_the_slow_path():
     assert c.constant is not None
     assert fakecache.direct(mode, torch.ops.aten.add.Tensor, (c, c), {}) is fakecache.SLOW
     assert fakecache.direct(mode, torch.ops.aten.add.Tensor, (x, torch.ones(2, 3)), {}) is fakecache.SLOW
+
+
+def test_a_fake_rule_registered_later_is_followed():
+    """A rule torch registers after a route was decided (torch.export does, for a while)
+    decides that op's route again: the op then takes FakeTensorMode's path."""
+    from torch._subclasses import fake_impls
+    mode = _FactMode()
+    x = mode.from_tensor(torch.randn(2, 3))
+    op = torch.ops.aten.mm.default
+    assert fakecache.direct(mode, op, (x, x.t()), {}) is not fakecache.SLOW
+    fake_impls.op_implementations_checks.append((lambda func: func is op, lambda *a, **k: NotImplemented))
+    try:
+        assert fakecache.direct(mode, op, (x, x.t()), {}) is fakecache.SLOW
+    finally:
+        fake_impls.op_implementations_checks.pop()
+    assert fakecache.direct(mode, op, (x, x.t()), {}) is not fakecache.SLOW
