@@ -6,8 +6,10 @@ user's first call finds them) after the same warm-up and one eager call as model
         --tasks infer,train --runs 3 [--tools minidynamo] [--profile out.prof]
 
 Prints the minimum over --runs per model/task/tool and minidynamo's ratio to
-torch.compile's. --profile (one model/task, minidynamo) writes cProfile stats of one
-first call and prints the top entries by tottime and cumtime.
+torch.compile's, of wall time and of the process's CPU time (`time.process_time`: on
+cores shared with other work, wall times swing by 2-4x while CPU time moves little; both
+tools run on one thread). --profile (one model/task, minidynamo) writes cProfile stats of
+one first call and prints the top entries by tottime and cumtime.
 """
 from __future__ import annotations
 
@@ -26,8 +28,9 @@ if _BENCH not in sys.path:
 MARK = "@@first-call "
 
 
-def one(name: str, task: str, tool: str, profile: str | None) -> float:
-    """The first call's seconds of `tool` on a fresh copy of the model, in this process."""
+def one(name: str, task: str, tool: str, profile: str | None) -> tuple:
+    """The first call's (wall, CPU) seconds of `tool` on a fresh copy of the model, in this
+    process."""
     import torch
     import models_run
     from models_zoo import BY_NAME
@@ -44,13 +47,13 @@ def one(name: str, task: str, tool: str, profile: str | None) -> float:
         import cProfile
         prof = cProfile.Profile()
         prof.enable()
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     models_run.step(runner, spec, task, inputs)
-    took = time.perf_counter() - t0
+    took, cpu = time.perf_counter() - t0, time.process_time() - c0
     if profile:
         prof.disable()
         prof.dump_stats(profile)
-    return took
+    return took, cpu
 
 
 def main(argv=None) -> int:
@@ -81,16 +84,22 @@ def main(argv=None) -> int:
                     if not lines:
                         print(out.stderr[-3000:], file=sys.stderr)
                         break
-                    times.append(json.loads(lines[0][len(MARK):]))
-                results[name, task, tool] = min(times) if times else None
-                print(f"{name:22} {task:6} {tool:14} "
-                      + " ".join(f"{t:.3f}" for t in times), flush=True)
+                    times.append(tuple(json.loads(lines[0][len(MARK):])))
+                results[name, task, tool] = ((min(t for t, _ in times), min(c for _, c in times))
+                                             if times else None)
+                print(f"{name:22} {task:6} {tool:14} wall "
+                      + " ".join(f"{t:.3f}" for t, _ in times) + "  cpu " + " ".join(f"{c:.3f}" for _, c in times),
+                      flush=True)
     print()
     for name in a.models.split(","):
         for task in a.tasks.split(","):
             md, tc = results.get((name, task, "minidynamo")), results.get((name, task, "torch.compile"))
-            ratio = f"{md / tc:.3f}" if md and tc else "-"
-            print(f"{name:22} {task:6} minidynamo {md or 0:.3f}s  torch.compile {tc or 0:.3f}s  ratio {ratio}")
+            line = f"{name:22} {task:6}"
+            for i, what in enumerate(("wall", "cpu")):
+                m, t = md[i] if md else 0, tc[i] if tc else 0
+                ratio = f"{m / t:.3f}" if m and t else "-"
+                line += f"  {what}: minidynamo {m:.3f}s torch.compile {t:.3f}s ratio {ratio}"
+            print(line)
     if a.profile:
         import pstats
         for key in ("tottime", "cumtime"):

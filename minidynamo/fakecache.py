@@ -1,8 +1,9 @@
 """Cheaper fake tensors for the trace (graph.py calls in here).
 
 A fake op through FakeTensorMode costs 100-300 µs on a small CPU even when the mode's
-own dispatch cache hits, and `FakeTensorMode.from_tensor` costs ~150 µs per input.
-Two shortcuts, each taken only where its result is exactly what the slow path gives:
+own dispatch cache hits (0.5-2 ms when it misses, as every new shape does on a first
+call), and `FakeTensorMode.from_tensor` costs ~150 µs per input. Three shortcuts, each
+taken only where its result is exactly what the slow path gives:
 
 * `input_fake`: a plain dense tensor (exact torch.Tensor or Parameter, strided, not a
   view, offset 0, no autograd history, no .grad, no conj/neg bit) becomes a FakeTensor over
@@ -28,8 +29,11 @@ Two shortcuts, each taken only where its result is exactly what the slow path gi
 """
 from __future__ import annotations
 
+import sys
+
 import torch
-from torch._subclasses.fake_tensor import FakeTensor
+from torch._subclasses import fake_impls
+from torch._subclasses.fake_tensor import FakeTensor, in_kernel_invocation_manager
 
 _MAX_ENTRIES = 4096
 _results: dict = {}
@@ -132,3 +136,105 @@ def input_fake(mode, t: torch.Tensor):
                 fake._is_param = True
             return fake
     return mode.from_tensor(t, static_shapes=True)
+
+
+# --- aten ops straight to their meta kernels ---------------------------------------------
+# FakeTensorMode.dispatch spends 0.1-1 ms of Python per aten op (its cache key, or on a
+# miss the checks of `_dispatch_impl`) before it runs the op's meta kernel and wraps the
+# result (`wrap_meta_outputs_with_default_device_logic`). For an op whose every check
+# leads to that last step, `direct` takes it at once: the same kernel, the same wrapping
+# (torch's own method), so the same result; the dispatch cache only replays that result.
+# Which ops: decided once per op from torch's own tables (`_route`, each test in the
+# order `_dispatch_impl` makes it); per call, only plain fakes of this mode without
+# constants (constant propagation), symbolic sizes (the fast impls, the decompositions)
+# or real-tensor propagation qualify. tests/test_fake_direct.py compares both paths.
+
+SLOW = object()  # direct's answer where the op must take FakeTensorMode's own path
+_routes: dict = {}  # OpOverload -> whether its dispatch ends at the meta kernel
+
+
+def _route(mode, func) -> bool:
+    """Whether FakeTensorMode._dispatch_impl, given only plain fakes with no constants and no
+    symbolic sizes, runs `func`'s meta kernel and wraps the result (its final branch),
+    having taken none of the earlier ones."""
+    from torch._decomp import decomposition_table, meta_table
+    from torch._subclasses import fake_tensor as ft
+    if not isinstance(func, torch._ops.OpOverload) or func.namespace != "aten":
+        return False
+    if (func in getattr(ft, "_DISPATCH_META_HANDLERS", {}) or func in getattr(ft, "_DISPATCH_HANDLE_DIRECTLY", ())
+            or func is torch.ops.aten.lift_fresh.default or func is torch.ops.aten.lift_fresh_copy.default
+            or func is torch.ops.aten.to_dense.default):
+        return False
+    if func not in meta_table and not ft.FakeTensorMode.cpp_meta_supports_symint(mode, func):
+        if func in decomposition_table and ft.torch_decomp_decompositions(func):
+            return False  # a Python decomposition
+        if func._can_decompose():
+            return False  # CompositeImplicitAutograd: decomposed
+    if "prims::" in func._schema.name:
+        return False
+    if torch._library.simple_registry.singleton.find(func.name()).fake_impl.kernel:  # a registered fake rule
+        return False
+    if any(check(func) for check, _ in fake_impls.op_implementations_checks):
+        return False  # constructors, device moves, ops with their own fake rules
+    return fake_impls.has_meta(func)
+
+
+def direct(mode, func, args, kwargs):
+    """`func(*args, **kwargs)` on fakes as FakeTensorMode runs it, or SLOW."""
+    route = _routes.get(func)
+    if route is None or _tables_changed():
+        route = _routes[func] = _route(mode, func)
+    if not route or mode.propagate_real_tensors or _custom_profiles():
+        return SLOW
+    flat: list = []
+    if not _plain_leaves(args, mode, flat) or not _plain_leaves(kwargs.values(), mode, flat):
+        return SLOW
+    if not any(type(a) is FakeTensor for a in flat):
+        return SLOW
+    try:
+        with in_kernel_invocation_manager(mode):
+            r = func(*args, **kwargs)
+    except NotImplementedError:  # FakeTensorMode tries a fallback kernel: its path
+        return SLOW
+    return mode.wrap_meta_outputs_with_default_device_logic(r, func, flat, device=kwargs.get("device"))
+
+
+_sizes: list = [None]
+
+
+def _tables_changed() -> bool:
+    """Whether torch's fake rules were registered or removed since the routes were decided
+    (torch.export registers some while it runs): then every route is decided again."""
+    sizes = (len(fake_impls.op_implementations_checks), len(fake_impls.op_implementations_dict))
+    if sizes == _sizes[0]:
+        return False
+    _routes.clear()
+    _sizes[0] = sizes
+    return True
+
+
+def _custom_profiles() -> bool:
+    """Whether torch._dynamo's op profiles (fake kernels made from profiles) are set: then
+    FakeTensorMode may answer from them before the meta kernel."""
+    config = sys.modules.get("torch._dynamo.config")
+    return config is not None and getattr(config, "_custom_ops_profile", None) is not None
+
+
+def _plain_leaves(values, mode, flat: list) -> bool:
+    """Collect the leaves of aten arguments (as pytree flattens them) into `flat`; False
+    where one is a tensor other than a plain fake of `mode`, or a symbolic number."""
+    for a in values:
+        t = type(a)
+        if t is list or t is tuple:
+            if not _plain_leaves(a, mode, flat):
+                return False
+            continue
+        if isinstance(a, torch.Tensor):
+            if (t is not FakeTensor or a.fake_mode is not mode or a.constant is not None
+                    or a._has_symbolic_sizes_strides):
+                return False
+        elif isinstance(a, (torch.SymInt, torch.SymFloat, torch.SymBool, dict)):
+            return False
+        flat.append(a)
+    return True
+

@@ -38,7 +38,7 @@ from torch.fx.experimental.symbolic_shapes import GuardOnDataDependentSymNode, f
 from .exc import unsupported
 from .dynamic import (has_symbolic, is_symbolic, new_shape_env, render, shape_guard_exprs, symbolic_fake,
                       symbolic_int)
-from .fakecache import input_fake, op_key, op_result, remember
+from .fakecache import SLOW, direct, input_fake, op_key, op_result, remember
 from .guards import Guard, GuardSet, shape_guard, tensor_guard
 from .sources import Source
 from .triton.capture import KernelTable, direct_launches
@@ -444,7 +444,10 @@ class _FactMode(FakeTensorMode):
                 spots = _WRITE_SPOTS[func] = _write_spots(func)
             if spots:
                 log.note(spots, args, kwargs or {})
-        return super().__torch_dispatch__(func, types, args, kwargs)
+        result = direct(self, func, args, kwargs or {})
+        if result is SLOW:
+            return super().__torch_dispatch__(func, types, args, kwargs)
+        return result
 
 
 def _storage(t: torch.Tensor):

@@ -223,7 +223,8 @@ class AttrSource(Source):
     attr: str
 
     def __hash__(self):  # paths are deep and hashed often (guard planning): computed once
-        return _cached_hash(self, (AttrSource, self.base, self.attr))
+        h = self.__dict__.get("_hash")
+        return _cached_hash(self, (AttrSource, self.base, self.attr)) if h is None else h
 
     def expr(self, ns):
         if self.attr.isidentifier() and not keyword.iskeyword(self.attr):
@@ -244,7 +245,8 @@ class ItemSource(Source):
     key: object  # an int index or a constant dict key
 
     def __hash__(self):
-        return _cached_hash(self, (ItemSource, self.base, self.key))
+        h = self.__dict__.get("_hash")
+        return _cached_hash(self, (ItemSource, self.base, self.key)) if h is None else h
 
     def expr(self, ns):
         if type(self.key) in (int, str, bool, float, type(None)):
