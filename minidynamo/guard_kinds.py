@@ -258,6 +258,11 @@ class DICT_KEYS(Guard):
     def describe(self):
         return f"{self.meta['type'].__name__} with keys {list(self.expected)}"
 
+    def snapshot_role(self, module):
+        # A plain dict of the snapshot's region (a module's `_modules` iterated): its keys
+        # are checked when the snapshot is taken, then held by the dict's version tag.
+        return "keys" if self.meta["type"] is dict else None
+
 
 class HASATTR(Guard):
     """expected None: an instance attribute `attr`, whatever its value; True/False: whether

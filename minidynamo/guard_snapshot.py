@@ -42,7 +42,7 @@ from ._compat import PY312
 from .guard_kinds import is_immutable
 from .sources import AttrSource, ClosureSource, GlobalSource, ItemSource, LocalSource, ObjectSource
 
-__all__ = ["Plan", "Snapshots", "plain_module_class"]
+__all__ = ["VERSIONED", "Plan", "Snapshots", "plain_module_class"]
 
 MAX_ROOTS = 64  # snapshots kept per entry (one per root object: a layer, a model)
 # Snapshots taken of one root before giving up on it: a model whose forward sets its own
@@ -202,10 +202,13 @@ class Snapshots:
     guards passed with these values (the plan's sources, in order), snapshot them.
     `hooks`: (source, hook dict names) that must be empty; `absent`: (source, name, tables)
     of instance attributes that must be missing (with `tables`, from the module's
-    parameters, buffers and submodules too); `tensors`: sources under one C tensor check."""
+    parameters, buffers and submodules too); `tensors`: sources under one C tensor check;
+    `keyed`: (source, keys) of plain dicts whose keys, in order, are checked when a
+    snapshot is taken and held by their version tags after (only where tags exist)."""
 
-    def __init__(self, plan: Plan, hooks, absent, tensors, tensor_meta):
+    def __init__(self, plan: Plan, hooks, absent, tensors, tensor_meta, keyed=()):
         self.plan = plan
+        self.keyed = [(plan.index[s], keys) for s, keys in keyed]
         self.hooks = [(plan.index[s], names) for s, names in hooks]
         self.absent = [(plan.index[s], name, tables) for s, name, tables in absent]
         self.tensors = [plan.index[s] for s in tensors]
@@ -339,6 +342,14 @@ class Snapshots:
                 if type(t) not in _PLAIN_DICTS or name in t:
                     raise _Refuse
                 absent[(id(t), name)] = t
+        keyed = {}  # the dicts whose keys the guards list: versions hold them (VERSIONED)
+        for i, keys in self.keyed:
+            d = values[i]
+            if type(d) is not dict or tuple(d) != keys:
+                raise _Refuse
+            keyed[id(d)] = d
+        if keyed and not VERSIONED:
+            raise _Refuse
         for v in values:  # their classes are checked (TYPE_MATCH implied)
             if plain_module_class(type(v)):
                 module(v)
@@ -379,6 +390,7 @@ class Snapshots:
             vdicts = {id(d): d for d in snap.gdicts}
             vdicts.update((id(d), d) for d in snap.absent_dicts)
             vdicts.update((id(d), d) for d in snap.sized)
+            vdicts.update(keyed)
             snap.vdicts = list(vdicts.values())
             snap.versions = list(map(_dict_version, snap.vdicts))
         return snap
@@ -406,6 +418,7 @@ def _probe_dict_version():
 
 
 _dict_version = _probe_dict_version()
+VERSIONED = _dict_version is not None  # snapshots hold dicts by their version tags (3.10, 3.11)
 
 
 def _getter(keys):

@@ -14,7 +14,7 @@ import torch
 
 from .config import config
 from .dynamic import is_symbolic, static_or_none
-from .guard_snapshot import Plan, Snapshots
+from .guard_snapshot import VERSIONED, Plan, Snapshots
 from .guard_kinds import Guard, chain
 from .sources import (LocalSource, Namespace, ObjectSource, ReadBeforeWrites, Source, TensorsSource,
                       TermsSource)
@@ -181,7 +181,7 @@ class GuardSet:
         plan = self._snapshot
         if plan is None:
             return None
-        hooks, absent, tensors, residual, same = [], [], [], [], []
+        hooks, absent, tensors, residual, same, keyed = [], [], [], [], [], []
         for g in self.ordered():
             step = plan.steps.get(g.source)
             role = g.snapshot_role(g.source in plan.modules) if step is not None and step[0] != "class attr" else None
@@ -195,13 +195,15 @@ class GuardSet:
                                           {"attr": g.meta["attr"]}))
             elif role == "tensor":
                 tensors.append(g)
+            elif role == "keys" and VERSIONED:  # (without version tags the keys' order could change unseen)
+                keyed.append((g.source, tuple(g.expected)))
             elif role == "alias" and g.meta["other"] in plan.steps:
                 if g.expected:  # both fixed by the snapshot, as one object: checks of one are of both
                     same.append((g.source, g.meta["other"]))
-            elif role is None or role == "alias":
+            elif role is None or role in ("alias", "keys"):
                 residual.append(g)
         snaps = Snapshots(plan, hooks, absent, [g.source for g in tensors],
-                          [(g.meta["shape"], g.meta["stride"]) for g in tensors])
+                          [(g.meta["shape"], g.meta["stride"]) for g in tensors], keyed)
         # The roots are fetched into their locals first (a root that is a parameter's
         # name is one already); the snapshot gives the rest.
         roots = [self._plan.get(r) or r.expr(ns) for r in plan.roots]

@@ -126,3 +126,20 @@ def test_changing_a_plain_attribute_recompiles():
     def change(model):
         model.scale = 2.0
     _recompiles(change, "scale")
+
+
+def test_reordering_a_module_list_recompiles():
+    """The same keys in another order (a key popped and put back): the forward runs the
+    blocks in the new order. The snapshot holds a table's keys by its version tag."""
+    def change(model):
+        first = model.blocks._modules.pop("0")
+        model.blocks._modules["0"] = first
+    _recompiles(change, "blocks")
+
+
+def test_replacing_a_block_by_one_of_its_kind_reads_the_new_one():
+    """Same keys, same order, another module of the same class under one of them: its
+    parameters are graph inputs, read from the new block by the same entry."""
+    def change(model):
+        model.blocks[1] = Block().eval()
+    _recompiles(change, None)
