@@ -16,7 +16,7 @@ from .base import ObjectConstantVariable
 from .attribute_builtins import getattr_call, hasattr_call
 from .constant import ConstantVariable, fold
 from .dicts import DictVariable, SetVariable
-from .generators import pulled_one_by_one
+from .lists import pulled_one_by_one
 from .lists import (BaseListVariable, IteratorVariable, ListVariable, ReversedItems, TupleVariable, iterator_of,
                     make_enumerate, make_zip)
 from .nn_modules import module_dict_items, reversed_children

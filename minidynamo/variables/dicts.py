@@ -12,7 +12,7 @@ from ..sources import InDictSource, ItemSource
 from .base import VariableTracker
 from .constant import ConstantVariable, fold
 from .lazy_iterators import advanced
-from .lists import IteratorVariable, LiveItems, TupleVariable, items_equal
+from .lists import IteratorVariable, LiveItems, TupleVariable, items_equal, pulled_one_by_one
 
 
 class ObjectKey:
@@ -320,7 +320,6 @@ class DictVariable(VariableTracker):
         if isinstance(other, DictVariable):
             self.items.update(other.merge_items(tx))
         else:
-            from .generators import pulled_one_by_one
             for pair in pulled_one_by_one(tx, other):  # a generator body sees each insertion
                 k, v = pair.unpack_sequence(tx)
                 self.items[_key(tx, k)] = v
@@ -557,7 +556,6 @@ class SetVariable(VariableTracker):
         set_difference_update_internal), so code making an item sees the set change;
         intersection_update and symmetric_difference_update build a set of the whole
         iterable first, then change this one."""
-        from .generators import pulled_one_by_one
         if self.source is not None:
             unsupported("side_effect", f"set.{name} on {self.source.name()!r}, which outlives the call")
         if name in ("update", "difference_update"):

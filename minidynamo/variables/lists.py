@@ -13,6 +13,7 @@ from ..exc import unsupported
 from .base import VariableTracker
 from .constant import ConstantVariable
 from .constant import fold
+from .tuple_types import is_plain_tuple_type, namedtuple_base
 
 
 def _index(tx, key: VariableTracker, n: int, what: str):
@@ -201,14 +202,12 @@ def tuple_maker(tuple_type):
     """What makes a `tuple_type` from one iterable of its items: the type itself for C
     tuple types (torch.Size, torch.return_types), `tuple.__new__` for namedtuple classes
     (calling those takes one argument per field)."""
-    from .namedtuples import namedtuple_base
     if namedtuple_base(tuple_type) is not None:
         return functools.partial(tuple.__new__, tuple_type)
     return tuple_type
 
 
 def _foldable_tuple_type(tuple_type) -> bool:
-    from .namedtuples import is_plain_tuple_type
     return is_plain_tuple_type(tuple_type)
 
 
@@ -246,7 +245,6 @@ class ListVariable(BaseListVariable):
 
     def call_method(self, tx, name, args, kwargs):
         n = len(args)
-        from .generators import pulled_one_by_one
         if name in ("append", "extend") and n == 1 and not kwargs and self.source is not None \
                 and not self.loaded and not (name == "extend" and isinstance(args[0], IteratorVariable)):
             # An outside list only appended to: the entry appends the same items after the
@@ -490,3 +488,25 @@ def make_zip(iterators: list, strict: bool = False) -> PulledIterator:
 def make_enumerate(iterator: IteratorVariable, start: int) -> PulledIterator:
     return PulledIterator(PulledItems([iterator], lambda i, parts: TupleVariable([ConstantVariable(start + i), parts[0]])),
                           enumerate, start)
+
+
+def pulled_one_by_one(tx, v, target=None):
+    """The items of `v` for a consumer that acts on each before taking the next, as CPython's
+    C loops do (list.extend and `+=` on a list, deque.extend/extendleft, dict.update,
+    Counter.update, set.update, sum): any iterator's (a generator, map, filter, zip, an
+    itertools iterator, an iterator over a container) are pulled as the consumer asks for
+    them, so code run to make an item (a generator body, map's function) sees the
+    consumer's work so far in CPython's order; a container's (a list, tuple, dict, deque:
+    CPython copies or walks it with no code of the user's in between) all at once.
+    `target`: the container being filled, when an iterator over it would never end."""
+    if isinstance(v, IteratorVariable):
+        if target is not None and v.owner is target:
+            unsupported("construct", f"an iterator over the {target.describe()} it extends: CPython "
+                                     "keeps appending until memory runs out")
+        return _pulling(v)
+    return v.iter_items(tx)
+
+
+def _pulling(it: IteratorVariable):
+    while (item := it.next_item()) is not None:
+        yield item
