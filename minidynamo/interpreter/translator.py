@@ -33,6 +33,7 @@ from .opcodes.jumps import JumpOps
 from .opcodes.load_store import LoadStoreOps
 from .opcodes.stack import StackOps
 from .run_ends import _Return, _Yield
+from .tracker_services import TrackerServices
 from ..variables.constant import ConstantVariable
 from ..variables.generators import check_at_trace_end, GeneratorVariable
 
@@ -54,7 +55,7 @@ class StoppedForBreak(Exception):
 
 
 class InstructionTranslator(GeneratorOps, LoadStoreOps, StackOps, BinaryOps, JumpOps, BuildOps, CallOps,
-                            ExceptionOps, ControlOps):
+                            ExceptionOps, ControlOps, TrackerServices):
     dispatch: dict = {}
 
     def __init_subclass__(cls, **kw):

@@ -68,7 +68,7 @@ class BuiltinVariable(ObjectConstantVariable):
         fn = self.value
         if isinstance(fn, type) and issubclass(fn, BaseException):  # only ever made to be raised
             exception_made(tx, fn)
-        handler = _HANDLERS.get(fn) or _registered_handler(fn)
+        handler = _HANDLERS.get(fn) or tx.registry.BUILTIN_HANDLERS.get(fn)
         if handler is not None:
             result = handler(tx, args, kwargs)
             if result is not None:
@@ -530,13 +530,6 @@ def _is_from_iterable(value) -> bool:
     return type(value) is type(len) and getattr(value, "__self__", None) is itertools.chain \
         and value.__name__ == "from_iterable"
 _HANDLERS = {k: v for k, v in _HANDLERS.items() if v is not None}
-
-
-def _registered_handler(fn):
-    """registry.BUILTIN_HANDLERS: handlers kept with the models they need (object_builtins,
-    user_objects' super, dict_subclasses' unbound methods)."""
-    from .registry import BUILTIN_HANDLERS  # (registry imports the trackers, this module among them)
-    return BUILTIN_HANDLERS.get(fn)
 
 
 def is_builtin_callable(value) -> bool:

@@ -46,8 +46,7 @@ def has_object_keys(keys) -> bool:
 
 def _key(tx, k: VariableTracker):
     if not k.is_python_constant():
-        from .registry import IDENTITY_KEYS  # (registry imports the trackers, this module among them)
-        for identity_key in IDENTITY_KEYS:
+        for identity_key in tx.registry.IDENTITY_KEYS:
             key = identity_key(tx, k)
             if key is not None:
                 return key
@@ -424,8 +423,7 @@ class DictViewVariable(VariableTracker):
         if name == "__len__" and not args and not kwargs:
             return ConstantVariable(len(self.dict_var.items))
         if name == "__contains__" and len(args) == 1 and not kwargs:
-            from ..interpreter.operators import contains
-            return contains(tx, self, args[0])
+            return tx.contains(self, args[0])
         if name in _SET_METHODS and not kwargs and self.is_python_constant() and all(
                 a.is_python_constant() for a in args):
             return fold(tx, getattr(self.as_python_constant(), name), [a.as_python_constant() for a in args],

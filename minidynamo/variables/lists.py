@@ -33,10 +33,9 @@ def _index(tx, key: VariableTracker, n: int, what: str):
 def items_equal(tx, a: VariableTracker, b: VariableTracker) -> bool:
     """Two container items compared as CPython's containers compare them
     (PyObject_RichCompareBool): the same object is equal without calling ==."""
-    from ..interpreter.operators import compare, is_same
-    if is_same(a, b, tx):
+    if tx.is_same(a, b):
         return True
-    return compare(tx, "==", a, b).truthy(tx)
+    return tx.compare("==", a, b).truthy(tx)
 
 
 class BaseListVariable(VariableTracker):
@@ -110,8 +109,7 @@ class BaseListVariable(VariableTracker):
         if name == "__len__" and not args:
             return ConstantVariable(len(self.items))
         if name == "__contains__" and len(args) == 1:
-            from ..interpreter.operators import contains
-            return contains(tx, self, args[0])
+            return tx.contains(self, args[0])
         if name in ("index", "count") and not kwargs and args and all(
                 a.is_python_constant() for a in args) and self.is_python_constant():
             values = [i.as_python_constant() for i in self.items]
@@ -274,9 +272,8 @@ class ListVariable(BaseListVariable):
         elif name == "copy" and n == 0:
             return ListVariable(self.items)
         elif name == "remove" and n == 1:
-            from ..interpreter.operators import compare
             for i, item in enumerate(self.items):
-                if compare(tx, "==", item, args[0]).truthy(tx):
+                if tx.compare("==", item, args[0]).truthy(tx):
                     del self.items[i]
                     break
             else:
@@ -378,8 +375,7 @@ def iterator_of(tx, v) -> "IteratorVariable":
     make = getattr(v, "make_iterator", None)  # a container whose iterator is its own type (deque)
     if make is not None:
         return make(tx)
-    from .iteration_protocol import user_iterator
-    made = user_iterator(tx, v)  # an object of a user class: its __iter__
+    made = tx.user_iterator(v)  # an object of a user class: its __iter__
     if made is not None:
         return made
     return IteratorVariable(v.iter_items(tx))

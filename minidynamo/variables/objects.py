@@ -56,8 +56,7 @@ class ModuleVariable(ObjectConstantVariable):
 def construct(tx, cls, args, kwargs):
     """The tracker of `cls(*args, **kwargs)` made in the trace, or None if no model has it
     (the models: registry.CONSTRUCTORS, in order)."""
-    from .registry import CONSTRUCTORS  # (registry imports the trackers, this module among them)
-    for predicate, factory in CONSTRUCTORS:
+    for predicate, factory in tx.registry.CONSTRUCTORS:
         if predicate(cls):
             made = factory(tx, cls, args, kwargs)
             if made is not None:

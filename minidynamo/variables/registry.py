@@ -13,6 +13,9 @@ every module that models a kind of object; none of them registers itself).
 - `BUILTIN_HANDLERS`: builtins and C methods called in the trace whose handler lives with
   the model it needs, tried after builtins.py's own table.
 - `IDENTITY_KEYS`: trackers of objects hashed by identity as dict keys / set members.
+
+The trackers read these tables as `tx.registry` (interpreter/tracker_services.py): they
+cannot import this module, which imports them.
 """
 from __future__ import annotations
 
