@@ -16,6 +16,7 @@ from .base import ObjectConstantVariable
 from .attribute_builtins import getattr_call, hasattr_call
 from .constant import ConstantVariable, fold
 from .dicts import DictVariable, SetVariable
+from .lazy_iterators import make_call_until, make_filter, make_map
 from .lists import pulled_one_by_one
 from .lists import (BaseListVariable, IteratorVariable, ListVariable, ReversedItems, TupleVariable, iterator_of,
                     make_enumerate, make_zip)
@@ -245,7 +246,6 @@ def _iter(tx, args, kwargs):
     if len(args) == 2:  # iter(callable, sentinel)
         if not is_callable(args[0]):
             unsupported("exceptions", "TypeError: iter(v, w): v must be callable")
-        from .iterutils import make_call_until
         return make_call_until(tx, args[0], args[1])
     return iterator_of(tx, args[0])
 
@@ -460,11 +460,10 @@ def _reduce(tx, args, kwargs):
     return result
 
 
-def _lazy(name):
-    """A handler of iterutils (imported when first called: it builds on this module)."""
+def _copied(make):
+    """A handler of lazy_iterators, given its own list and dict of the arguments."""
     def handler(tx, args, kwargs):
-        from . import iterutils
-        return getattr(iterutils, name)(tx, list(args), dict(kwargs))
+        return make(tx, list(args), dict(kwargs))
     return handler
 
 
@@ -515,10 +514,9 @@ _HANDLERS = {
     iter: _iter, next: _next, sum: _sum, min: _minmax(min), max: _minmax(max), abs: _abs,
     getattr: getattr_call, hasattr: hasattr_call, functools.partial: _partial,
     int: _scalar_ctor(int), float: _scalar_ctor(float), bool: _bool, math.floor: None,
-    map: _lazy("make_map"), filter: _lazy("make_filter"), sorted: _sorted, callable: _callable,
+    map: _copied(make_map), filter: _copied(make_filter), sorted: _sorted, callable: _callable,
     any: _any_all(any), all: _any_all(all), functools.reduce: _reduce,
-    itertools.tee: _lazy("make_tee"), itertools.chain.from_iterable: _lazy("chain_from_iterable"),
-    functools.cmp_to_key: _lazy("make_cmp_to_key"), id: _id,
+    id: _id,  # (itertools.tee, chain.from_iterable, functools.cmp_to_key: registry.BUILTIN_HANDLERS)
 }
 # C functions outside builtins that are traced as builtins (itertools' classes are classes:
 # iterutils registers their constructors).

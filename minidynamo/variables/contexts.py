@@ -555,9 +555,7 @@ def make_context_manager(tx, cls, args, kwargs):
         return NullContextVariable(ConstantVariable(None))  # the CPU has one device: nothing to switch
     if cls is torch.cuda.device and len(values) == 1 and not named:
         return _cuda_device(values[0])
-    if cls is torch.autograd.profiler.record_function:
-        from .library_contexts import make_record_function  # it builds on this module
-        return make_record_function(args, kwargs)
+    # (torch.autograd.profiler.record_function: registry.CONSTRUCTORS, library_contexts.py)
     if cls is torch.autocast:
         try:
             bound = _AUTOCAST_SIGNATURE.bind(*values, **named)

@@ -356,21 +356,29 @@ class UserObjectVariable(VariableTracker):
     def call_method(self, tx, name, args, kwargs):
         return self.var_getattr(tx, name).call_function(tx, args, kwargs)
 
+    def _item_protocol(self, tx):
+        """(registry.ITEM_PROTOCOLS' entry, the container class) of a passed-in object whose
+        items are modelled (torch's module containers), else (None, None)."""
+        if self.source is not None:
+            for protocol in tx.registry.ITEM_PROTOCOLS:
+                cls = protocol.container_class(self.value)
+                if cls is not None:
+                    return protocol, cls
+        return None, None
+
     def iter_items(self, tx):
-        from .nn_modules import container_items, passed_container_class
-        cls = passed_container_class(self.value) if self.source is not None else None
+        protocol, cls = self._item_protocol(tx)
         if cls is not None:  # nn.Sequential / ModuleList / ModuleDict: their `_modules`, guarded
-            return container_items(tx, self, cls)
+            return protocol.items(tx, self, cls)
         return super().iter_items(tx)
 
     def getitem(self, tx, key):
         """`obj[key]`: the item protocol of torch's module containers is modelled (Sequential
         indexes through itertools.islice, slices make a new container); other objects
         call their `__getitem__`."""
-        from .nn_modules import container_getitem, passed_container_class
-        cls = passed_container_class(self.value) if self.source is not None else None
+        protocol, cls = self._item_protocol(tx)
         if cls is not None:
-            return container_getitem(tx, self, cls, key)
+            return protocol.getitem(tx, self, cls, key)
         return self.call_method(tx, "__getitem__", [key], {})
 
     def call_function(self, tx, args, kwargs):
