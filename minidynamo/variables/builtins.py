@@ -408,7 +408,7 @@ class _TracedKey:
 def order_compare(tx, op, a, b):
     """`a op b` as min, max and sort compare keys: functools.cmp_to_key's keys call their
     function, anything else is an ordinary comparison."""
-    from .iterutils import KeyWrapperVariable
+    from .iterutils import KeyWrapperVariable  # a cycle: iterutils builds on this module
     if isinstance(a, KeyWrapperVariable):
         return a.compare(tx, op, b)
     return compare(tx, op, a, b)

@@ -28,6 +28,8 @@ from .exits import EnteredManager, GradModeExit, WithCarrier, enter_real, null_e
 from .base import NULL
 from .functions import BaseFunctionVariable
 from .._compat import PY311
+from ..liveness import live_names, local_value
+from ..resume import resume_function, why_not_resumable
 
 
 class ContextManagerVariable(VariableTracker):
@@ -492,7 +494,6 @@ class GeneratorContextVariable(ContextManagerVariable):
         return next(i for i, inst in enumerate(gen.instructions) if inst is gen.yield_inst)
 
     def why_not_across_break(self):
-        from ..resume import why_not_resumable
         if self.gen is None or self.gen.yield_inst is None:
             return "its generator is not at its yield"
         if getattr(self.generator_fn, "fn", None) is None:
@@ -512,8 +513,6 @@ class GeneratorContextVariable(ContextManagerVariable):
         # yield with the stack and live locals the trace has there (the regions its body
         # entered are the exits already entered again); contextlib's manager over it
         # runs its first step to that yield, and its exit runs the rest as eager's does.
-        from ..liveness import live_names, local_value
-        from ..resume import resume_function
         gen, index = self.gen, self._yield_index()
         stack = [*gen.stack, ConstantVariable(None)]  # what the new generator yields first
         nulls = tuple(v is NULL for v in stack)

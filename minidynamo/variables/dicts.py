@@ -347,7 +347,7 @@ def from_keys(tx, dict_type, args) -> DictVariable:
     keys = [_key(tx, k) for k in args[0].iter_items(tx)]
     if dict_type is dict:
         return DictVariable(dict.fromkeys(keys, value))
-    from .collections_types import new_dict_of_type
+    from .collections_types import new_dict_of_type  # a cycle: collections_types builds on this module
     return new_dict_of_type(tx, dict_type, dict.fromkeys(keys, value))
 
 

@@ -287,7 +287,7 @@ class UserFunctionVariable(BaseFunctionVariable):
             unsupported("call", f"{self.fn.__qualname__} is wrapped by {which}: it runs eagerly",
                         hint="the disabled function always runs eagerly; call it outside the optimized "
                              "function if the rest should be captured")
-        from .contexts import GeneratorContextVariable, is_contextmanager_function
+        from .contexts import GeneratorContextVariable, is_contextmanager_function  # a cycle: contexts imports this module
         if is_contextmanager_function(self.fn):  # @contextlib.contextmanager
             return GeneratorContextVariable(UserFunctionVariable(self.fn.__wrapped__), args, kwargs)
         if self.fn is inspect.signature:

@@ -158,7 +158,8 @@ class TupleVariable(BaseListVariable):
         inner = "".join(rb.expr(i) + ", " for i in self.items)
         if self.tuple_type is tuple:
             return f"({inner})"
-        from .namedtuple_classes import class_expr  # a class made in the trace: made again per call
+        # a class made in the trace: made again per call (a cycle: namedtuple_classes builds on lists)
+        from .namedtuple_classes import class_expr
         made = class_expr(rb, self.tuple_type)
         if made is not None:
             return f"{rb.ns.bind(tuple.__new__, 'tuple_new')}({made}, ({inner}))"
@@ -174,7 +175,7 @@ class TupleVariable(BaseListVariable):
 
     def var_getattr(self, tx, name):
         if self.tuple_type is not tuple:
-            from .namedtuples import namedtuple_getattr
+            from .namedtuples import namedtuple_getattr  # a cycle: namedtuples builds on lists
             found = namedtuple_getattr(tx, self, name)
             if found is not None:
                 return found

@@ -73,7 +73,7 @@ class ClassVariable(ObjectConstantVariable):
         return f"class {self.value.__qualname__!r}"
 
     def var_getattr(self, tx, name):
-        from .autograd import FunctionApplyVariable, is_function_class
+        from .autograd import FunctionApplyVariable, is_function_class  # a cycle: autograd builds on this module
         if name == "apply" and is_function_class(self.value):
             return FunctionApplyVariable(self.value, AttrSource(self.source, name) if self.source else None,
                                          self.source)
@@ -169,7 +169,7 @@ class UserObjectVariable(VariableTracker):
             if disabled_call is not None:
                 return disabled_call
         if static is _ABSENT:
-            from .torch import SETTINGS_TYPES, TorchSettingsVariable
+            from .torch import SETTINGS_TYPES, TorchSettingsVariable  # a cycle: torch builds on this module
             if cls in SETTINGS_TYPES and self.source is not None:  # `from torch.backends.cuda import matmul`
                 return TorchSettingsVariable(obj, self.source).var_getattr(tx, name)
             if hasattr(cls, "__getattr__") and not isinstance(obj, torch.nn.Module):

@@ -92,7 +92,7 @@ class SymNodeVariable(VariableTracker):
 
 
 def _is_tensor(v) -> bool:
-    from .tensor import TensorVariable
+    from .tensor import TensorVariable  # a cycle: tensor imports this module
     return isinstance(v, TensorVariable)
 
 
