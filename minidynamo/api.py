@@ -9,6 +9,7 @@ import weakref
 
 import torch
 
+from . import callees, optimizing
 from .backends import backend_name, lookup_backend
 from .cache import FunctionCache
 from .codegen import MISS, dispatcher
@@ -367,3 +368,7 @@ def reset():
     """Drop every cache of every optimized function."""
     for cache in list(_all_caches):
         cache.clear()
+
+
+# The layers below that make optimized functions reach them through optimizing.py.
+optimizing.fill(OptimizedFunction, callees.optimized_function)

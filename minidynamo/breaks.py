@@ -11,7 +11,8 @@ How a break is made (convert.py drives it):
    says which visit, for loops): trackers cannot be rolled back, a new trace is simple
    and costs milliseconds. Its stack and locals are the state at the break.
 4. `BreakTail` renders the rest of the entry: the native instruction in Python source
-   (a call, a store, a truth test: the same semantics as the bytecode, version-free)
+   (a call, a store, a truth test: the same semantics as the bytecode, version-free),
+   as its opcode family renders it (`AT_BREAK`, interpreter/opcodes/at_break.py),
    and one `return` per way out — a resume function for the next instruction, or for
    each side of a conditional jump on a tensor.
 
@@ -21,13 +22,12 @@ effect happens once, in program order: the trace itself never wrote to outside o
 from __future__ import annotations
 
 import builtins
-import operator
 import types
-from dataclasses import dataclass
 
-from ._compat import PY311, PY313
 from .exc import unsupported
 from .frame_hook import region, run_plainly
+from .interpreter.opcodes import binary, build, calls, jumps, load_store
+from .interpreter.opcodes.at_break import AtBreak, Exit, Native
 from .liveness import live_names, local_value
 from .callees import optimizable_callee, optimized_apply, optimized_function, optimized_module_call
 from .regions import Regions, carry, stack_layout, why_not_carried
@@ -37,31 +37,9 @@ from .variables.base import NULL
 from .variables.c_callables import OpaqueCallableVariable, UntracedValueVariable
 from .variables.autograd import FunctionApplyVariable
 
-_CALLS = {"CALL", "CALL_KW", "CALL_FUNCTION", "CALL_FUNCTION_KW", "CALL_FUNCTION_EX"}
-_JUMPS = {"POP_JUMP_IF_TRUE", "POP_JUMP_IF_FALSE", "POP_JUMP_IF_NONE", "POP_JUMP_IF_NOT_NONE",
-          "JUMP_IF_TRUE_OR_POP", "JUMP_IF_FALSE_OR_POP"}
-_STORES = {"STORE_ATTR", "STORE_SUBSCR", "DELETE_SUBSCR", "STORE_GLOBAL", "DELETE_ATTR"}
-_FORMATS = {"FORMAT_VALUE", "FORMAT_SIMPLE", "FORMAT_WITH_SPEC"}
-_OPERATORS = {"BINARY_OP", "COMPARE_OP"}
-BREAKABLE = _CALLS | _JUMPS | _STORES | _FORMATS | _OPERATORS | {"TO_BOOL", "UNARY_NOT", "LOAD_ATTR"}
-
-
-class Native:
-    """A value the native instruction produced: a variable of the entry, not a tracker."""
-
-    def __init__(self, name: str):
-        self.name = name
-        self.untraced = False  # the result of a C function the trace does not model
-
-
-@dataclass
-class Exit:
-    """One way out of the native instruction: `cond` (a Python condition, or None for
-    the last, unconditional one), the instruction to resume at, and the value stack
-    there (trackers, NULL, or Native values)."""
-    cond: str | None
-    target: int
-    stack: list
+# The instructions a graph can break at, each as its opcode family runs it natively.
+AT_BREAK = {**binary.AT_BREAK, **build.AT_BREAK, **calls.AT_BREAK, **jumps.AT_BREAK, **load_store.AT_BREAK}
+BREAKABLE = frozenset(AT_BREAK)
 
 
 def why_no_break(tx, index: int, fullgraph: bool) -> str | None:
@@ -70,7 +48,8 @@ def why_no_break(tx, index: int, fullgraph: bool) -> str | None:
     why = why_no_break_at(tx.instructions[index], fullgraph)
     if why is not None:
         return why
-    if tx.instructions[index].opname in _OPERATORS and not _untraced(tx.stack[-2:]):
+    operands = AT_BREAK[tx.instructions[index].opname].untraced_operands
+    if operands and not _untraced(tx.stack[-operands:]):
         # NOTE: kept narrow: an operator on traced values declines for reasons eager shares
         # (a tensor op that raises), which the whole call reports as before.
         return "an operator breaks only on the result of an untraced C function"
@@ -92,11 +71,6 @@ def why_no_break_at(inst, fullgraph: bool) -> str | None:
     if inst.in_try:
         return "inside a try block (the native instruction would run outside its handlers)"
     return None
-
-
-def _jump_after(tx, index: int):
-    nxt = tx.instructions[index + 1] if index + 1 < len(tx.instructions) else None
-    return nxt if nxt is not None and nxt.opname in ("POP_JUMP_IF_TRUE", "POP_JUMP_IF_FALSE") else None
 
 
 class BreakTail:
@@ -128,7 +102,8 @@ class BreakTail:
         result = Native(f"{rb.ns.prefix}r")
         rb.ns.reserve(result.name)
         reentry = self.regions.reentry_lines(rb) if self.regions else []
-        text, value, exits = self._native(rb, inst, result)
+        at = AtBreak(self.tx, self.index, result, rb, lambda fn: self._callee(rb, fn), _untraced)
+        text, value, exits = AT_BREAK[inst.opname].render(at)
         native = []
         if text is not None:  # the instruction itself (a jump has only its truth test)
             call = self._at_user_line(rb, text, value)
@@ -214,71 +189,7 @@ class BreakTail:
         values += [rb.expr(local_value(tx, n)) for n in names]
         return "".join(v + ", " for v in values), rb.ns.bind(fn, "resume")
 
-    # --- the native instruction -------------------------------------------------------
-    def _native(self, rb, inst, result: Native):
-        """(text, value, exits): the instruction as Python — an expression whose value is
-        `result` when `value`, else a statement; None for a jump, whose exits carry the
-        condition — and its ways out."""
-        tx, index, st = self.tx, self.index, self.tx.stack
-        op = inst.opname
-        e = rb.expr
-        nxt = index + 1
-        if op in _CALLS:
-            fn, args, kwargs, used = _call_operands(tx, inst)
-            result.untraced = isinstance(fn, OpaqueCallableVariable) or _untraced(
-                [*args, *kwargs.values()] if op != "CALL_FUNCTION_EX" else [])
-            callee = self._callee(rb, fn)
-            if op == "CALL_FUNCTION_EX":
-                parts = [f"*{e(args)}"] + ([f"**{e(kwargs)}"] if kwargs is not None else [])
-            else:
-                parts = [e(a) for a in args] + [f"{k}={e(v)}" for k, v in kwargs.items()]
-            if isinstance(callee, tuple):  # a method: its function optimized, self first
-                callee, parts = callee[0], [callee[1], *parts]
-            return f"{callee}({', '.join(parts)})", True, [Exit(None, nxt, st[:-used] + [result])]
-        if op == "TO_BOOL" and _jump_after(tx, index) is None:  # a truth value used as a value
-            return f"{rb.ns.bind(bool, 'bool')}({e(st[-1])})", True, [Exit(None, nxt, st[:-1] + [result])]
-        if op in ("POP_JUMP_IF_TRUE", "POP_JUMP_IF_FALSE", "TO_BOOL"):
-            jump = inst if op != "TO_BOOL" else _jump_after(tx, index)
-            after = nxt if op != "TO_BOOL" else nxt + 1
-            taken, other = (jump.target, after) if jump.opname == "POP_JUMP_IF_TRUE" else (after, jump.target)
-            return None, False, [Exit(e(st[-1]), taken, st[:-1]), Exit(None, other, st[:-1])]
-        if op in ("POP_JUMP_IF_NONE", "POP_JUMP_IF_NOT_NONE"):
-            cond = f"{e(st[-1])} is {'not ' if 'NOT' in op else ''}None"
-            return None, False, [Exit(cond, inst.target, st[:-1]), Exit(None, nxt, st[:-1])]
-        if op in ("JUMP_IF_TRUE_OR_POP", "JUMP_IF_FALSE_OR_POP"):
-            cond = e(st[-1]) if op == "JUMP_IF_TRUE_OR_POP" else f"not {e(st[-1])}"
-            return None, False, [Exit(cond, inst.target, list(st)), Exit(None, nxt, st[:-1])]
-        if op == "BINARY_OP":  # normalized: (operator's name, in place), as `operator.iadd`
-            name, inplace = inst.arg
-            result.untraced = _untraced(st[-2:])
-            fn = getattr(operator, ("i" + name.rstrip("_")) if inplace else name)
-            return (f"{rb.ns.bind(fn, name)}({e(st[-2])}, {e(st[-1])})", True,
-                    [Exit(None, nxt, st[:-2] + [result])])
-        if op == "COMPARE_OP":
-            return f"{e(st[-2])} {inst.arg} {e(st[-1])}", True, [Exit(None, nxt, st[:-2] + [result])]
-        if op == "UNARY_NOT":
-            return f"not {e(st[-1])}", True, [Exit(None, nxt, st[:-1] + [result])]
-        if op == "LOAD_ATTR":  # an attribute the trace cannot read (ctx.saved_tensors, a C property)
-            is_method, name = inst.arg
-            pushed = [result] if not is_method else [result, NULL] if PY313 else [NULL, result]
-            return (f"{rb.ns.bind(getattr, 'getattr')}({e(st[-1])}, {name!r})", True,
-                    [Exit(None, nxt, st[:-1] + pushed)])
-        if op == "STORE_ATTR":
-            return f"{e(st[-1])}.{inst.arg} = {e(st[-2])}", False, [Exit(None, nxt, st[:-2])]
-        if op == "DELETE_ATTR":
-            return f"del {e(st[-1])}.{inst.arg}", False, [Exit(None, nxt, st[:-1])]
-        if op == "STORE_SUBSCR":
-            return f"{e(st[-2])}[{e(st[-1])}] = {e(st[-3])}", False, [Exit(None, nxt, st[:-3])]
-        if op == "DELETE_SUBSCR":
-            return f"del {e(st[-2])}[{e(st[-1])}]", False, [Exit(None, nxt, st[:-2])]
-        if op == "STORE_GLOBAL":
-            g = rb.ns.bind(tx.f_globals, "G")
-            return f"{g}[{inst.arg!r}] = {e(st[-1])}", False, [Exit(None, nxt, st[:-1])]
-        if op in _FORMATS:
-            text, used = self._format(rb, inst)
-            return text, True, [Exit(None, nxt, st[:-used] + [result])]
-        unsupported("construct", f"cannot run {op} natively")  # BREAKABLE and this table disagree
-
+    # --- the native instruction (rendered by its opcode family: interpreter/opcodes/at_break.py)
     def _callee(self, rb, fn):
         """What the native call calls. When the decline happened inside a Python function
         this call runs, that function is optimized on its own (it breaks where it must and
@@ -298,27 +209,12 @@ class BreakTail:
         optimized = rb.ns.bind(optimized_function(func, self.backend), "optimized")
         return optimized if obj is None else (optimized, rb.expr(obj))
 
-    def _format(self, rb, inst) -> tuple[str, int]:
-        """(expression, stack slots it uses) of an f-string format instruction."""
-        st, e = self.tx.stack, rb.expr
-        fmt = rb.ns.bind(format, "format")
-        if inst.opname == "FORMAT_SIMPLE":
-            return f"{fmt}({e(st[-1])}, '')", 1
-        if inst.opname == "FORMAT_WITH_SPEC":
-            return f"{fmt}({e(st[-2])}, {e(st[-1])})", 2
-        flags = inst.arg
-        has_spec = bool(flags & 0x04)
-        value = e(st[-2] if has_spec else st[-1])
-        conv = {0: None, 1: "str", 2: "repr", 3: "ascii"}[flags & 0x03]
-        if conv is not None:
-            value = f"{rb.ns.bind(getattr(builtins, conv), conv)}({value})"
-        return f"{fmt}({value}, {e(st[-1]) if has_spec else repr('')})", 2 if has_spec else 1
 
-
-def _untraced(operands) -> bool:
-    """An operand is a value the trace holds without reading (a clock reading): the
-    native result is one too (resume.UNTRACED_RESULT)."""
-    return any(isinstance(v, UntracedValueVariable) for v in operands)
+def _untraced(operands, fn=None) -> bool:
+    """An operand is a value the trace holds without reading (a clock reading), or the
+    callable is a C function the trace does not model: the native result is an untraced
+    value too (resume.UNTRACED_RESULT)."""
+    return isinstance(fn, OpaqueCallableVariable) or any(isinstance(v, UntracedValueVariable) for v in operands)
 
 
 def _live_names(tx, target: int) -> tuple:
@@ -333,46 +229,3 @@ def _frame_function(tx):
     generated from that code needs of the original)."""
     closure = tuple(tx.cells[n].cell for n in tx.code.co_freevars)
     return types.FunctionType(tx.code, tx.f_globals, tx.code.co_name, None, closure or None)
-
-
-def _call_operands(tx, inst):
-    """(callable, positional args, keyword args, stack slots used) of the call `inst`
-    about to run, read off the stack without popping (layouts: see opcodes/calls.py).
-    For CALL_FUNCTION_EX: (callable, *args tracker, **kwargs tracker or None, used)."""
-    st, op = tx.stack, inst.opname
-    if op == "CALL_FUNCTION_EX":
-        has_kw = bool(inst.arg & 1)
-        kw = st[-1] if has_kw else None
-        star = st[-2] if has_kw else st[-1]
-        used = 1 + has_kw + 1 + (1 if PY311 else 0)
-        below = st[-used:]
-        fn = below[0] if (PY313 or not PY311) else below[1]
-        return fn, star, kw, used
-    names = None
-    if op == "CALL_KW":
-        names = st[-1].as_python_constant()
-        items, used = st[-(inst.arg + 3):-1], inst.arg + 3
-    elif op == "CALL_FUNCTION_KW":
-        names = st[-1].as_python_constant()
-        items, used = st[-(inst.arg + 2):-1], inst.arg + 2
-    elif op == "CALL_FUNCTION":
-        items, used = st[-(inst.arg + 1):], inst.arg + 1
-        items = [NULL, *items]
-    else:  # CALL
-        names = tx.kw_names
-        items, used = st[-(inst.arg + 2):], inst.arg + 2
-    first, second, args = items[0], items[1], list(items[2:])
-    if PY313 and op in ("CALL", "CALL_KW"):
-        fn = first
-        if second is not NULL:
-            args = [second, *args]
-    elif first is NULL:
-        fn = second
-    else:
-        fn, args = first, [second, *args]
-    kwargs = {}
-    if names:
-        n = len(names)
-        kwargs = dict(zip(names, args[-n:]))
-        args = args[:-n]
-    return fn, args, kwargs, used

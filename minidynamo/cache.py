@@ -23,7 +23,7 @@ from .convert import CacheEntry, compile_call
 from .logs import compile_watch, get_logger
 from .sources import IteratorSource
 from .user_names import Naming, for_resume, plain
-from . import dump
+from . import dump, optimizing
 from .codegen import limit_dispatcher, build_function, source_reader
 from .dynamic import DynamicPolicy
 from .frame_hook import eager_call
@@ -242,9 +242,8 @@ class FunctionCache:
         key = (target, nulls, live)
         found = root.resume_fns.get(key)
         if found is None:
-            from .api import OptimizedFunction
             fn = resume_function(root.fn, root.fn.__code__, target, nulls, live)
-            found = root.resume_fns[key] = OptimizedFunction._resume(fn, root)
+            found = root.resume_fns[key] = optimizing.OptimizedFunction._resume(fn, root)
         return found
 
     def clear(self):

@@ -9,6 +9,9 @@ from __future__ import annotations
 import inspect
 import types
 import weakref
+
+from . import optimizing
+from .frame_hook import run_plainly, torch_code_optimized
 from .variables.functions import UserFunctionVariable, UserMethodVariable
 from .variables.objects import UserObjectVariable
 from .variables.purity import is_compiler_disabled
@@ -48,7 +51,6 @@ def optimizable_callee_function(func):
     torch's own (but for torch.nn's containers), not disabled, not a generator or coroutine."""
     if not isinstance(func, types.FunctionType):
         return None
-    from .frame_hook import torch_code_optimized
     module = getattr(func, "__module__", None) or ""
     if (module == "torch" or module.startswith("torch.")) and not torch_code_optimized(func.__code__) \
             or module.startswith("minidynamo") or is_compiler_disabled(func):
@@ -60,8 +62,7 @@ def optimizable_callee_function(func):
 
 def optimized_function(func, backend):
     """The optimized version of `func` that breaks in callees use."""
-    from .api import OptimizedFunction
-    return _once(func, "function", backend, lambda: OptimizedFunction(func, backend))
+    return _once(func, "function", backend, lambda: optimizing.OptimizedFunction(func, backend))
 
 
 def optimized_apply(cls, backend):
@@ -135,7 +136,6 @@ def optimized_module_call(fn, backend):
         # Under the frame hook this frame is the package's, whose whole subtree would run
         # plainly: marked to run plainly itself, so a module called with hooks has its
         # forward (and the hooks) offered to the optimizer as frames of their own.
-        from .frame_hook import run_plainly
         run_plainly(call.__code__)
         return call
     return _once(cls, "module call", backend, make)

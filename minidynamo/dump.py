@@ -8,7 +8,6 @@ the entry and prints the decision.
 from __future__ import annotations
 
 import os
-import re
 import types
 import warnings
 
@@ -264,7 +263,10 @@ def render(entry, index: int, name: str, where: str, args=None, kwargs=None) -> 
         parts.append("\n# --- the graph (torch.fx)" + (": the eager backend runs its code inlined in the entry below"
                                                       if inlined else "") + " ---")
         parts.append("import operator")
-        for ext in sorted(set(re.findall(r"\bminidynamo_\w+", code))):
+        # The graph's globals that name the package's own callables (fx names them after
+        # their qualified name: a NumPy node, ...): only the traced process has them.
+        names = entry.gm.graph.python_code(root_module="self").globals
+        for ext in sorted(n for n in names if n.startswith("minidynamo_")):
             parts.append(f"{ext} = _Unavailable({ext!r})")
         parts.append("class Graph(torch.nn.Module):\n    " + code.strip().replace("\n", "\n    "))
         for n, v in entry.ns.values.items():

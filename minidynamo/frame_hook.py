@@ -17,7 +17,7 @@ the way out. The callback decides once per code object:
 - any other code (the user's, transformers', timm's, torchvision's) gets a trampoline in
   torch's cache: a code object with the original's parameters, cells and free variables
   whose body hands the arguments to a `HookedCode`, which calls the function optimized
-  (callees.optimized_function: its own entries, guards, breaks). Its eager entries call a
+  (callees.optimized_function, through optimizing.py: its own entries, guards, breaks). Its eager entries call a
   copy of the function whose code is marked to run plainly (`plain_function`), so a
   frame never reaches its own trampoline again.
 
@@ -39,7 +39,7 @@ from types import SimpleNamespace
 from ._compat import CO_ASYNC_GENERATOR, CO_COROUTINE, CO_GENERATOR, CO_ITERABLE_COROUTINE, CO_VARARGS, \
     CO_VARKEYWORDS, PY311
 from .logs import get_logger
-from .callees import optimized_function
+from . import optimizing
 
 log = get_logger("frames")
 
@@ -358,7 +358,7 @@ class HookedCode:
             self.plain = self.plain or f"more than {_VARIANT_LIMIT} globals or classes"
             found = self.functions[key] = _PlainCall(fn, backend)
             return found
-        optimized = optimized_function(fn, backend)
+        optimized = optimizing.optimized_function(fn, backend)
         self.functions[key] = _FirstCall(self, key, fn, optimized)
         return self.functions[key]
 

@@ -217,7 +217,7 @@ class OutputGraph:
     def call(self, kind: str, target, args: list, kwargs: dict, *, what: str,
              fold_metadata: bool = False, allow_none: bool = False):
         """Record one tensor operation. `kind` is 'call_function' or 'call_method'."""
-        from .variables.builder import wrap_fake_result
+        from .variables.builder import wrap_fake_result  # a cycle: builder's trackers import this module
         fx_args, fake_args = _lower(args), _fake(args)
         fx_kwargs, fake_kwargs = _lower(kwargs), _fake(kwargs)
         key = op_key(kind, target, fake_args, fake_kwargs, self.fake_mode)

@@ -332,7 +332,7 @@ def _with_handlers(code, target: int, items: list) -> list:
     """3.10: the handler labels of the with blocks open at `target`, outermost first."""
     if PY311:
         return []
-    from .liveness import open_with_blocks
+    from .liveness import open_with_blocks  # a cycle: liveness imports this module
     insts = normalize(code)
     return [items[insts[i].origin].arg for i in open_with_blocks(code, target) or ()]
 

@@ -113,6 +113,21 @@ def test_break_entry(dump_dir):
         out.endswith(" is not available outside the traced process\n"), out
 
 
+def test_numpy_node_of_the_graph_is_a_stand_in(dump_dir):
+    """A graph calling one of the package's own callables (a NumPy node) names it as a
+    global the dump binds to a stand-in: the file defines everything it reads."""
+    np = pytest.importorskip("numpy")
+
+    def g(x):
+        return torch.from_numpy(np.sin(x.numpy())) + 1
+    minidynamo.optimize(g)(torch.randn(3))
+    text = (dump_dir / "g_entry0.py").read_text()
+    assert "minidynamo_variables_numpy_calls_numpy_sin = _Unavailable('minidynamo_variables_numpy_calls_numpy_sin')" \
+        in text
+    ns = runpy.run_path(str(dump_dir / "g_entry0.py"))  # its definitions load
+    assert ns["_first_failing"](torch.zeros(3)) is None
+
+
 def test_triton_entry_decides_but_cannot_launch(dump_dir):
     def t(a, b):
         o = torch.empty_like(a)

@@ -399,12 +399,14 @@ def _bind(fn, *args, **kwargs):
     from minidynamo.variables.call_binding import bind_arguments
     from minidynamo.variables.functions import UserFunctionVariable
     from minidynamo.variables.builder import wrap as builder_wrap
+    from minidynamo.variables import registry as models
 
     class Translator:  # what bind_arguments asks of one: wrapping defaults, guards (dropped)
         output = types.SimpleNamespace(guards=types.SimpleNamespace(add=lambda guard: None))
+        registry = models  # the tables builder.wrap reads
 
         def wrap(self, value, source):
-            return builder_wrap(None, value, None)
+            return builder_wrap(self, value, None)
     wrap = ConstantVariable
     try:
         bound = bind_arguments(UserFunctionVariable(fn), Translator(), fn.__code__, [wrap(a) for a in args],

@@ -15,7 +15,7 @@ from ..variables.tensor import TensorVariable
 from ..variables.user_objects import InstanceAttributes, user_binary, user_class, user_compare
 from ..guards import Guard
 from ..sources import ObjectSource
-from ..variables.generators import pulled_one_by_one
+from ..variables.lists import pulled_one_by_one
 from ..variables.objects import UserObjectVariable
 
 BINARY = {name: getattr(operator, name) for name in (

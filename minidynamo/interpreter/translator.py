@@ -32,6 +32,8 @@ from .opcodes.generators import GeneratorOps
 from .opcodes.jumps import JumpOps
 from .opcodes.load_store import LoadStoreOps
 from .opcodes.stack import StackOps
+from .run_ends import _Return, _Yield
+from .tracker_services import TrackerServices
 from ..variables.constant import ConstantVariable
 from ..variables.generators import check_at_trace_end, GeneratorVariable
 
@@ -43,13 +45,6 @@ MAX_INSTRUCTIONS = 2_000_000
 _NOT_PLAIN = CO_GENERATOR | CO_COROUTINE | CO_ITERABLE_COROUTINE | CO_ASYNC_GENERATOR
 
 
-class _Return(Exception):
-    """Internal: RETURN_VALUE ends the run loop."""
-
-    def __init__(self, value):
-        self.value = value
-
-
 class StoppedForBreak(Exception):
     """Internal: a restarted trace reached the instruction the frame breaks at; the
     translator (`tx`) holds the stack and locals just before it."""
@@ -59,15 +54,8 @@ class StoppedForBreak(Exception):
         self.tx = tx
 
 
-class _Yield(Exception):
-    """Internal: YIELD_VALUE suspends a generator's run loop (its stack and ip are kept)."""
-
-    def __init__(self, value):
-        self.value = value
-
-
 class InstructionTranslator(GeneratorOps, LoadStoreOps, StackOps, BinaryOps, JumpOps, BuildOps, CallOps,
-                            ExceptionOps, ControlOps):
+                            ExceptionOps, ControlOps, TrackerServices):
     dispatch: dict = {}
 
     def __init_subclass__(cls, **kw):

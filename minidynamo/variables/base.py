@@ -6,6 +6,8 @@ anything a subclass does not implement declines through Unsupported.
 """
 from __future__ import annotations
 
+import keyword
+
 from ..exc import unsupported
 
 
@@ -55,7 +57,6 @@ class VariableTracker:
                         raised=AttributeError)
         if not callable(getattr(t, name)):
             unsupported("construct", f"attribute {name!r} of {self.describe()}")
-        from .functions import BoundMethodVariable
         return BoundMethodVariable(self, name)
 
     def call_function(self, tx, args: list, kwargs: dict) -> "VariableTracker":
@@ -66,10 +67,9 @@ class VariableTracker:
 
     def iter_items(self, tx) -> list:
         """The items iterating over this value yields, as VariableTrackers."""
-        from .iteration_protocol import user_iterator, drain
-        it = user_iterator(tx, self)  # an object of a user class: its __iter__
+        it = tx.user_iterator(self)  # an object of a user class: its __iter__
         if it is not None:
-            return drain(tx, it)
+            return tx.drain(it)
         unsupported("construct", f"iterating over {self.describe()}")
 
     def unpack_sequence(self, tx) -> list:
@@ -151,3 +151,28 @@ class NullVariable(VariableTracker):
 
 
 NULL = NullVariable()
+
+
+class BoundMethodVariable(VariableTracker):
+    """`obj.name` of a tracked object whose methods it implements itself (`x.sum`,
+    `lst.append`, `"{}".format`): calling it is `obj.call_method(name, ...)`."""
+
+    __slots__ = ("obj", "name")
+
+    def __init__(self, obj, name):
+        super().__init__(None)
+        self.obj = obj
+        self.name = name
+
+    def describe(self):
+        return f"method {self.name!r} of {self.obj.describe()}"
+
+    def rebuild(self, rb) -> str:  # x.item, lst.append: looked up again on the object
+        if self.source is not None:
+            return self.source.expr(rb.ns)
+        if self.name.isidentifier() and not keyword.iskeyword(self.name):
+            return f"{rb.expr(self.obj)}.{self.name}"
+        return f"{rb.ns.bind(getattr, 'getattr')}({rb.expr(self.obj)}, {self.name!r})"
+
+    def call_function(self, tx, args, kwargs):
+        return self.obj.call_method(tx, self.name, args, kwargs)

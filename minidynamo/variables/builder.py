@@ -33,13 +33,6 @@ from .attribute_protocols import own_setattr
 from .functions import BoundMethodVariable
 from .symbolic import SymNodeVariable, specialise
 
-def _registered_wrappers() -> tuple:
-    """registry.WRAPPERS: the models of real values kept with their trackers."""
-    # registry imports every tracker module, and they import wrap from here: the one cycle
-    # left between the wiring and the trackers, closed at the first wrap.
-    from .registry import WRAPPERS
-    return WRAPPERS
-
 
 def wrap(tx, value, source):
     """Wrap a real value. With a source, guards are installed and the result is memoized
@@ -103,7 +96,9 @@ def _wrap(tx, value, source):
     if is_constant_value(value) and type(value) is not tuple and type(value) is not frozenset:
         _guard(tx, "EQUALS_MATCH", source, value)
         return ConstantVariable(value, source)
-    for predicate, factory, identity in _registered_wrappers():
+    # registry.WRAPPERS: the models of real values kept with their trackers (the registry
+    # imports every tracker module, and they import wrap from here: reached through tx)
+    for predicate, factory, identity in tx.registry.WRAPPERS:
         if predicate(value):
             if identity:
                 _guard(tx, "ID_MATCH", source, value)

@@ -16,7 +16,8 @@ from .base import ObjectConstantVariable
 from .attribute_builtins import getattr_call, hasattr_call
 from .constant import ConstantVariable, fold
 from .dicts import DictVariable, SetVariable
-from .generators import pulled_one_by_one
+from .lazy_iterators import make_call_until, make_filter, make_map
+from .lists import pulled_one_by_one
 from .lists import (BaseListVariable, IteratorVariable, ListVariable, ReversedItems, TupleVariable, iterator_of,
                     make_enumerate, make_zip)
 from .nn_modules import module_dict_items, reversed_children
@@ -68,7 +69,7 @@ class BuiltinVariable(ObjectConstantVariable):
         fn = self.value
         if isinstance(fn, type) and issubclass(fn, BaseException):  # only ever made to be raised
             exception_made(tx, fn)
-        handler = _HANDLERS.get(fn) or _registered_handler(fn)
+        handler = _HANDLERS.get(fn) or tx.registry.BUILTIN_HANDLERS.get(fn)
         if handler is not None:
             result = handler(tx, args, kwargs)
             if result is not None:
@@ -245,7 +246,6 @@ def _iter(tx, args, kwargs):
     if len(args) == 2:  # iter(callable, sentinel)
         if not is_callable(args[0]):
             unsupported("exceptions", "TypeError: iter(v, w): v must be callable")
-        from .iterutils import make_call_until
         return make_call_until(tx, args[0], args[1])
     return iterator_of(tx, args[0])
 
@@ -408,7 +408,7 @@ class _TracedKey:
 def order_compare(tx, op, a, b):
     """`a op b` as min, max and sort compare keys: functools.cmp_to_key's keys call their
     function, anything else is an ordinary comparison."""
-    from .iterutils import KeyWrapperVariable
+    from .iterutils import KeyWrapperVariable  # a cycle: iterutils builds on this module
     if isinstance(a, KeyWrapperVariable):
         return a.compare(tx, op, b)
     return compare(tx, op, a, b)
@@ -460,11 +460,10 @@ def _reduce(tx, args, kwargs):
     return result
 
 
-def _lazy(name):
-    """A handler of iterutils (imported when first called: it builds on this module)."""
+def _copied(make):
+    """A handler of lazy_iterators, given its own list and dict of the arguments."""
     def handler(tx, args, kwargs):
-        from . import iterutils
-        return getattr(iterutils, name)(tx, list(args), dict(kwargs))
+        return make(tx, list(args), dict(kwargs))
     return handler
 
 
@@ -515,10 +514,9 @@ _HANDLERS = {
     iter: _iter, next: _next, sum: _sum, min: _minmax(min), max: _minmax(max), abs: _abs,
     getattr: getattr_call, hasattr: hasattr_call, functools.partial: _partial,
     int: _scalar_ctor(int), float: _scalar_ctor(float), bool: _bool, math.floor: None,
-    map: _lazy("make_map"), filter: _lazy("make_filter"), sorted: _sorted, callable: _callable,
+    map: _copied(make_map), filter: _copied(make_filter), sorted: _sorted, callable: _callable,
     any: _any_all(any), all: _any_all(all), functools.reduce: _reduce,
-    itertools.tee: _lazy("make_tee"), itertools.chain.from_iterable: _lazy("chain_from_iterable"),
-    functools.cmp_to_key: _lazy("make_cmp_to_key"), id: _id,
+    id: _id,  # (itertools.tee, chain.from_iterable, functools.cmp_to_key: registry.BUILTIN_HANDLERS)
 }
 # C functions outside builtins that are traced as builtins (itertools' classes are classes:
 # iterutils registers their constructors).
@@ -530,13 +528,6 @@ def _is_from_iterable(value) -> bool:
     return type(value) is type(len) and getattr(value, "__self__", None) is itertools.chain \
         and value.__name__ == "from_iterable"
 _HANDLERS = {k: v for k, v in _HANDLERS.items() if v is not None}
-
-
-def _registered_handler(fn):
-    """registry.BUILTIN_HANDLERS: handlers kept with the models they need (object_builtins,
-    user_objects' super, dict_subclasses' unbound methods)."""
-    from .registry import BUILTIN_HANDLERS  # (registry imports the trackers, this module among them)
-    return BUILTIN_HANDLERS.get(fn)
 
 
 def is_builtin_callable(value) -> bool:

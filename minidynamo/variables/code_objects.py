@@ -26,9 +26,8 @@ class CodeVariable(ObjectConstantVariable):
         return f"code object {self.value.co_name!r}"
 
     def var_getattr(self, tx, name):
-        from .builder import wrap_constant_result  # builder imports the trackers (a cycle)
         if name == "__class__":
-            return wrap_constant_result(types.CodeType, "code.__class__")
+            return tx.wrap_constant_result(types.CodeType, "code.__class__")
         if not name.startswith("co_") or name in ("co_lines", "co_positions"):
             # replace() and the line-table iterators are methods; _co_code_adaptive changes
             # as the interpreter specialises the code
@@ -38,7 +37,7 @@ class CodeVariable(ObjectConstantVariable):
         value = self.real_attr(name)  # co_qualname, co_exceptiontable: 3.11+ (AttributeError before)
         if isinstance(value, tuple) and any(isinstance(c, types.CodeType) for c in value):
             unsupported("construct", f"{name} of {self.describe()} holds code objects")
-        return wrap_constant_result(value, f"code.{name}")
+        return tx.wrap_constant_result(value, f"code.{name}")
 
 
 class SignatureVariable(ObjectConstantVariable):
@@ -62,11 +61,10 @@ class SignatureVariable(ObjectConstantVariable):
         return self.value
 
     def var_getattr(self, tx, name):
-        from .builder import wrap_constant_result
         if name == "parameters":
             return ParametersVariable(self.value.parameters)
         if name == "__class__":
-            return wrap_constant_result(inspect.Signature, "Signature.__class__")
+            return tx.wrap_constant_result(inspect.Signature, "Signature.__class__")
         unsupported("construct", f"attribute {name!r} of {self.describe()}")
 
 
@@ -78,10 +76,9 @@ class ParameterVariable(ObjectConstantVariable):
         return f"parameter {self.value.name!r}"
 
     def var_getattr(self, tx, name):
-        from .builder import wrap_constant_result
         if name in ("name", "kind", "default", "empty", "POSITIONAL_ONLY", "POSITIONAL_OR_KEYWORD",
                     "VAR_POSITIONAL", "KEYWORD_ONLY", "VAR_KEYWORD"):
-            return wrap_constant_result(getattr(self.value, name), f"Parameter.{name}")
+            return tx.wrap_constant_result(getattr(self.value, name), f"Parameter.{name}")
         unsupported("construct", f"attribute {name!r} of {self.describe()} (annotations are not traced)")
 
 

@@ -18,7 +18,7 @@ from .base import ObjectConstantVariable, VariableTracker
 from .constant import ConstantVariable, is_constant_value
 from .dicts import DictVariable, _key, from_keys, key_var
 from .functions import BoundMethodVariable, NestedFunctionVariable, PartialVariable, UserMethodVariable
-from .generators import pulled_one_by_one
+from .lists import pulled_one_by_one
 from .lists import TupleVariable
 from .constant import fold
 from .lists import IteratorVariable

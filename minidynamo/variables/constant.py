@@ -4,7 +4,7 @@ from __future__ import annotations
 import torch
 
 from ..exc import attribute_error, unsupported
-from .base import ObjectConstantVariable
+from .base import BoundMethodVariable, ObjectConstantVariable
 
 # Types whose values are immutable and whose methods are pure: safe to fold.
 CONSTANT_TYPES = (
@@ -64,7 +64,6 @@ class ConstantVariable(ObjectConstantVariable):
             return tx.wrap(type(self.value), None)
         attr = self.real_attr(name)
         if callable(attr):
-            from .functions import BoundMethodVariable
             return BoundMethodVariable(self, name)
         if is_constant_value(attr):
             return ConstantVariable(attr)
@@ -96,5 +95,4 @@ def fold(tx, fn, args, kwargs, what: str):
         result = fn(*args, **kwargs)
     except Exception as e:  # the eager run will raise it for real
         unsupported("exceptions", f"{what} raised {type(e).__name__}: {e}", raised=attribute_error(e))
-    from .builder import wrap_constant_result
-    return wrap_constant_result(result, what)
+    return tx.wrap_constant_result(result, what)

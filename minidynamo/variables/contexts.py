@@ -28,6 +28,8 @@ from .exits import EnteredManager, GradModeExit, WithCarrier, enter_real, null_e
 from .base import NULL
 from .functions import BaseFunctionVariable
 from .._compat import PY311
+from ..liveness import live_names, local_value
+from ..resume import resume_function, why_not_resumable
 
 
 class ContextManagerVariable(VariableTracker):
@@ -492,7 +494,6 @@ class GeneratorContextVariable(ContextManagerVariable):
         return next(i for i, inst in enumerate(gen.instructions) if inst is gen.yield_inst)
 
     def why_not_across_break(self):
-        from ..resume import why_not_resumable
         if self.gen is None or self.gen.yield_inst is None:
             return "its generator is not at its yield"
         if getattr(self.generator_fn, "fn", None) is None:
@@ -512,8 +513,6 @@ class GeneratorContextVariable(ContextManagerVariable):
         # yield with the stack and live locals the trace has there (the regions its body
         # entered are the exits already entered again); contextlib's manager over it
         # runs its first step to that yield, and its exit runs the rest as eager's does.
-        from ..liveness import live_names, local_value
-        from ..resume import resume_function
         gen, index = self.gen, self._yield_index()
         stack = [*gen.stack, ConstantVariable(None)]  # what the new generator yields first
         nulls = tuple(v is NULL for v in stack)
@@ -555,9 +554,7 @@ def make_context_manager(tx, cls, args, kwargs):
         return NullContextVariable(ConstantVariable(None))  # the CPU has one device: nothing to switch
     if cls is torch.cuda.device and len(values) == 1 and not named:
         return _cuda_device(values[0])
-    if cls is torch.autograd.profiler.record_function:
-        from .library_contexts import make_record_function  # it builds on this module
-        return make_record_function(args, kwargs)
+    # (torch.autograd.profiler.record_function: registry.CONSTRUCTORS, library_contexts.py)
     if cls is torch.autocast:
         try:
             bound = _AUTOCAST_SIGNATURE.bind(*values, **named)

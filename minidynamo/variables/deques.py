@@ -13,7 +13,7 @@ from .collections_types import bind_params, index_value, is_none
 from .constant import ConstantVariable
 from .lazy_iterators import advanced
 from .lists import IteratorVariable, LiveItems, TupleVariable, items_equal
-from .generators import pulled_one_by_one
+from .lists import pulled_one_by_one
 
 
 class DequeVariable(VariableTracker):

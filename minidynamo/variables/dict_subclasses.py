@@ -33,7 +33,7 @@ from .base import VariableTracker
 from .collections_types import OrderedDictVariable
 from .constant import ConstantVariable
 from .dicts import DictVariable, _key, key_var
-from .generators import pulled_one_by_one
+from .lists import pulled_one_by_one
 from .identity_keys import note_identity
 from .lists import iterator_of
 from .objects import UserObjectVariable

@@ -12,7 +12,7 @@ from ..sources import InDictSource, ItemSource
 from .base import VariableTracker
 from .constant import ConstantVariable, fold
 from .lazy_iterators import advanced
-from .lists import IteratorVariable, LiveItems, TupleVariable, items_equal
+from .lists import IteratorVariable, LiveItems, TupleVariable, items_equal, pulled_one_by_one
 
 
 class ObjectKey:
@@ -46,8 +46,7 @@ def has_object_keys(keys) -> bool:
 
 def _key(tx, k: VariableTracker):
     if not k.is_python_constant():
-        from .registry import IDENTITY_KEYS  # (registry imports the trackers, this module among them)
-        for identity_key in IDENTITY_KEYS:
+        for identity_key in tx.registry.IDENTITY_KEYS:
             key = identity_key(tx, k)
             if key is not None:
                 return key
@@ -320,7 +319,6 @@ class DictVariable(VariableTracker):
         if isinstance(other, DictVariable):
             self.items.update(other.merge_items(tx))
         else:
-            from .generators import pulled_one_by_one
             for pair in pulled_one_by_one(tx, other):  # a generator body sees each insertion
                 k, v = pair.unpack_sequence(tx)
                 self.items[_key(tx, k)] = v
@@ -349,7 +347,7 @@ def from_keys(tx, dict_type, args) -> DictVariable:
     keys = [_key(tx, k) for k in args[0].iter_items(tx)]
     if dict_type is dict:
         return DictVariable(dict.fromkeys(keys, value))
-    from .collections_types import new_dict_of_type
+    from .collections_types import new_dict_of_type  # a cycle: collections_types builds on this module
     return new_dict_of_type(tx, dict_type, dict.fromkeys(keys, value))
 
 
@@ -425,8 +423,7 @@ class DictViewVariable(VariableTracker):
         if name == "__len__" and not args and not kwargs:
             return ConstantVariable(len(self.dict_var.items))
         if name == "__contains__" and len(args) == 1 and not kwargs:
-            from ..interpreter.operators import contains
-            return contains(tx, self, args[0])
+            return tx.contains(self, args[0])
         if name in _SET_METHODS and not kwargs and self.is_python_constant() and all(
                 a.is_python_constant() for a in args):
             return fold(tx, getattr(self.as_python_constant(), name), [a.as_python_constant() for a in args],
@@ -557,7 +554,6 @@ class SetVariable(VariableTracker):
         set_difference_update_internal), so code making an item sees the set change;
         intersection_update and symmetric_difference_update build a set of the whole
         iterable first, then change this one."""
-        from .generators import pulled_one_by_one
         if self.source is not None:
             unsupported("side_effect", f"set.{name} on {self.source.name()!r}, which outlives the call")
         if name in ("update", "difference_update"):

@@ -4,14 +4,13 @@ decorators read of functions (`__code__`, `__name__`, `__defaults__`, `__wrapped
 from __future__ import annotations
 
 import inspect
-import keyword
 import types
 import weakref
 
 from ..exc import unsupported
 from ..guards import Guard
 from ..sources import AttrSource, ClosureSource, ItemSource, ObjectSource
-from .base import VariableTracker
+from .base import BoundMethodVariable, VariableTracker  # noqa: F401 (BoundMethodVariable: imported from here too)
 from .code_objects import CodeVariable, signature_of
 from .constant import ConstantVariable, is_constant_value
 from .dicts import DictVariable
@@ -288,7 +287,7 @@ class UserFunctionVariable(BaseFunctionVariable):
             unsupported("call", f"{self.fn.__qualname__} is wrapped by {which}: it runs eagerly",
                         hint="the disabled function always runs eagerly; call it outside the optimized "
                              "function if the rest should be captured")
-        from .contexts import GeneratorContextVariable, is_contextmanager_function
+        from .contexts import GeneratorContextVariable, is_contextmanager_function  # a cycle: contexts imports this module
         if is_contextmanager_function(self.fn):  # @contextlib.contextmanager
             return GeneratorContextVariable(UserFunctionVariable(self.fn.__wrapped__), args, kwargs)
         if self.fn is inspect.signature:
@@ -552,28 +551,3 @@ class UserMethodVariable(VariableTracker):
         if name == "__class__":
             return tx.wrap(types.MethodType, None)
         return self.func.var_getattr(tx, name)  # a method reads the rest from its function
-
-
-class BoundMethodVariable(VariableTracker):
-    """`obj.name` of a tracked object whose methods it implements itself (`x.sum`,
-    `lst.append`, `"{}".format`): calling it is `obj.call_method(name, ...)`."""
-
-    __slots__ = ("obj", "name")
-
-    def __init__(self, obj, name):
-        super().__init__(None)
-        self.obj = obj
-        self.name = name
-
-    def describe(self):
-        return f"method {self.name!r} of {self.obj.describe()}"
-
-    def rebuild(self, rb) -> str:  # x.item, lst.append: looked up again on the object
-        if self.source is not None:
-            return self.source.expr(rb.ns)
-        if self.name.isidentifier() and not keyword.iskeyword(self.name):
-            return f"{rb.expr(self.obj)}.{self.name}"
-        return f"{rb.ns.bind(getattr, 'getattr')}({rb.expr(self.obj)}, {self.name!r})"
-
-    def call_function(self, tx, args, kwargs):
-        return self.obj.call_method(tx, self.name, args, kwargs)

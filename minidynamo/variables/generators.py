@@ -32,7 +32,7 @@ What the trace cannot make exact declines, with the reason:
   declines. `x in gen` pulls up to the match, as
   CPython does (operators.contains). Consumers that act as they pull (`list.extend`, `+=`
   on a list, `deque.extend`, `dict.update`, `Counter.update`, `set.update`, `sum`) take an
-  iterator's items one by one (`pulled_one_by_one`), as CPython's C loops do: a body may
+  iterator's items one by one (lists.pulled_one_by_one), as CPython's C loops do: a body may
   read or write the container they fill.
 """
 from __future__ import annotations
@@ -42,6 +42,7 @@ import weakref
 
 from ..exc import current_location, unsupported
 from ..graph import aliased_values, written_values
+from ..interpreter.run_ends import _Yield
 from .base import ObjectConstantVariable, VariableTracker
 from .constant import ConstantVariable
 from .dicts import DictVariable, SetVariable
@@ -159,7 +160,6 @@ class GeneratorVariable(IteratorVariable):
         registry = self.registry
         if registry.pulling >= MAX_PULL_DEPTH:
             unsupported("generator", f"generators pulling generators more than {MAX_PULL_DEPTH} deep")
-        from ..interpreter.translator import _Yield
         self.state = "running"
         registry.pulling += 1
         try:
@@ -285,28 +285,6 @@ class GeneratorVariable(IteratorVariable):
 
 def is_generator(v) -> bool:
     return isinstance(v, GeneratorVariable)
-
-
-def pulled_one_by_one(tx, v, target=None):
-    """The items of `v` for a consumer that acts on each before taking the next, as CPython's
-    C loops do (list.extend and `+=` on a list, deque.extend/extendleft, dict.update,
-    Counter.update, set.update, sum): any iterator's (a generator, map, filter, zip, an
-    itertools iterator, an iterator over a container) are pulled as the consumer asks for
-    them, so code run to make an item (a generator body, map's function) sees the
-    consumer's work so far in CPython's order; a container's (a list, tuple, dict, deque:
-    CPython copies or walks it with no code of the user's in between) all at once.
-    `target`: the container being filled, when an iterator over it would never end."""
-    if isinstance(v, IteratorVariable):
-        if target is not None and v.owner is target:
-            unsupported("construct", f"an iterator over the {target.describe()} it extends: CPython "
-                                     "keeps appending until memory runs out")
-        return _pulling(v)
-    return v.iter_items(tx)
-
-
-def _pulling(it: IteratorVariable):
-    while (item := it.next_item()) is not None:
-        yield item
 
 
 def check_at_trace_end(output, where: str) -> None:

@@ -118,10 +118,9 @@ def is_none(v) -> bool:
 
 def rich_equal(tx, a, b) -> bool:
     """`a == b` as PyObject_RichCompareBool: identity first."""
-    from ..interpreter.operators import compare, is_same
-    if is_same(a, b, tx) is True:
+    if tx.is_same(a, b) is True:
         return True
-    return compare(tx, "==", a, b).truthy(tx)
+    return tx.compare("==", a, b).truthy(tx)
 
 
 def int_arg(v, what: str, allow_none: bool = False):
@@ -238,8 +237,7 @@ def make_map(tx, args, kwargs):
 def make_filter(tx, args, kwargs, keep=True):
     what = "filter" if keep else "filterfalse"
     fn, iterable = bind_args(what, args, kwargs, ("function", "iterable"), keywords=False)
-    from .builtins import BuiltinVariable
-    if is_none(fn) or (isinstance(fn, BuiltinVariable) and fn.value is bool):  # CPython: the item's truth
+    if is_none(fn) or getattr(fn, "value", None) is bool:  # CPython: the item's truth (bool(item))
         fn = None
     return ModelIterator((FilterItems if keep else FilterfalseItems)(tx, fn, iterator_of(tx, iterable)))
 

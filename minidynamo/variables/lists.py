@@ -13,6 +13,7 @@ from ..exc import unsupported
 from .base import VariableTracker
 from .constant import ConstantVariable
 from .constant import fold
+from .tuple_types import is_plain_tuple_type, namedtuple_base
 
 
 def _index(tx, key: VariableTracker, n: int, what: str):
@@ -32,10 +33,9 @@ def _index(tx, key: VariableTracker, n: int, what: str):
 def items_equal(tx, a: VariableTracker, b: VariableTracker) -> bool:
     """Two container items compared as CPython's containers compare them
     (PyObject_RichCompareBool): the same object is equal without calling ==."""
-    from ..interpreter.operators import compare, is_same
-    if is_same(a, b, tx):
+    if tx.is_same(a, b):
         return True
-    return compare(tx, "==", a, b).truthy(tx)
+    return tx.compare("==", a, b).truthy(tx)
 
 
 class BaseListVariable(VariableTracker):
@@ -109,8 +109,7 @@ class BaseListVariable(VariableTracker):
         if name == "__len__" and not args:
             return ConstantVariable(len(self.items))
         if name == "__contains__" and len(args) == 1:
-            from ..interpreter.operators import contains
-            return contains(tx, self, args[0])
+            return tx.contains(self, args[0])
         if name in ("index", "count") and not kwargs and args and all(
                 a.is_python_constant() for a in args) and self.is_python_constant():
             values = [i.as_python_constant() for i in self.items]
@@ -159,7 +158,8 @@ class TupleVariable(BaseListVariable):
         inner = "".join(rb.expr(i) + ", " for i in self.items)
         if self.tuple_type is tuple:
             return f"({inner})"
-        from .namedtuple_classes import class_expr  # a class made in the trace: made again per call
+        # a class made in the trace: made again per call (a cycle: namedtuple_classes builds on lists)
+        from .namedtuple_classes import class_expr
         made = class_expr(rb, self.tuple_type)
         if made is not None:
             return f"{rb.ns.bind(tuple.__new__, 'tuple_new')}({made}, ({inner}))"
@@ -175,7 +175,7 @@ class TupleVariable(BaseListVariable):
 
     def var_getattr(self, tx, name):
         if self.tuple_type is not tuple:
-            from .namedtuples import namedtuple_getattr
+            from .namedtuples import namedtuple_getattr  # a cycle: namedtuples builds on lists
             found = namedtuple_getattr(tx, self, name)
             if found is not None:
                 return found
@@ -201,14 +201,12 @@ def tuple_maker(tuple_type):
     """What makes a `tuple_type` from one iterable of its items: the type itself for C
     tuple types (torch.Size, torch.return_types), `tuple.__new__` for namedtuple classes
     (calling those takes one argument per field)."""
-    from .namedtuples import namedtuple_base
     if namedtuple_base(tuple_type) is not None:
         return functools.partial(tuple.__new__, tuple_type)
     return tuple_type
 
 
 def _foldable_tuple_type(tuple_type) -> bool:
-    from .namedtuples import is_plain_tuple_type
     return is_plain_tuple_type(tuple_type)
 
 
@@ -246,7 +244,6 @@ class ListVariable(BaseListVariable):
 
     def call_method(self, tx, name, args, kwargs):
         n = len(args)
-        from .generators import pulled_one_by_one
         if name in ("append", "extend") and n == 1 and not kwargs and self.source is not None \
                 and not self.loaded and not (name == "extend" and isinstance(args[0], IteratorVariable)):
             # An outside list only appended to: the entry appends the same items after the
@@ -276,9 +273,8 @@ class ListVariable(BaseListVariable):
         elif name == "copy" and n == 0:
             return ListVariable(self.items)
         elif name == "remove" and n == 1:
-            from ..interpreter.operators import compare
             for i, item in enumerate(self.items):
-                if compare(tx, "==", item, args[0]).truthy(tx):
+                if tx.compare("==", item, args[0]).truthy(tx):
                     del self.items[i]
                     break
             else:
@@ -380,8 +376,7 @@ def iterator_of(tx, v) -> "IteratorVariable":
     make = getattr(v, "make_iterator", None)  # a container whose iterator is its own type (deque)
     if make is not None:
         return make(tx)
-    from .iteration_protocol import user_iterator
-    made = user_iterator(tx, v)  # an object of a user class: its __iter__
+    made = tx.user_iterator(v)  # an object of a user class: its __iter__
     if made is not None:
         return made
     return IteratorVariable(v.iter_items(tx))
@@ -490,3 +485,25 @@ def make_zip(iterators: list, strict: bool = False) -> PulledIterator:
 def make_enumerate(iterator: IteratorVariable, start: int) -> PulledIterator:
     return PulledIterator(PulledItems([iterator], lambda i, parts: TupleVariable([ConstantVariable(start + i), parts[0]])),
                           enumerate, start)
+
+
+def pulled_one_by_one(tx, v, target=None):
+    """The items of `v` for a consumer that acts on each before taking the next, as CPython's
+    C loops do (list.extend and `+=` on a list, deque.extend/extendleft, dict.update,
+    Counter.update, set.update, sum): any iterator's (a generator, map, filter, zip, an
+    itertools iterator, an iterator over a container) are pulled as the consumer asks for
+    them, so code run to make an item (a generator body, map's function) sees the
+    consumer's work so far in CPython's order; a container's (a list, tuple, dict, deque:
+    CPython copies or walks it with no code of the user's in between) all at once.
+    `target`: the container being filled, when an iterator over it would never end."""
+    if isinstance(v, IteratorVariable):
+        if target is not None and v.owner is target:
+            unsupported("construct", f"an iterator over the {target.describe()} it extends: CPython "
+                                     "keeps appending until memory runs out")
+        return _pulling(v)
+    return v.iter_items(tx)
+
+
+def _pulling(it: IteratorVariable):
+    while (item := it.next_item()) is not None:
+        yield item

@@ -4,8 +4,8 @@ A NumPy function (or method, or operator) applied to arrays that stand for tenso
 becomes one graph node: a `NumpyNode`, which wraps the node's tensors as
 `torch._numpy.ndarray`s, calls torch._numpy's version and hands back the result's
 tensors. This module holds what the trace knows of each function (`Spec`, `spec_of`),
-how a call's arguments become a template (plain values, `Slot`s for arrays, `Strong`
-NumPy scalars) and the node itself; numpy_checks.py checks each call against NumPy before
+what a call's arguments become (a template of plain values, `Slot`s for arrays, `Strong`
+NumPy scalars: numpy_ops.split_arguments) and the node itself; numpy_checks.py checks each call against NumPy before
 it is recorded.
 """
 from __future__ import annotations
@@ -19,8 +19,6 @@ import torch
 import torch._numpy as tnp
 
 from ..exc import unsupported
-from .lists import ListVariable, TupleVariable
-from .tensor import TensorVariable
 
 # NumPy dtypes a torch tensor holds exactly (torch's unsigned types past uint8 have few
 # kernels: declined).
@@ -175,31 +173,6 @@ def constant_argument(value):
     if type(value) is slice and all(type(x) in (int, type(None)) for x in (value.start, value.stop, value.step)):
         return value
     return NOT_CONSTANT
-
-
-def split_arguments(tx, args, kwargs, what: str) -> Arguments:
-    """The call's arguments as a template of plain values, Slots for arrays and Strong
-    NumPy scalars; declines anything else (a torch tensor, an object)."""
-    from .numpy_interop import NumpyNdarrayVariable, numpy_constant_of
-    arrays: list = []
-
-    def convert(v):
-        if isinstance(v, NumpyNdarrayVariable):
-            arrays.append(v)
-            return Slot(len(arrays) - 1, v.scalar)
-        if isinstance(v, (TupleVariable, ListVariable)) and v.python_type() in (tuple, list):
-            items = [convert(i) for i in v.items]
-            return items if isinstance(v, ListVariable) else tuple(items)
-        value = numpy_constant_of(v)
-        if value is not NOT_CONSTANT:
-            return value
-        if isinstance(v, TensorVariable):
-            unsupported("call", f"{what} with a torch.Tensor argument is not traced (NumPy would "
-                                "convert the tensor to an array, reading its data)",
-                        hint="convert it with .numpy() first, or call the torch function")
-        unsupported("call", f"{what} with a {v.describe()} argument is not traced")
-
-    return Arguments([convert(a) for a in args], {k: convert(v) for k, v in kwargs.items()}, arrays)
 
 
 def fill(template, fill_slot, fill_strong=lambda v: v):

@@ -37,6 +37,7 @@ from .numpy_calls import (
     TORCH_OF, Arguments, NumpyNode, Slot, Spec, accepts_dtype, fill, quiet, tnp_constant,
 )
 from .lists import ListVariable, TupleVariable
+from .numpy_interop import NumpyNdarrayVariable
 
 
 # --- stand-ins and what NumPy returns for them -----------------------------------------------
@@ -240,7 +241,6 @@ def dry_run(tx, node: NumpyNode, call: Arguments, expected: Expected | None, wha
 
 def record(tx, node: NumpyNode, call: Arguments, expected: Expected, spec: Spec, what: str):
     """The graph node, its results wrapped as arrays (NumPy scalars where NumPy gives them)."""
-    from .numpy_interop import NumpyNdarrayVariable
     dry_run(tx, node, call, expected, what)
     result = tx.output.call("call_function", node, [a.tensor for a in call.arrays], {}, what=what)
     items = list(result.items) if expected.container is not None else [result]

@@ -115,7 +115,7 @@ class NumpyNdarrayVariable(VariableTracker):
         if name in ("T", "mT", "real", "imag") and not self.scalar:
             if name == "imag" and self.np_dtype.kind != "c":
                 return _imag_of_real(tx, self)
-            return numpy_ops.call_attribute(tx, self, name)
+            return _operations().call_attribute(tx, self, name)
         if name in _UNTRACED_ATTRS:
             unsupported("call", f"ndarray.{name} is not traced")
         cls = self.python_type()
@@ -147,13 +147,13 @@ class NumpyNdarrayVariable(VariableTracker):
                         hint="keep the value an array inside the optimized function, or return it")
         if name in _MUTATING_METHODS:
             unsupported("call", f"ndarray.{name}() changes the array in place: not traced")
-        return numpy_ops.call_method(tx, self, name, args, kwargs)
+        return _operations().call_method(tx, self, name, args, kwargs)
 
     def getitem(self, tx, key):
-        return numpy_ops.call_getitem(tx, self, key)
+        return _operations().call_getitem(tx, self, key)
 
     def setitem(self, tx, key, value):
-        numpy_ops.call_setitem(tx, self, key, value)
+        _operations().call_setitem(tx, self, key, value)
 
     def iter_items(self, tx):
         if not self.shape:
@@ -162,7 +162,7 @@ class NumpyNdarrayVariable(VariableTracker):
 
     # --- operators (interpreter/operators.py hands them over: owns_operators)
     def apply_operator(self, tx, name, operands, inplace=False):
-        return numpy_ops.call_operator(tx, name, operands, inplace)
+        return _operations().call_operator(tx, name, operands, inplace)
 
     # --- torch functions given an array (torch/py hands them over)
     def call_torch_function(self, tx, fn, args, kwargs):
@@ -346,7 +346,7 @@ class NumpyCallableVariable(ObjectConstantVariable):
         return numpy_constant_variable(attr, f"{_qualified(self.value)}.{name}")
 
     def call_function(self, tx, args, kwargs):
-        return numpy_ops.call_function(tx, self.value, args, kwargs)
+        return _operations().call_function(tx, self.value, args, kwargs)
 
     def rebuild_new(self, rb):
         return rb.ns.bind(self.value, "np_fn")
@@ -377,12 +377,12 @@ class NumpyConstantVariable(ObjectConstantVariable):
         return numpy_constant_variable(attr, f"{type(self.value).__name__}.{name}")
 
     def call_method(self, tx, name, args, kwargs):
-        return numpy_ops.fold_constant_call(getattr(self.value, name), args, kwargs,
+        return _operations().fold_constant_call(getattr(self.value, name), args, kwargs,
                                               f"{type(self.value).__name__}.{name}()")
 
     def apply_operator(self, tx, name, operands, inplace=False):
         # `c += x` of a constant is `c + x`; `t += c` of a tensor writes the tensor
-        return numpy_ops.call_operator(tx, name, operands, inplace and operands[0] is not self)
+        return _operations().call_operator(tx, name, operands, inplace and operands[0] is not self)
 
     def rebuild_new(self, rb):
         return rb.ns.bind(self.value, "np_const")
@@ -461,4 +461,10 @@ def _wrap_numpy_value(tx, value, source):
 _READ_ONLY_PROBE = _ReadOnlyProbe()
 
 if AVAILABLE:
-    from . import numpy_calls, numpy_ops
+    from . import numpy_calls
+
+
+def _operations():
+    """numpy_ops.py: what a NumPy call, method or operator on the trackers above becomes."""
+    from . import numpy_ops  # it builds on these trackers (a cycle)
+    return numpy_ops

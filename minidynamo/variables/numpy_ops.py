@@ -9,12 +9,16 @@ import numpy as np
 from ..exc import attribute_error, unsupported
 from .numpy_calls import (
     METHODS, NOT_CONSTANT, SIZE_ARGS, Arguments, Attribute, Method, NumpyNode, Slot, Spec, Strong,
-    has_slot, quiet, small_size, spec_of, split_arguments,
+    has_slot, quiet, small_size, spec_of,
 )
 from .numpy_checks import Expected, Result, check_call, check_values, dry_run, numpy_on, record, run_call
 from .constant import ConstantVariable
 from .lists import TupleVariable, ListVariable
 from .numpy_calls import TORCH_OF
+from .numpy_interop import (
+    NumpyConstantVariable, NumpyNdarrayVariable, numpy_constant_of, numpy_constant_variable, refuse_write,
+    tensor_to_ndarray,
+)
 from .tensor import TensorVariable
 
 
@@ -35,7 +39,6 @@ def _is_folded(fn) -> bool:
 
 
 def _constants(args, kwargs):
-    from .numpy_interop import numpy_constant_of
     pargs = [numpy_constant_of(a) for a in args]
     pkwargs = {k: numpy_constant_of(v) for k, v in kwargs.items()}
     if any(a is NOT_CONSTANT for a in (*pargs, *pkwargs.values())):
@@ -49,7 +52,6 @@ def _constants(args, kwargs):
 def fold_constant_call(fn, args, kwargs, what: str):
     """`fn(*args, **kwargs)` on constants, folded (fn is pure: a NumPy function of
     constants, a method of a NumPy constant, an operator)."""
-    from .numpy_interop import numpy_constant_variable
     plain = _constants(args, kwargs)
     if plain is None:
         unsupported("call", f"{what} on values that are not constants is not traced")
@@ -60,6 +62,30 @@ def fold_constant_call(fn, args, kwargs, what: str):
     return numpy_constant_variable(result, what)
 
 
+def split_arguments(tx, args, kwargs, what: str) -> Arguments:
+    """The call's arguments as a template of plain values, Slots for arrays and Strong
+    NumPy scalars; declines anything else (a torch tensor, an object)."""
+    arrays: list = []
+
+    def convert(v):
+        if isinstance(v, NumpyNdarrayVariable):
+            arrays.append(v)
+            return Slot(len(arrays) - 1, v.scalar)
+        if isinstance(v, (TupleVariable, ListVariable)) and v.python_type() in (tuple, list):
+            items = [convert(i) for i in v.items]
+            return items if isinstance(v, ListVariable) else tuple(items)
+        value = numpy_constant_of(v)
+        if value is not NOT_CONSTANT:
+            return value
+        if isinstance(v, TensorVariable):
+            unsupported("call", f"{what} with a torch.Tensor argument is not traced (NumPy would "
+                                "convert the tensor to an array, reading its data)",
+                        hint="convert it with .numpy() first, or call the torch function")
+        unsupported("call", f"{what} with a {v.describe()} argument is not traced")
+
+    return Arguments([convert(a) for a in args], {k: convert(v) for k, v in kwargs.items()}, arrays)
+
+
 def _check_keywords(kwargs: dict, what: str):
     for key in ("out", "where"):
         if key in kwargs:
@@ -68,7 +94,6 @@ def _check_keywords(kwargs: dict, what: str):
 
 def call_function(tx, fn, args, kwargs):
     """`fn(*args, **kwargs)` for a NumPy function `fn`."""
-    from .numpy_interop import NumpyNdarrayVariable, numpy_constant_variable
     name = getattr(fn, "__name__", repr(fn))
     what = f"{getattr(fn, '__module__', None) or 'numpy'}.{name}()"
     if is_random(fn):
@@ -122,7 +147,6 @@ def _is_tensor(v) -> bool:
 
 
 def _like_tensor(tx, short, args, kwargs, what: str):
-    from .numpy_interop import NumpyConstantVariable, tensor_to_ndarray
     factory, names = _LIKE[short]
     tensor, rest, named = (args[0], list(args[1:]), dict(kwargs)) if args else (kwargs["a"], [], {
         k: v for k, v in kwargs.items() if k != "a"})
@@ -238,7 +262,6 @@ def call_setitem(tx, array, key, value):
     what = "ndarray item assignment"
     if array.scalar:
         unsupported("exceptions", "TypeError: NumPy scalars do not support item assignment")
-    from .numpy_interop import refuse_write  # numpy_interop imports this module
     refuse_write(array, what)
     call = split_arguments(tx, [array, key, value], {}, what)
     stored = call.args[2]
@@ -286,7 +309,6 @@ _OPERATORS = {
 def _torch_scalar(v) -> bool:
     """A NumPy scalar constant torch takes as a number beside a tensor (`t + np.float32(x)`):
     one of the dtypes a tensor holds."""
-    from .numpy_interop import NumpyConstantVariable
     return isinstance(v, NumpyConstantVariable) and isinstance(v.value, np.generic) and v.value.dtype in TORCH_OF
 
 
@@ -303,7 +325,6 @@ def _tensor_operator(tx, name, operands, inplace):
 def call_operator(tx, name, operands, inplace=False):
     """A Python operator with a NumPy array or constant among its operands: the ufunc
     ndarray's dunder method calls, folded when every operand is a constant."""
-    from .numpy_interop import NumpyNdarrayVariable, numpy_constant_of, refuse_write
     if any(isinstance(v, TensorVariable) for v in operands):
         if all(isinstance(v, TensorVariable) or _torch_scalar(v) for v in operands):
             return _tensor_operator(tx, name, operands, inplace)

@@ -56,8 +56,7 @@ class ModuleVariable(ObjectConstantVariable):
 def construct(tx, cls, args, kwargs):
     """The tracker of `cls(*args, **kwargs)` made in the trace, or None if no model has it
     (the models: registry.CONSTRUCTORS, in order)."""
-    from .registry import CONSTRUCTORS  # (registry imports the trackers, this module among them)
-    for predicate, factory in CONSTRUCTORS:
+    for predicate, factory in tx.registry.CONSTRUCTORS:
         if predicate(cls):
             made = factory(tx, cls, args, kwargs)
             if made is not None:
@@ -74,7 +73,7 @@ class ClassVariable(ObjectConstantVariable):
         return f"class {self.value.__qualname__!r}"
 
     def var_getattr(self, tx, name):
-        from .autograd import FunctionApplyVariable, is_function_class
+        from .autograd import FunctionApplyVariable, is_function_class  # a cycle: autograd builds on this module
         if name == "apply" and is_function_class(self.value):
             return FunctionApplyVariable(self.value, AttrSource(self.source, name) if self.source else None,
                                          self.source)
@@ -170,7 +169,7 @@ class UserObjectVariable(VariableTracker):
             if disabled_call is not None:
                 return disabled_call
         if static is _ABSENT:
-            from .torch import SETTINGS_TYPES, TorchSettingsVariable
+            from .torch import SETTINGS_TYPES, TorchSettingsVariable  # a cycle: torch builds on this module
             if cls in SETTINGS_TYPES and self.source is not None:  # `from torch.backends.cuda import matmul`
                 return TorchSettingsVariable(obj, self.source).var_getattr(tx, name)
             if hasattr(cls, "__getattr__") and not isinstance(obj, torch.nn.Module):
@@ -357,21 +356,29 @@ class UserObjectVariable(VariableTracker):
     def call_method(self, tx, name, args, kwargs):
         return self.var_getattr(tx, name).call_function(tx, args, kwargs)
 
+    def _item_protocol(self, tx):
+        """(registry.ITEM_PROTOCOLS' entry, the container class) of a passed-in object whose
+        items are modelled (torch's module containers), else (None, None)."""
+        if self.source is not None:
+            for protocol in tx.registry.ITEM_PROTOCOLS:
+                cls = protocol.container_class(self.value)
+                if cls is not None:
+                    return protocol, cls
+        return None, None
+
     def iter_items(self, tx):
-        from .nn_modules import container_items, passed_container_class
-        cls = passed_container_class(self.value) if self.source is not None else None
+        protocol, cls = self._item_protocol(tx)
         if cls is not None:  # nn.Sequential / ModuleList / ModuleDict: their `_modules`, guarded
-            return container_items(tx, self, cls)
+            return protocol.items(tx, self, cls)
         return super().iter_items(tx)
 
     def getitem(self, tx, key):
         """`obj[key]`: the item protocol of torch's module containers is modelled (Sequential
         indexes through itertools.islice, slices make a new container); other objects
         call their `__getitem__`."""
-        from .nn_modules import container_getitem, passed_container_class
-        cls = passed_container_class(self.value) if self.source is not None else None
+        protocol, cls = self._item_protocol(tx)
         if cls is not None:
-            return container_getitem(tx, self, cls, key)
+            return protocol.getitem(tx, self, cls, key)
         return self.call_method(tx, "__getitem__", [key], {})
 
     def call_function(self, tx, args, kwargs):

@@ -13,12 +13,19 @@ every module that models a kind of object; none of them registers itself).
 - `BUILTIN_HANDLERS`: builtins and C methods called in the trace whose handler lives with
   the model it needs, tried after builtins.py's own table.
 - `IDENTITY_KEYS`: trackers of objects hashed by identity as dict keys / set members.
+- `ITEM_PROTOCOLS`: objects passed in whose iteration and indexing are modelled (torch's
+  module containers) → `ItemProtocol(container_class(obj), items(tx, var, cls),
+  getitem(tx, var, cls, key))`.
+
+The trackers read these tables as `tx.registry` (interpreter/tracker_services.py): they
+cannot import this module, which imports them.
 """
 from __future__ import annotations
 
 import collections
 import copy
 import dataclasses
+import functools
 import itertools
 import os
 import types
@@ -30,7 +37,7 @@ import torch
 
 from .. import regions
 from . import (c_callables, collections_types, copying, deques, dict_subclasses, distributed, environ,
-               identity_keys, iterutils, namedtuple_classes, namedtuples, nn_modules, numpy_interop,
+               identity_keys, iterutils, library_contexts, namedtuple_classes, namedtuples, nn_modules, numpy_interop,
                object_builtins, storages, torch as torch_trackers, triton, typing_forms, user_modules,
                user_objects)
 from ..sources import AttrSource
@@ -47,6 +54,12 @@ class Wrapper(NamedTuple):
 class Constructor(NamedTuple):
     predicate: Callable
     factory: Callable
+
+
+class ItemProtocol(NamedTuple):
+    container_class: Callable  # (obj) -> the container class whose item protocol obj keeps, or None
+    items: Callable  # (tx, var, cls) -> what iterating var yields
+    getitem: Callable  # (tx, var, cls, key) -> var[key]
 
 
 def _builtin(tx, value, source):
@@ -99,6 +112,8 @@ WRAPPERS: tuple = (
 )
 
 CONSTRUCTORS: tuple = (
+    Constructor(lambda cls: cls is torch.autograd.profiler.record_function,
+                lambda tx, cls, args, kwargs: library_contexts.make_record_function(args, kwargs)),
     Constructor(lambda cls: cls in iterutils._FACTORIES, iterutils._construct),
     Constructor(lambda cls: namedtuples.namedtuple_base(cls) is not None, namedtuples._make_namedtuple),
     Constructor(lambda cls: cls is deque, deques._make_deque),
@@ -115,8 +130,16 @@ CONSTRUCTORS: tuple = (
     Constructor(user_modules.is_user_module_class, user_modules._construct),
 )
 
+def _copied(make):
+    """An iterutils handler, given its own list and dict of the arguments."""
+    return lambda tx, args, kwargs: make(tx, list(args), dict(kwargs))
+
+
 BUILTIN_HANDLERS: dict = {
     **dict_subclasses.unbound_handlers(),  # (the named ones below win, as they were set first)
+    itertools.tee: _copied(iterutils.make_tee),
+    itertools.chain.from_iterable: _copied(iterutils.chain_from_iterable),
+    functools.cmp_to_key: _copied(iterutils.make_cmp_to_key),
     object.__setattr__: object_builtins.object_setattr,
     object.__getattribute__: object_builtins.object_getattribute,
     setattr: object_builtins._setattr,
@@ -126,3 +149,7 @@ BUILTIN_HANDLERS: dict = {
 }
 
 IDENTITY_KEYS: tuple = (identity_keys.identity_key,)
+
+ITEM_PROTOCOLS: tuple = (
+    ItemProtocol(nn_modules.passed_container_class, nn_modules.container_items, nn_modules.container_getitem),
+)

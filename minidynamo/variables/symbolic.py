@@ -92,7 +92,7 @@ class SymNodeVariable(VariableTracker):
 
 
 def _is_tensor(v) -> bool:
-    from .tensor import TensorVariable
+    from .tensor import TensorVariable  # a cycle: tensor imports this module
     return isinstance(v, TensorVariable)
 
 
@@ -107,14 +107,13 @@ def _operand(v):
 
 def _specialised(tx, name: str, operands: list, inplace: bool):
     """The operator on the sizes' values (guarded): `n * [0]`, a size with a string."""
-    from ..interpreter.operators import binary_op, compare, unary_op
     plain = [ConstantVariable(v.as_python_constant()) if isinstance(v, SymNodeVariable) else v
              for v in operands]
     if name in _COMPARE:
-        return compare(tx, name, *plain)
+        return tx.compare(name, *plain)
     if len(plain) == 1:
-        return unary_op(tx, name, plain[0])
-    return binary_op(tx, name, *plain, inplace=inplace)
+        return tx.unary_op(name, plain[0])
+    return tx.binary_op(name, *plain, inplace=inplace)
 
 
 def specialise(sym):

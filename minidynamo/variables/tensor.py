@@ -177,9 +177,9 @@ class TensorVariable(VariableTracker):
             unsupported("call", f"Tensor.{name}() {_AUTOGRAD_METHODS[name]}",
                         hint=f"call .{name}() on what the optimized function returns, outside it")
         if name == "numpy":
-            from .numpy_interop import AVAILABLE, tensor_to_ndarray
-            if AVAILABLE:
-                return tensor_to_ndarray(tx, self, args, kwargs)
+            array = tx.tensor_to_ndarray(self, args, kwargs)
+            if array is not None:
+                return array
         if name == "untyped_storage":  # its size, of a tensor passed in
             return storage_of(tx, self, args, kwargs)
         if name in _DATA_METHODS:

@@ -539,8 +539,7 @@ def user_compare(tx, op: str, a, b):
         equal = a.equals(tx, b)  # objects of dict subclasses without an __eq__ of their own
         return ConstantVariable(equal if op == "==" else not equal)
     if op in ("==", "!="):
-        from ..interpreter.operators import is_same
-        same = is_same(a, b, tx)
+        same = tx.is_same(a, b)
         if same is None:
             unsupported("construct", f"comparing {a.describe()} {op} {b.describe()}")
         return ConstantVariable(same if op == "==" else not same)

@@ -1,10 +1,13 @@
 """Operators, comparisons, subscripts and slices."""
 from __future__ import annotations
 
+import operator
+
 from ...exc import unsupported
 from ...variables.symbolic import SymNodeVariable, SymSliceVariable
 from ...variables.constant import ConstantVariable
 from ..operators import binary_op, compare, contains, getitem, is_same, setitem, unary_op
+from .at_break import AtBreak, Exit, Rendered, Rule
 
 
 def _slice(tx, start, stop, step=None):
@@ -88,3 +91,42 @@ class BinaryOps:
         obj = self.pop()
         value = self.pop()
         setitem(self, obj, _slice(self, start, stop), value)
+
+
+# --- natively at a graph break --------------------------------------------------------------
+def _binary_op_at_break(b: AtBreak) -> Rendered:  # normalized: (operator's name, in place), as `operator.iadd`
+    st = b.stack
+    name, inplace = b.inst.arg
+    b.result.untraced = b.untraced(st[-2:])
+    fn = getattr(operator, ("i" + name.rstrip("_")) if inplace else name)
+    return Rendered(f"{b.bind(fn, name)}({b.expr(st[-2])}, {b.expr(st[-1])})", True,
+                    [Exit(None, b.next, st[:-2] + [b.result])])
+
+
+def _compare_at_break(b: AtBreak) -> Rendered:
+    st = b.stack
+    return Rendered(f"{b.expr(st[-2])} {b.inst.arg} {b.expr(st[-1])}", True, [Exit(None, b.next, st[:-2] + [b.result])])
+
+
+def _not_at_break(b: AtBreak) -> Rendered:
+    st = b.stack
+    return Rendered(f"not {b.expr(st[-1])}", True, [Exit(None, b.next, st[:-1] + [b.result])])
+
+
+def _store_subscr_at_break(b: AtBreak) -> Rendered:
+    st, e = b.stack, b.expr
+    return Rendered(f"{e(st[-2])}[{e(st[-1])}] = {e(st[-3])}", False, [Exit(None, b.next, st[:-3])])
+
+
+def _delete_subscr_at_break(b: AtBreak) -> Rendered:
+    st, e = b.stack, b.expr
+    return Rendered(f"del {e(st[-2])}[{e(st[-1])}]", False, [Exit(None, b.next, st[:-2])])
+
+
+AT_BREAK = {
+    # an operator breaks only on an untraced C function's result (Rule)
+    "BINARY_OP": Rule(_binary_op_at_break, untraced_operands=2),
+    "COMPARE_OP": Rule(_compare_at_break, untraced_operands=2),
+    "UNARY_NOT": Rule(_not_at_break),
+    "STORE_SUBSCR": Rule(_store_subscr_at_break), "DELETE_SUBSCR": Rule(_delete_subscr_at_break),
+}

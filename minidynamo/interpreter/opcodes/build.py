@@ -1,11 +1,14 @@
 """Building containers and strings, unpacking, comprehension appends, f-strings."""
 from __future__ import annotations
 
+import builtins
+
 from ...exc import unsupported
 from ...variables.constant import ConstantVariable, fold
 from ...variables.dicts import DictVariable, SetVariable
 from ...variables.exceptions import ExceptionVariable
 from ...variables.lists import ListVariable, TupleVariable
+from .at_break import AtBreak, Exit, Rendered, Rule
 
 _CONVERSIONS = {0: None, 1: str, 2: repr, 3: ascii}
 
@@ -131,3 +134,25 @@ class BuildOps:
         spec = _constant_for_format(self, self.pop(), "an f-string")
         value = _constant_for_format(self, self.pop(), "an f-string")
         self.push(fold(self, format, [value, spec], {}, "an f-string"))
+
+
+# --- natively at a graph break --------------------------------------------------------------
+def _format_at_break(b: AtBreak) -> Rendered:
+    """An f-string's format instruction as `format(value, spec)`."""
+    st, e, inst = b.stack, b.expr, b.inst
+    fmt = b.bind(format, "format")
+    if inst.opname == "FORMAT_SIMPLE":
+        text, used = f"{fmt}({e(st[-1])}, '')", 1
+    elif inst.opname == "FORMAT_WITH_SPEC":
+        text, used = f"{fmt}({e(st[-2])}, {e(st[-1])})", 2
+    else:  # FORMAT_VALUE (3.10-3.12): flags say the conversion and whether a spec is on top
+        has_spec = bool(inst.arg & 0x04)
+        value = e(st[-2] if has_spec else st[-1])
+        conv = {0: None, 1: "str", 2: "repr", 3: "ascii"}[inst.arg & 0x03]
+        if conv is not None:
+            value = f"{b.bind(getattr(builtins, conv), conv)}({value})"
+        text, used = f"{fmt}({value}, {e(st[-1]) if has_spec else repr('')})", 2 if has_spec else 1
+    return Rendered(text, True, [Exit(None, b.next, st[:-used] + [b.result])])
+
+
+AT_BREAK = {op: Rule(_format_at_break) for op in ("FORMAT_VALUE", "FORMAT_SIMPLE", "FORMAT_WITH_SPEC")}

@@ -10,6 +10,8 @@ A non-NULL slot where the NULL would be is `self` (3.11/3.12: the slot below; 3.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from ..._compat import PY311, PY313
 from ...exc import unsupported
 from ...variables.base import NULL
@@ -20,13 +22,63 @@ from ...variables.exceptions import ExceptionVariable, exception_class
 from ...variables.functions import NestedFunctionVariable, UserFunctionVariable, UserMethodVariable
 from ...variables.lists import IteratorVariable, TupleVariable
 from ..operators import unary_op
+from .at_break import AtBreak, Exit, Rendered, Rule
 
 
-def _split_kwargs(args: list, names) -> tuple[list, dict]:
-    if not names:
-        return args, {}
-    n = len(names)
-    return args[:-n], dict(zip(names, args[-n:]))
+@dataclass
+class CallOperands:
+    """A call instruction's operands, read off the value stack (`call_operands`)."""
+    fn: object
+    args: object  # list; CALL_FUNCTION_EX: the *args tracker
+    kwargs: object  # dict; CALL_FUNCTION_EX: the **kwargs tracker, or None
+    used: int  # stack slots the call pops
+    self_slot: object = NULL  # CALL_FUNCTION_EX's slot for self (NULL as emitted)
+
+
+def call_operands(stack: list, inst, kw_names) -> CallOperands:
+    """The operands of the call `inst` about to run, read off `stack` without popping (the
+    layouts above); `kw_names`: 3.11/3.12's KW_NAMES for a CALL. The call opcodes run
+    with them, and a graph break at a call renders them."""
+    op, n = inst.opname, inst.arg
+    if op == "CALL_FUNCTION_EX":
+        has_kw = bool(inst.arg & 1)
+        kwargs = stack[-1] if has_kw else None
+        if kwargs is NULL:  # 3.14: the slot is always there (NULL without keywords)
+            kwargs = None
+        star = stack[-1 - has_kw]
+        if PY313:  # 3.13, 3.14: [f, NULL, args, (kw)]
+            fn, self_slot, used = stack[-3 - has_kw], stack[-2 - has_kw], 3 + has_kw
+        elif PY311:  # [NULL, f, args, (kw)]
+            fn, self_slot, used = stack[-2 - has_kw], stack[-3 - has_kw], 3 + has_kw
+        else:
+            fn, self_slot, used = stack[-2 - has_kw], NULL, 2 + has_kw
+        return CallOperands(fn, star, kwargs, used, self_slot)
+    names = None
+    if op == "CALL_KW":  # 3.13+
+        names = stack[-1].as_python_constant()
+        items, used = stack[-(n + 3):-1], n + 3
+    elif op == "CALL_FUNCTION_KW":  # 3.10
+        names = stack[-1].as_python_constant()
+        items, used = [NULL, *stack[-(n + 2):-1]], n + 2
+    elif op == "CALL_FUNCTION":  # 3.10
+        items, used = [NULL, *stack[-(n + 1):]], n + 1
+    else:  # CALL
+        names = kw_names
+        items, used = stack[-(n + 2):], n + 2
+    first, second, args = items[0], items[1], list(items[2:])
+    if PY313 and op in ("CALL", "CALL_KW"):
+        fn = first
+        if second is not NULL:
+            args = [second, *args]
+    elif first is NULL:
+        fn = second
+    else:
+        fn, args = first, [second, *args]
+    kwargs = {}
+    if names:
+        k = len(names)
+        args, kwargs = args[:-k], dict(zip(names, args[-k:]))
+    return CallOperands(fn, args, kwargs, used)
 
 
 class CallOps:
@@ -58,66 +110,41 @@ class CallOps:
     def KW_NAMES(self, inst):  # 3.11/3.12
         self.kw_names = inst.arg
 
-    def _call_with_null_slot(self, nargs: int, names):
-        args = self.popn(nargs)
-        if PY313:
-            self_or_null = self.pop()
-            fn = self.pop()
-            if self_or_null is not NULL:
-                args = [self_or_null, *args]
-        else:
-            upper = self.pop()
-            lower = self.pop()
-            if lower is NULL:
-                fn = upper
-            else:
-                fn, args = lower, [upper, *args]
-        args, kwargs = _split_kwargs(args, names)
-        self.push(self.call(fn, args, kwargs))
+    def _call_decoded(self, inst, names=None):
+        ops = call_operands(self.stack, inst, names)
+        self.popn(ops.used)
+        self.push(self.call(ops.fn, ops.args, ops.kwargs))
 
     def CALL(self, inst):
         names, self.kw_names = self.kw_names, None
-        self._call_with_null_slot(inst.arg, names)
+        self._call_decoded(inst, names)
 
     def CALL_KW(self, inst):  # 3.13+
-        names = self.pop().as_python_constant()
-        self._call_with_null_slot(inst.arg, names)
+        self._call_decoded(inst)
 
     def CALL_FUNCTION(self, inst):  # 3.10
-        args = self.popn(inst.arg)
-        fn = self.pop()
-        self.push(self.call(fn, args, {}))
+        self._call_decoded(inst)
 
     def CALL_FUNCTION_KW(self, inst):  # 3.10
-        names = self.pop().as_python_constant()
-        args, kwargs = _split_kwargs(self.popn(inst.arg), names)
-        fn = self.pop()
-        self.push(self.call(fn, args, kwargs))
+        self._call_decoded(inst)
 
     def CALL_FUNCTION_EX(self, inst):
         # 3.14 always has the kwargs slot (NULL without keywords); normalize gave it
         # 3.13's arg: 0 where the slot's NULL was pushed right before, else 1.
-        kw = self.pop() if inst.arg & 1 else DictVariable({})
-        if kw is NULL:
-            kw = DictVariable({})
-        star = self.pop()
-        if PY313:  # 3.13, 3.14: [f, NULL, args, (kw)]
-            null = self.pop()
-            fn = self.pop()
-        else:
-            fn = self.pop()
-            null = self.pop() if PY311 else NULL
-        if null is not NULL:  # a non-NULL slot is self (never emitted for *args calls, kept for symmetry)
+        ops = call_operands(self.stack, inst, None)
+        self.popn(ops.used)
+        kw = ops.kwargs if ops.kwargs is not None else DictVariable({})
+        if ops.self_slot is not NULL:  # never emitted for *args calls, kept for symmetry
             unsupported("construct", "CALL_FUNCTION_EX with a bound self slot")
         if not isinstance(kw, DictVariable):
             unsupported("construct", f"** of {kw.describe()}")
-        args = star.iter_items(self)
+        args = ops.args.iter_items(self)
         kwargs = {}
         for k, v in kw.items.items():
             if not isinstance(k, str):
                 unsupported("exceptions", "TypeError: keywords must be strings")
             kwargs[k] = v
-        self.push(self.call(fn, args, kwargs))
+        self.push(self.call(ops.fn, args, kwargs))
 
     def CALL_INTRINSIC_1(self, inst):  # 3.12+
         name = getattr(inst.arg, "name", str(inst.arg))
@@ -161,3 +188,22 @@ class CallOps:
         elif flag == 0x01:
             fn.defaults_var = value
         self.push(fn)
+
+
+def _call_at_break(b: AtBreak) -> Rendered:
+    """The call as Python: `callee(args..., name=value...)`, `callee(*args, **kwargs)`."""
+    ops = call_operands(b.stack, b.inst, b.tx.kw_names)
+    star = b.inst.opname == "CALL_FUNCTION_EX"
+    b.result.untraced = b.untraced([] if star else [*ops.args, *ops.kwargs.values()], ops.fn)
+    callee = b.callee(ops.fn)
+    if star:
+        parts = [f"*{b.expr(ops.args)}"] + ([f"**{b.expr(ops.kwargs)}"] if ops.kwargs is not None else [])
+    else:
+        parts = [b.expr(a) for a in ops.args] + [f"{k}={b.expr(v)}" for k, v in ops.kwargs.items()]
+    if isinstance(callee, tuple):  # a method: its function optimized, self first
+        callee, parts = callee[0], [callee[1], *parts]
+    return Rendered(f"{callee}({', '.join(parts)})", True, [Exit(None, b.next, b.stack[:-ops.used] + [b.result])])
+
+
+AT_BREAK = {op: Rule(_call_at_break)
+            for op in ("CALL", "CALL_KW", "CALL_FUNCTION", "CALL_FUNCTION_KW", "CALL_FUNCTION_EX")}

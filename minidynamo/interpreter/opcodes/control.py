@@ -8,11 +8,11 @@ from ...variables.base import NULL
 from ...variables.contexts import ContextManagerVariable
 from ...variables.user_objects import enter_user_context
 from ..blocks import TryBlock, WithBlock
+from ..run_ends import _Return
 
 
 class ControlOps:
     def RETURN_VALUE(self, inst):
-        from ..translator import _Return
         raise _Return(self.pop())
 
     def LOAD_ASSERTION_ERROR(self, inst):

@@ -22,6 +22,7 @@ from ...variables.exceptions import ExceptionVariable
 from ...variables.generator_methods import delegate_step
 from ...variables.generators import GeneratorVariable
 from ...variables.lists import IteratorVariable, iterator_of
+from ..run_ends import _Yield
 
 
 def _pull(tx, receiver, sent):
@@ -44,7 +45,6 @@ def _returned(receiver):
 
 class GeneratorOps:
     def _suspend(self, inst, value):
-        from ..translator import _Yield
         self.yield_inst = inst  # where it waits (the generator checks try/with around it)
         raise _Yield(value)
 

@@ -7,6 +7,7 @@ from ...exc import unsupported
 from ...variables.constant import ConstantVariable
 from ...variables.lists import IteratorVariable, iterator_of
 from ..operators import is_same
+from .at_break import AtBreak, Exit, Rendered, Rule
 
 
 def _is_none(tx, v):
@@ -69,3 +70,40 @@ class JumpOps:
         self.pop()
         if not PY313:
             self.pop()
+
+
+# --- natively at a graph break: the truth test runs natively, one exit per side ---------
+def _jump_after(b: AtBreak):
+    """The conditional jump consuming a TO_BOOL's value, or None."""
+    nxt = b.following()
+    return nxt if nxt is not None and nxt.opname in ("POP_JUMP_IF_TRUE", "POP_JUMP_IF_FALSE") else None
+
+
+def _truth_at_break(b: AtBreak) -> Rendered:
+    st, e, op = b.stack, b.expr, b.inst.opname
+    jump = b.inst if op != "TO_BOOL" else _jump_after(b)
+    if jump is None:  # a truth value used as a value
+        return Rendered(f"{b.bind(bool, 'bool')}({e(st[-1])})", True, [Exit(None, b.next, st[:-1] + [b.result])])
+    after = b.next if op != "TO_BOOL" else b.next + 1
+    taken, other = (jump.target, after) if jump.opname == "POP_JUMP_IF_TRUE" else (after, jump.target)
+    return Rendered(None, False, [Exit(e(st[-1]), taken, st[:-1]), Exit(None, other, st[:-1])])
+
+
+def _none_test_at_break(b: AtBreak) -> Rendered:
+    st = b.stack
+    cond = f"{b.expr(st[-1])} is {'not ' if 'NOT' in b.inst.opname else ''}None"
+    return Rendered(None, False, [Exit(cond, b.inst.target, st[:-1]), Exit(None, b.next, st[:-1])])
+
+
+def _or_pop_at_break(b: AtBreak) -> Rendered:  # 3.10: the value stays on the stack where it jumps
+    st = b.stack
+    cond = b.expr(st[-1]) if b.inst.opname == "JUMP_IF_TRUE_OR_POP" else f"not {b.expr(st[-1])}"
+    return Rendered(None, False, [Exit(cond, b.inst.target, list(st)), Exit(None, b.next, st[:-1])])
+
+
+AT_BREAK = {
+    "TO_BOOL": Rule(_truth_at_break), "POP_JUMP_IF_TRUE": Rule(_truth_at_break),
+    "POP_JUMP_IF_FALSE": Rule(_truth_at_break),
+    "POP_JUMP_IF_NONE": Rule(_none_test_at_break), "POP_JUMP_IF_NOT_NONE": Rule(_none_test_at_break),
+    "JUMP_IF_TRUE_OR_POP": Rule(_or_pop_at_break), "JUMP_IF_FALSE_OR_POP": Rule(_or_pop_at_break),
+}

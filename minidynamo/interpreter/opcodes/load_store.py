@@ -21,6 +21,7 @@ from ...variables.builder import wrap
 from ...variables.constant import ConstantVariable
 from ...variables.functions import CellVariable, RealCellVariable
 from ...variables.user_objects import call_super
+from .at_break import AtBreak, Exit, Rendered, Rule
 
 
 def _push_with_null(tx, value, push_null: bool):
@@ -240,3 +241,32 @@ class _CodeConst:
 
     def as_python_constant(self):
         return self.code
+
+
+# --- natively at a graph break --------------------------------------------------------------
+def _load_attr_at_break(b: AtBreak) -> Rendered:  # an attribute the trace cannot read (ctx.saved_tensors, a C property)
+    st = b.stack
+    is_method, name = b.inst.arg
+    pushed = [b.result] if not is_method else [b.result, NULL] if PY313 else [NULL, b.result]
+    return Rendered(f"{b.bind(getattr, 'getattr')}({b.expr(st[-1])}, {name!r})", True,
+                    [Exit(None, b.next, st[:-1] + pushed)])
+
+
+def _store_attr_at_break(b: AtBreak) -> Rendered:
+    st = b.stack
+    return Rendered(f"{b.expr(st[-1])}.{b.inst.arg} = {b.expr(st[-2])}", False, [Exit(None, b.next, st[:-2])])
+
+
+def _delete_attr_at_break(b: AtBreak) -> Rendered:
+    st = b.stack
+    return Rendered(f"del {b.expr(st[-1])}.{b.inst.arg}", False, [Exit(None, b.next, st[:-1])])
+
+
+def _store_global_at_break(b: AtBreak) -> Rendered:
+    st = b.stack
+    g = b.bind(b.tx.f_globals, "G")
+    return Rendered(f"{g}[{b.inst.arg!r}] = {b.expr(st[-1])}", False, [Exit(None, b.next, st[:-1])])
+
+
+AT_BREAK = {"LOAD_ATTR": Rule(_load_attr_at_break), "STORE_ATTR": Rule(_store_attr_at_break),
+            "DELETE_ATTR": Rule(_delete_attr_at_break), "STORE_GLOBAL": Rule(_store_global_at_break)}

@@ -1,0 +1,51 @@
+"""What the trackers ask of the translator (`tx`) that lives above them: the generic
+operators (interpreter/operators.py), which tracker models which real object
+(variables/registry.py), iterating a user object (iteration_protocol.py),
+folded results (builder.wrap_constant_result) and `x.numpy()` (numpy_interop.py).
+Each of those modules imports the trackers, so a tracker module cannot import it: it
+calls `tx.compare(...)` instead, as it calls `tx.wrap(...)`."""
+from __future__ import annotations
+
+from ..variables import numpy_interop, registry
+from ..variables.builder import wrap_constant_result
+from ..variables.iteration_protocol import drain, user_iterator
+from . import operators
+
+
+class TrackerServices:
+    """Mixed into InstructionTranslator."""
+
+    registry = registry  # its tables: WRAPPERS, CONSTRUCTORS, BUILTIN_HANDLERS, IDENTITY_KEYS
+
+    def compare(self, op: str, a, b):
+        return operators.compare(self, op, a, b)
+
+    def is_same(self, a, b):
+        """`a is b` when the trace can decide it, else None."""
+        return operators.is_same(a, b, self)
+
+    def contains(self, container, item):
+        return operators.contains(self, container, item)
+
+    def binary_op(self, name: str, a, b, inplace: bool = False):
+        return operators.binary_op(self, name, a, b, inplace)
+
+    def unary_op(self, name: str, a):
+        return operators.unary_op(self, name, a)
+
+    def user_iterator(self, v):
+        """iter(v) for an object of a user class with a Python `__iter__`, else None."""
+        return user_iterator(self, v)
+
+    def drain(self, iterator) -> list:
+        return drain(self, iterator)
+
+    @staticmethod
+    def wrap_constant_result(result, what: str):
+        return wrap_constant_result(result, what)
+
+    def tensor_to_ndarray(self, tensor, args, kwargs):
+        """`x.numpy()`, or None where NumPy (2 or later) or torch._numpy is missing."""
+        if not numpy_interop.AVAILABLE:
+            return None
+        return numpy_interop.tensor_to_ndarray(self, tensor, args, kwargs)
