@@ -66,6 +66,9 @@ class Unsupported(Exception):
     - `inside_call`: it was declined inside a call that frame made (breaks.py).
     - `reached_from`: the user's line whose call led into torch or the standard library,
       where it was declined there (the message says it from then on), else None.
+    - `raised_args`: the args (trackers) of the `raised` exception where a model of a
+      builtin raises exactly `raised(*raised_args)` (`builtin_raises`): the translator then
+      raises it in the trace, where a handler of the traced code may catch it; else None.
     """
 
     def __init__(self, category: str, detail: str, where: str | None = None, hint: str | None = None,
@@ -81,6 +84,7 @@ class Unsupported(Exception):
         self.break_at = None
         self.inside_call = False
         self.reached_from = None
+        self.raised_args = None
         super().__init__(self._message())
 
     def raises(self, exc_class: type) -> bool:
@@ -123,6 +127,15 @@ def raising(exc_class: type, detail: str):
     its instruction), so a caller that models CPython catching it (the sequence protocol's
     IndexError: variables/iteration_protocol.py) can tell it escaped unhandled."""
     raise Unsupported("exceptions", detail, format_location(current_location.get()), raised=exc_class)
+
+
+def builtin_raises(exc_class: type, args: list, detail: str):
+    """A model of a builtin raising `exc_class(*args)` (`d[k]`'s KeyError(k)), as CPython
+    does, before any effect of the call: the translator raises it in the trace (a handler
+    of the traced code may catch it), else it declines like `raising`."""
+    e = Unsupported("exceptions", detail, format_location(current_location.get()), raised=exc_class)
+    e.raised_args = list(args)
+    raise e
 
 
 def attribute_error(e: BaseException) -> type | None:

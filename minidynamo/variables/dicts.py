@@ -6,7 +6,7 @@ module, an object of a class without `__hash__`/`__eq__`): those are `ObjectKey`
 the models of objects hashed by identity (registry.IDENTITY_KEYS: identity_keys.py)."""
 from __future__ import annotations
 
-from ..exc import unsupported
+from ..exc import builtin_raises, unsupported
 from ..guards import Guard
 from ..sources import InDictSource, ItemSource
 from .base import VariableTracker
@@ -219,11 +219,11 @@ class DictVariable(VariableTracker):
         found = self._item_unread(tx, key)
         if found is not None:
             if found is _ABSENT:
-                unsupported("exceptions", f"KeyError: {key.as_python_constant()!r}")
+                builtin_raises(KeyError, [key], f"KeyError: {key.as_python_constant()!r}")
             return found
         k = _key(tx, key)
         if k not in self.items:
-            unsupported("exceptions", f"KeyError: {k!r}")
+            builtin_raises(KeyError, [key], f"KeyError: {k!r}")
         return self.items[k]
 
     def setitem(self, tx, key, value):
@@ -234,7 +234,7 @@ class DictVariable(VariableTracker):
         self.check_mutable("item deletion", tx)
         k = _key(tx, key)
         if k not in self.items:
-            unsupported("exceptions", f"KeyError: {k!r}")
+            builtin_raises(KeyError, [key], f"KeyError: {k!r}")
         del self.items[k]
 
     def call_method(self, tx, name, args, kwargs):
@@ -274,7 +274,7 @@ class DictVariable(VariableTracker):
                 return self.items.pop(k)
             if n == 2:
                 return args[1]
-            unsupported("exceptions", f"KeyError: {k!r}")
+            builtin_raises(KeyError, [args[0]], f"KeyError: {k!r}")
         if name == "setdefault" and n in (1, 2):
             k = _key(tx, args[0])
             if k not in self.items:

@@ -32,7 +32,7 @@ at the call that made it, as it did when making one declined.
 from __future__ import annotations
 
 from ..._compat import PY311
-from ...exc import Raised, raising, unsupported
+from ...exc import Raised, Unsupported, raising, unsupported
 from ...variables.constant import ConstantVariable
 from ...variables.exceptions import ExceptionVariable, exception_class, make_exception, matches
 from ..blocks import HandlerBlock, TryBlock, WithBlock
@@ -57,6 +57,17 @@ class ExceptionOps:
     def made_here(self, cls, args=(), kwargs=None) -> ExceptionVariable:
         """`cls(*args)` made by the current instruction."""
         return make_exception(self, cls, list(args), kwargs or {}, (self, self.ip - 1, self.counter[0]))
+
+    def builtin_raised(self, e, index: int) -> Raised:
+        """The exception a model of a builtin raised at instruction `index`
+        (exc.builtin_raises), raised in the trace; `e` itself where it is not modeled."""
+        try:
+            exc = make_exception(self, e.raised, e.raised_args, {})
+        except Unsupported:
+            raise e from None
+        if self.exc_info is not None:
+            exc.context = self.exc_info  # raised while handling another
+        return Raised(exc, (self, index), e.detail)
 
     def _as_exception(self, value):
         """What `raise value` raises: an instance, or a class called without arguments."""
