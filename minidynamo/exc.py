@@ -151,7 +151,9 @@ class Raised(Unsupported):
     decline like any other, so the eager run raises it. `origin` is where it was raised
     (translator, instruction index), `through` the call it last left a frame through
     (caller translator, index of its call), `catchable` whether every frame it passed was
-    one the trace models exactly (else no frame may catch it any more)."""
+    one the trace models exactly (else no frame may catch it any more), `may_be_caught`
+    whether a frame it left had a try or with block around it that the trace did not
+    enter (CPython might have caught it there)."""
 
     def __init__(self, value, origin, detail: str):
         super().__init__("exceptions", detail, format_location(current_location.get()), raised=value.exc_type)
@@ -159,6 +161,7 @@ class Raised(Unsupported):
         self.origin = origin
         self.through = None
         self.catchable = True
+        self.may_be_caught = False
 
 
 def exception_made(tx, exc_class: type):

@@ -109,22 +109,25 @@ class ExceptionOps:
     def catch(self, e: Raised, index: int) -> bool:
         """Go on at the handler covering instruction `index` for `e`, raised by it or by
         the call it made: False where this frame does not catch it (it propagates)."""
-        if not e.catchable:
-            return False
-        if not (e.origin == (self, index) or e.through == (self, index)):
+        if not e.catchable or not (e.origin == (self, index) or e.through == (self, index)):
             e.catchable = False
+            if self._covered(index):
+                e.may_be_caught = True
             return False
         if not PY311:
             return self._catch_310(e)
         entry = self.instructions[index].handler
-        if entry is None or self.generator and self.instructions[entry[0]].opname == "CALL_INTRINSIC_1":
-            # The frame's caller may catch it. A generator's body (3.12+: inside the handler
-            # that turns StopIteration into RuntimeError): its driver sees it leave the body
-            # (variables/generator_methods.py).
+        if entry is None:
+            return False  # the frame's caller may catch it
+        if self.generator and self.instructions[entry[0]].opname == "CALL_INTRINSIC_1":
+            # A generator's body (3.12+: inside the handler that turns StopIteration into
+            # RuntimeError): its driver sees it leave the body (variables/generator_methods.py).
+            e.may_be_caught = True
             return False
         target, depth, lasti = entry
         if self._with_exit(target):
             e.catchable = False  # a with statement's __exit__ would get it: not modeled
+            e.may_be_caught = True
             return False
         assert depth <= len(self.stack), (depth, len(self.stack))
         del self.stack[depth:]
@@ -140,6 +143,7 @@ class ExceptionOps:
         if not any(type(b) is TryBlock for b in blocks):
             if any(type(b) is WithBlock for b in blocks):
                 e.catchable = False  # a with statement's __exit__ would get it on the way out
+                e.may_be_caught = True
             return False  # nothing here catches it; the frame's caller may
         while blocks:
             block = blocks.pop()
@@ -150,6 +154,7 @@ class ExceptionOps:
                 continue
             if type(block) is not TryBlock:
                 e.catchable = False  # a with statement's __exit__ would get it: not modeled
+                e.may_be_caught = True
                 return False
             assert depth <= len(self.stack), (depth, len(self.stack))
             del self.stack[depth:]
@@ -162,6 +167,12 @@ class ExceptionOps:
             self.ip = block.target
             return True
         return False
+
+    def _covered(self, index: int) -> bool:
+        """Whether a try or with block of this frame is around instruction `index`."""
+        if PY311:
+            return self.instructions[index].handler is not None
+        return any(type(b) in (TryBlock, WithBlock) for b in self.blocks)
 
     def _restore_exc_info(self):
         """3.10: pop an except-handler block's 3 saved values (type, value, tb), restored."""
