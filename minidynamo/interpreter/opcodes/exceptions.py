@@ -31,7 +31,7 @@ at the call that made it, as it did when making one declined.
 """
 from __future__ import annotations
 
-from ..._compat import PY311
+from ..._compat import PY311, PY314
 from ...exc import Raised, Unsupported, raising, unsupported
 from ...variables.constant import ConstantVariable
 from ...variables.exceptions import ExceptionVariable, exception_class, make_exception, matches
@@ -46,6 +46,16 @@ def _raise_detail(exc) -> str:
 
 def _none(v) -> bool:
     return isinstance(v, ConstantVariable) and v.value is None
+
+
+def _quiet_exit(v):
+    """The manager whose bound `__exit__` `v` is, where that exit lets an exception through
+    doing what it does on the normal way out (contexts.py's `exits_quietly`), else None."""
+    cm = getattr(v, "cm", None)
+    if getattr(v, "name", None) == "__exit__" and not getattr(v, "carried", True) and \
+            getattr(cm, "exits_quietly", False):
+        return cm
+    return None
 
 
 class ExceptionOps:
@@ -125,7 +135,7 @@ class ExceptionOps:
             e.may_be_caught = True
             return False
         target, depth, lasti = entry
-        if self._with_exit(target):
+        if self._with_exit(target) and _quiet_exit(self.stack[depth - (2 if PY314 else 1)]) is None:
             e.catchable = False  # a with statement's __exit__ would get it: not modeled
             e.may_be_caught = True
             return False
@@ -140,7 +150,8 @@ class ExceptionOps:
     def _catch_310(self, e: Raised) -> bool:
         """3.10: unwind the block stack to the innermost try block's handler."""
         blocks = self.blocks
-        if not any(type(b) is TryBlock for b in blocks):
+        if not any(type(b) is TryBlock or type(b) is WithBlock and _quiet_exit(self.stack[b.depth - 1])
+                   for b in blocks):
             if any(type(b) is WithBlock for b in blocks):
                 e.catchable = False  # a with statement's __exit__ would get it on the way out
                 e.may_be_caught = True
@@ -152,7 +163,7 @@ class ExceptionOps:
                 del self.stack[depth + 3:]
                 self._restore_exc_info()
                 continue
-            if type(block) is not TryBlock:
+            if type(block) is not TryBlock and _quiet_exit(self.stack[depth - 1]) is None:
                 e.catchable = False  # a with statement's __exit__ would get it: not modeled
                 e.may_be_caught = True
                 return False
@@ -228,5 +239,12 @@ class ExceptionOps:
             unsupported("exceptions", f"re-raising {exc.describe()}")
         self.throw(exc)
 
-    def WITH_EXCEPT_START(self, inst):  # never reached: `catch` does not enter a with's cleanup
-        unsupported("exceptions", "an exception leaving a with block")
+    def WITH_EXCEPT_START(self, inst):  # ..., exit, [3.14: NULL,] lasti, prev exc, exc → ..., exit's answer
+        # (3.10: ..., exit, 3 values of the previous exception, tb, value, type). `catch`
+        # enters a with's cleanup only for a manager whose exit never suppresses: it is
+        # left as on the normal way out, its answer falsy, and RERAISE raises the exception on.
+        cm = _quiet_exit(self.stack[-7 if not PY311 else -5 if PY314 else -4])
+        if cm is None:
+            unsupported("exceptions", "an exception leaving a with block")
+        cm.exit(self)
+        self.push(ConstantVariable(None))
