@@ -320,13 +320,26 @@ class DictVariable(VariableTracker):
         if isinstance(other, DictVariable):
             self.items.update(other.merge_items(tx))
         else:
+            if has_keys(other):  # CPython reads a mapping through keys() and [k]: not modeled
+                unsupported("construct", f"updating a dict from {other.describe()}, a mapping that is not a dict")
             from .generators import pulled_one_by_one
-            for pair in pulled_one_by_one(tx, other):  # a generator body sees each insertion
-                k, v = pair.unpack_sequence(tx)
-                self.items[_key(tx, k)] = v
+            for i, pair in enumerate(pulled_one_by_one(tx, other)):  # a generator body sees each insertion
+                kv = pair.unpack_sequence(tx)
+                if len(kv) != 2:
+                    unsupported("exceptions", f"ValueError: dictionary update sequence element #{i} has length "
+                                              f"{len(kv)}; 2 is required")
+                self.items[_key(tx, kv[0])] = kv[1]
 
     def __repr__(self):
         return f"DictVariable({self.items!r})"
+
+
+def has_keys(v) -> bool:
+    """dict()/dict.update() take `v` as a mapping (keys() and [k]), not as pairs."""
+    try:
+        return hasattr(v.python_type(), "keys")
+    except Exception:  # noqa: BLE001 - a tracker of no known class: maybe a mapping
+        return True
 
 
 _VIEW_TYPES = {"keys": type({}.keys()), "values": type({}.values()), "items": type({}.items())}
