@@ -269,6 +269,7 @@ def _wrap_iterator(tx, value, source):
     else:
         var = IteratorVariable(list(seq_var.iter_items(tx)))
     var.index = pos
+    var.source = source  # the real iterator: advanced after the graph as the trace advanced it (side_effects.py)
     seen[source] = (value, var)
     return var
 

@@ -390,7 +390,7 @@ def iterator_of(tx, v) -> "IteratorVariable":
 class IteratorVariable(VariableTracker):
     """A live iterator: FOR_ITER advances it in place."""
 
-    __slots__ = ("items", "index", "owner", "rest")
+    __slots__ = ("items", "index", "owner", "rest", "done")
 
     def __init__(self, items, owner=None):
         super().__init__(None)
@@ -398,6 +398,7 @@ class IteratorVariable(VariableTracker):
         self.index = 0
         self.owner = owner  # the list tracker whose items these are, if any
         self.rest = None  # what was left, once a graph break read it (rebuild.py)
+        self.done = 0  # next() calls that found nothing (a list iterator: exhausted for good)
 
     def python_type(self):
         return type(iter([]))
@@ -410,10 +411,12 @@ class IteratorVariable(VariableTracker):
         else:
             # CPython's list iterator lets go of its list once exhausted: items appended
             # later are not seen (and it is rebuilt as an empty iterator).
-            self.items, self.owner, self.index = [], None, 0
+            self.items, self.owner, self.index, self.done = [], None, 0, 1
             return None
         if item is not None:
             self.index += 1
+        else:
+            self.done += 1
         return item
 
     def iter_items(self, tx):
