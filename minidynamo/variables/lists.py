@@ -153,9 +153,8 @@ class TupleVariable(BaseListVariable):
     def python_type(self):
         return self.tuple_type
 
-    def rebuild(self, rb) -> str:
-        if self.source is not None:
-            return self.source.expr(rb.ns)
+    def rebuild_new(self, rb) -> str:
+        # (built once, as every object made in the trace: `t is u` holds after a break)
         inner = "".join(rb.expr(i) + ", " for i in self.items)
         if self.tuple_type is tuple:
             return f"({inner})"
