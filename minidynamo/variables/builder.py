@@ -321,6 +321,25 @@ class NamedResultVariable(TupleVariable):
         return super().var_getattr(tx, name)
 
 
+# --- torch.return_types (C struct sequences) -----------------------------------------------
+def is_structseq(cls) -> bool:
+    """A struct sequence type of torch's op results (`torch.return_types.max`)."""
+    return isinstance(cls, type) and issubclass(cls, tuple) and cls.__module__ == "torch.return_types" \
+        and hasattr(cls, "n_sequence_fields")
+
+
+def make_structseq(tx, cls, args, kwargs):
+    """`torch.return_types.max((values, indices))`: a tuple of that type over the items."""
+    if kwargs or len(args) != 1 or not isinstance(args[0], (TupleVariable, ListVariable)) \
+            or cls.n_fields != cls.n_sequence_fields:
+        return None
+    items = list(args[0].items)
+    if len(items) != cls.n_fields:
+        unsupported("exceptions", f"TypeError: {cls.__qualname__}() takes a {cls.n_fields}-sequence "
+                                  f"({len(items)}-sequence given)")
+    return NamedResultVariable(items, cls.__match_args__, cls)
+
+
 def wrap_constant_result(result, what: str):
     """The result of folding a pure function on constants."""
     if is_constant_value(result) and type(result) is not tuple:
