@@ -9,6 +9,7 @@ runs code of the class's (a property, a slot) declines the trace. A class's own
 """
 from __future__ import annotations
 
+import collections
 import functools
 import inspect
 import logging
@@ -63,6 +64,10 @@ def construct(tx, cls, args, kwargs):
             if made is not None:
                 return made
     return None
+
+
+# Data descriptors that only read the object's own storage (C code, no code of the user's).
+_SLOT_READS = (types.MemberDescriptorType, type(collections.namedtuple("_Field", "a").a))
 
 
 class ClassVariable(ObjectConstantVariable):
@@ -203,6 +208,10 @@ class UserObjectVariable(VariableTracker):
                 guard_not_in_dict(tx, self.source, name, self._generic_class())
                 return LoggedOnceVariable(static, self)
             if static in _CTX_READS and self.source is not None:  # a backward's ctx, passed in
+                return tx.wrap(getattr(obj, name), self._attr_source(name))
+            if type(static) in _SLOT_READS and self.source is not None and hasattr(obj, name):
+                # a `__slots__` member or a namedtuple field: the value it gives now, read
+                # through the object by the guards too
                 return tx.wrap(getattr(obj, name), self._attr_source(name))
             unsupported("construct", f"descriptor {name!r} of {cls.__qualname__} is not traced")
         return tx.wrap(static, self._attr_source(name))
