@@ -91,3 +91,20 @@ def test_iterator_left_where_eager_leaves_it(fn, kind, capsys):
 @pytest.mark.parametrize("fn", [one_pair, pairs], ids=lambda f: f.__name__)
 def test_zip_and_enumerate_left_where_eager_leaves_them(fn, make, capsys):
     _same(fn, make, capsys)
+
+
+def iterator_of_a_range_constant(x):
+    it = range(3).__iter__()
+    a = next(it)
+    rest = range(2, 9, 3).__iter__()
+    return x + next(it) + a, list(it), rest
+
+
+def test_iterator_made_by_a_method_of_a_range_constant():
+    backend = CountingBackend()
+    opt = minidynamo.optimize(iterator_of_a_range_constant, backend=backend, fullgraph=True)
+    for _ in range(2):
+        expected, got = iterator_of_a_range_constant(torch.zeros(1)), opt(torch.zeros(1))
+        assert torch.equal(expected[0], got[0]) and expected[1] == got[1]
+        assert type(got[2]) is type(expected[2]) and list(got[2]) == list(expected[2])
+    assert backend.calls == 1

@@ -361,5 +361,12 @@ def wrap_constant_result(result, what: str):
         return ConstantVariable(result)
     if isinstance(result, types.GenericAlias):  # `tuple[int, ...]` in an annotation
         return ObjectConstantVariable(result)
+    if type(result) in _SEQUENCE_ITERATORS:  # `range(3).__iter__()`: a new iterator over constants
+        seq, pos = iterator_state(result)
+        if len(seq) - pos <= 4096:
+            return IteratorVariable([wrap_constant_result(v, what) for v in list(seq)[pos:]])
     unsupported("construct", f"{what} returned a {type(result).__name__}, which is not traced")
+
+
+_SEQUENCE_ITERATORS = (type(iter([])), type(iter(())), type(iter(range(0))))
 
