@@ -18,7 +18,7 @@ from .backends import backend_name
 from .codegen import MISS
 from .compile_report import note_entry, note_failure, note_limit, recorders
 from .config import config
-from .exc import InternalError
+from .exc import InternalError, Raised
 from .convert import CacheEntry, compile_call
 from .logs import compile_watch, get_logger
 from .sources import IteratorSource
@@ -81,6 +81,16 @@ def _user_stacklevel() -> int:
 
 class RecompileError(RuntimeError):
     """Raised on a recompile when config.error_on_recompile is set."""
+
+
+def _failed_torch_check(reason) -> bool:
+    """A false `torch._check(...)` (or `_check_index`, `_check_value`... through torch's
+    `_check_with`) whose error no handler of the traced code may catch: under fullgraph=True
+    the eager run raises it, as torch.compile(fullgraph=True) raises it when its graph runs."""
+    if not isinstance(reason, Raised) or reason.may_be_caught:
+        return False
+    code = reason.origin[0].code
+    return code.co_name == "_check_with" and code.co_filename == torch.__file__
 
 
 @dataclass
@@ -285,7 +295,7 @@ class FunctionCache:
             index = len(self.entries)
             label = self.naming.label()
             if entry.reason is not None:
-                if self.fullgraph:
+                if self.fullgraph and not _failed_torch_check(entry.reason):
                     raise entry.reason
                 if fallback_log.isEnabledFor(logging.INFO):
                     r = entry.reason

@@ -338,10 +338,13 @@ def compile_call(fn, args, kwargs, backend, *, name: str, slow=None, fullgraph: 
     hits = [0]
     body = [f"    {ns.bind(hits, 'hits')}[0] += 1"]
     gm = compiled = None
-    # Any call in the graph is work, a state change (`torch.set_grad_enabled(False)`) too;
-    # so is a returned size the graph computes.
+    # Any call in the graph is work, a state change (`torch.autocast` entered) too; so is a
+    # returned size the graph computes. Grad-mode changes alone are not: the entry leaves
+    # the mode where the graph would (torch.compile makes no graph of them either).
     has_work = output.op_count > 0 or output.kernels or bool(rb.nodes) or any(
-        n.op == "call_function" for n in output.graph.nodes)
+        n.op == "call_function" and n.target is not torch._C._set_grad_enabled for n in output.graph.nodes)
+    if not has_work and output.final_grad_mode != state.expected["grad mode"]:
+        body.append(f"    {ns.bind(torch._C._set_grad_enabled, 'set_grad_enabled')}({output.final_grad_mode})")
     inlined = False
     if has_work:
         output.graph.output(tuple(rb.nodes))

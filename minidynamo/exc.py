@@ -66,6 +66,9 @@ class Unsupported(Exception):
     - `inside_call`: it was declined inside a call that frame made (breaks.py).
     - `reached_from`: the user's line whose call led into torch or the standard library,
       where it was declined there (the message says it from then on), else None.
+    - `raised_args`: the args (trackers) of the `raised` exception where a model of a
+      builtin raises exactly `raised(*raised_args)` (`builtin_raises`): the translator then
+      raises it in the trace, where a handler of the traced code may catch it; else None.
     """
 
     def __init__(self, category: str, detail: str, where: str | None = None, hint: str | None = None,
@@ -81,6 +84,7 @@ class Unsupported(Exception):
         self.break_at = None
         self.inside_call = False
         self.reached_from = None
+        self.raised_args = None
         super().__init__(self._message())
 
     def raises(self, exc_class: type) -> bool:
@@ -125,6 +129,15 @@ def raising(exc_class: type, detail: str):
     raise Unsupported("exceptions", detail, format_location(current_location.get()), raised=exc_class)
 
 
+def builtin_raises(exc_class: type, args: list, detail: str):
+    """A model of a builtin raising `exc_class(*args)` (`d[k]`'s KeyError(k)), as CPython
+    does, before any effect of the call: the translator raises it in the trace (a handler
+    of the traced code may catch it), else it declines like `raising`."""
+    e = Unsupported("exceptions", detail, format_location(current_location.get()), raised=exc_class)
+    e.raised_args = list(args)
+    raise e
+
+
 def attribute_error(e: BaseException) -> type | None:
     """`raised` for a decline of an exception `e` that a fold raised: its class where it
     is an AttributeError (getattr's default and hasattr catch those), else None."""
@@ -138,7 +151,9 @@ class Raised(Unsupported):
     decline like any other, so the eager run raises it. `origin` is where it was raised
     (translator, instruction index), `through` the call it last left a frame through
     (caller translator, index of its call), `catchable` whether every frame it passed was
-    one the trace models exactly (else no frame may catch it any more)."""
+    one the trace models exactly (else no frame may catch it any more), `may_be_caught`
+    whether a frame it left had a try or with block around it that the trace did not
+    enter (CPython might have caught it there)."""
 
     def __init__(self, value, origin, detail: str):
         super().__init__("exceptions", detail, format_location(current_location.get()), raised=value.exc_type)
@@ -146,6 +161,7 @@ class Raised(Unsupported):
         self.origin = origin
         self.through = None
         self.catchable = True
+        self.may_be_caught = False
 
 
 def exception_made(tx, exc_class: type):

@@ -25,10 +25,10 @@ import keyword
 
 from .exc import unsupported
 from .guards import Guard
-from .sources import AttrSource, ItemSource, ReadBeforeWrites
+from .sources import AttrSource, ItemSource, ReadBeforeWrites, iterator_state
 from .variables.constant import ConstantVariable
 from .variables.dicts import DictVariable
-from .variables.lists import ListVariable
+from .variables.lists import IteratorVariable, ListVariable
 from .variables.objects import UserObjectVariable
 
 # The types of outside objects whose trackers the trace changes (dict trackers model the
@@ -98,7 +98,44 @@ def writeback_lines(rb, output) -> list[str]:
             temp = rb.temp()
             contents.append(f"{temp} = {rb.expr(value)}")
             applies.append(f"{rb.ns.bind(setattr, 'setattr')}({target}, {name!r}, {temp})")
-    return contents + applies + _deferred_call_lines(rb, output)
+    return contents + applies + _iterator_lines(rb, output) + _deferred_call_lines(rb, output)
+
+
+def _iterator_lines(rb, output) -> list[str]:
+    """Iterators passed in that the trace advanced: the real one takes as many items, as
+    eager's did (a list, tuple or range iterator the trace exhausted: all that are left; a
+    zip or enumerate: also each next() that found nothing, which pulls its iterators)."""
+    return [f"{rb.ns.bind(advance, 'advance')}({source.expr(rb.ns)}, {n}, {misses})"
+            for source, (n, misses) in _advanced_iterators(output)]
+
+
+def _advanced_iterators(output) -> list:
+    """(source, (items to take, next() calls finding nothing)) per iterator passed in
+    that the trace advanced."""
+    found = []
+    for source, (obj, var) in output.iterators.items():
+        own = var.source.original if isinstance(var.source, ReadBeforeWrites) else var.source
+        if not isinstance(var, IteratorVariable) or own is not source:
+            continue
+        if var.python_type() in (zip, enumerate):
+            n, misses = var.index, var.done
+        else:
+            n, misses = (None if var.done else var.index - iterator_state(obj)[1]), 0
+        if n != 0 or misses:
+            found.append((source, (n, misses)))
+    return found
+
+
+def advance(it, n, misses: int = 0) -> None:
+    """Take `n` items from iterator `it` (None: all that are left), then ask `misses` times more."""
+    if n is None:
+        for _ in it:
+            pass
+    else:
+        for _ in range(n):
+            next(it)
+    for _ in range(misses):
+        next(it, None)
 
 
 def _deferred_call_lines(rb, output) -> list[str]:
@@ -123,9 +160,10 @@ def read_before_writes(rb, output) -> None:
     attribute set, a dict key or list slot that ends up holding another value) are read
     into temporaries first, and rebuilt from those: `old = obj.cache; obj.cache = new;
     return old` returns the old object, as eager does. (Constants are rebuilt by value.)"""
-    if not output.mutated:
+    advanced = {source for source, _ in _advanced_iterators(output)}  # what is read through them moves on
+    if not output.mutated and not advanced:
         return
-    read_first(rb, output.wrapped, _replaced_sources(output))
+    read_first(rb, output.wrapped, (_replaced_sources(output) if output.mutated else set()) | advanced)
 
 
 def read_first(rb, wrapped: dict, replaced: set) -> None:

@@ -5,6 +5,8 @@ inlined callee, except clauses in order, `as e` (cleared after the handler), els
 on both paths, nested try, bare re-raise, `raise ... from ...`, StopIteration from next().
 Differential against eager (results, exceptions and their messages, side effects once),
 and one graph where torch.compile keeps one, on 3.10 too (its block stack is modeled)."""
+import contextlib
+
 import pytest
 import torch
 
@@ -361,10 +363,46 @@ def test_uncaught_raise_in_root_keeps_break_before():
     check(f, (t(), []), kind="break", reason="exceptions", fullgraph_check=False)
 
 
-def test_with_block_exit_sees_exception_declines():
-    def f(x, log):
+def test_exception_through_grad_mode_with_blocks():
+    def f(x, log, d):
         try:
             with torch.no_grad():
+                y = x + 1
+                with torch.enable_grad():
+                    z = x * 2
+                    d["missing"]
+        except KeyError as e:
+            log.append(("caught", str(e), torch.is_grad_enabled()))
+            w = x * 3
+        return y, z, w, torch.is_grad_enabled()
+
+    # The managers' exits restore grad mode and let the exception through: one graph.
+    x = torch.randn(3, requires_grad=True)
+    info = check(f, (x, [], {}), kind=CAUGHT)
+    assert info.graphs == 1
+
+
+def test_exception_through_nullcontext_and_autocast():
+    def f(x):
+        try:
+            with contextlib.nullcontext():
+                with torch.autocast("cpu", dtype=torch.bfloat16):
+                    y = x @ x
+                    raise ValueError("in autocast")
+        except ValueError:
+            return y.dtype, torch.is_autocast_enabled("cpu"), x @ x
+
+    check(f, t(3, 3), kind=CAUGHT)
+
+
+def test_with_block_exit_of_a_contextmanager_sees_exception_declines():
+    @contextlib.contextmanager
+    def cm():
+        yield
+
+    def f(x, log):
+        try:
+            with cm():
                 y = x + 1
                 raise ValueError("in with")
         except ValueError:
@@ -372,9 +410,28 @@ def test_with_block_exit_sees_exception_declines():
             y = x
         return y, torch.is_grad_enabled()
 
-    # The with statement's exit would get the exception: not caught in the trace; the frame
+    # The generator's exit would get the exception: not caught in the trace; the frame
     # breaks at the call making it (inside the with block, whose region the break carries).
     check(f, (t(), []), kind="break" if PY >= (3, 11) else "eager", reason="exceptions")
+
+
+def test_exception_leaving_the_function_through_no_grad():
+    def f(x, log):
+        with torch.no_grad():
+            y = x * 2
+            log.append(torch.is_grad_enabled())
+            if y.shape[0] == 4:
+                raise ValueError("out of no_grad")
+        return y
+
+    opt = minidynamo.optimize(f, backend=CountingBackend())
+    for _ in range(2):
+        log_e, log_o = [], []
+        with pytest.raises(ValueError, match="out of no_grad"):
+            f(t(), log_e)
+        with pytest.raises(ValueError, match="out of no_grad"):
+            opt(t(), log_o)
+        assert log_e == log_o and torch.is_grad_enabled()
 
 
 def test_raised_through_builtin_model_declines():

@@ -1,5 +1,7 @@
 """`send` and `close` on generators made in the traced function, compared with eager
 (results, raised exceptions, printed output, the arguments' state: side effects once)."""
+import contextlib
+
 import pytest
 import torch
 from helpers import check
@@ -189,7 +191,27 @@ def test_close_runs_the_handlers(fn):
     check(fn, (torch.randn(3), []), kind="graph")
 
 
-def test_close_inside_a_with_block_declines():
+def test_close_inside_a_with_block_over_grad_mode():
     x = torch.randn(3, requires_grad=True)
+    # GeneratorExit leaves the body through no_grad's exit, which restores grad mode.
+    check(close_inside_with, (x,), kind="graph")
+
+
+def close_inside_a_contextmanager(x):
+    @contextlib.contextmanager
+    def cm():
+        yield
+
+    def gen():
+        with cm():
+            yield x * 2
+
+    g = gen()
+    a = next(g)
+    g.close()
+    return a
+
+
+def test_close_inside_a_contextmanager_block_declines():
     # The started generator would be live at the break: the call runs eagerly.
-    check(close_inside_with, (x,), kind="eager", reason="generator")
+    check(close_inside_a_contextmanager, (torch.randn(3),), kind="eager", reason="generator")

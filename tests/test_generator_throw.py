@@ -1,7 +1,10 @@
 """`throw` on generators made in the traced function (and what it shares with send and
 close: exceptions leaving a body, `yield from` forwarding), compared with eager: results,
 raised exceptions, printed output, the arguments' state (side effects once), graph counts."""
+import contextlib
+
 import pytest
+
 import torch
 from helpers import PY, check
 
@@ -558,8 +561,31 @@ def test_throw_traced(fn):
     assert info.graphs == 1
 
 
-def test_throw_into_a_with_block_declines():
-    check(inside_a_with_block, (torch.randn(3, requires_grad=True),), kind="eager", reason="generator")
+def test_throw_into_a_with_block_over_grad_mode():
+    # torch.no_grad's exit lets the exception through, grad mode restored (one graph)
+    check(inside_a_with_block, (torch.randn(3, requires_grad=True),), kind="graph")
+
+
+def inside_a_contextmanager_block(x):
+    @contextlib.contextmanager
+    def cm():
+        yield
+
+    def gen():
+        with cm():
+            yield x * 2
+
+    g = gen()
+    next(g)
+    try:
+        g.throw(ValueError)
+    except ValueError:
+        pass
+    return x + 1
+
+
+def test_throw_into_a_with_block_over_a_contextmanager_declines():
+    check(inside_a_contextmanager_block, (torch.randn(3),), kind="eager", reason="generator")
 
 
 def test_three_argument_throw_declines():

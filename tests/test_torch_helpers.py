@@ -505,3 +505,41 @@ def uses_a_script_function(x):
 
 def test_a_script_function_is_inlined():
     check(uses_a_script_function, (torch.randn(4, 8),), (torch.randn(3, 6),), kind="graph", same_entry=False)
+
+
+def test_a_failing_check_under_fullgraph_raises_eagers_error():
+    """fullgraph=True: a false torch._check that the traced code does not catch raises
+    eager's error (torch.compile's graph raises it too); a plain `raise` is still refused,
+    and so is a check inside a `try` of the traced code that the trace cannot enter."""
+    seen = []
+
+    def f(x):
+        seen.append(1)
+        torch._check(x.shape[0] > 3, lambda: "Shape is not greater than 3")
+        return x + 1
+
+    opt = minidynamo.optimize(f, backend=CountingBackend(), fullgraph=True)
+    for _ in range(2):
+        with pytest.raises(RuntimeError, match="^Shape is not greater than 3$"):
+            opt(torch.randn(3))
+    assert len(seen) == 2  # the eager run, once a call
+    assert torch.equal(opt(torch.ones(5)), torch.ones(5) + 1)
+
+    def g(x):
+        if x.shape[0] == 2:
+            raise ValueError("v")
+        return x
+
+    with pytest.raises(minidynamo.Unsupported):
+        minidynamo.optimize(g, backend=CountingBackend(), fullgraph=True)(torch.ones(2))
+
+    def h(x):
+        try:
+            with torch.no_grad():
+                torch._check(x.shape[0] > 3)
+        except RuntimeError:
+            return x - 1
+        return x + 1
+
+    with pytest.raises(minidynamo.Unsupported):
+        minidynamo.optimize(h, backend=CountingBackend(), fullgraph=True)(torch.ones(2))

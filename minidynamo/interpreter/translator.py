@@ -137,6 +137,12 @@ class InstructionTranslator(GeneratorOps, LoadStoreOps, StackOps, BinaryOps, Jum
                 except Raised as e:
                     if not self.catch(e, start):
                         raise
+                except Unsupported as e:
+                    if e.raised_args is None or e.raised_at is not None:
+                        raise
+                    raised = self.builtin_raised(e, start)  # a builtin's own exception (exc.builtin_raises)
+                    if not self.catch(raised, start):
+                        raise raised from None
         except _Return as r:
             return r.value
         except Unsupported as e:

@@ -264,6 +264,7 @@ def _wrap_iterator(tx, value, source):
     else:
         var = IteratorVariable(list(seq_var.iter_items(tx)))
     var.index = pos
+    var.source = source  # the real iterator: advanced after the graph as the trace advanced it (side_effects.py)
     seen[source] = (value, var)
     return var
 
@@ -315,6 +316,25 @@ class NamedResultVariable(TupleVariable):
         return super().var_getattr(tx, name)
 
 
+# --- torch.return_types (C struct sequences) -----------------------------------------------
+def is_structseq(cls) -> bool:
+    """A struct sequence type of torch's op results (`torch.return_types.max`)."""
+    return isinstance(cls, type) and issubclass(cls, tuple) and cls.__module__ == "torch.return_types" \
+        and hasattr(cls, "n_sequence_fields")
+
+
+def make_structseq(tx, cls, args, kwargs):
+    """`torch.return_types.max((values, indices))`: a tuple of that type over the items."""
+    if kwargs or len(args) != 1 or not isinstance(args[0], (TupleVariable, ListVariable)) \
+            or cls.n_fields != cls.n_sequence_fields:
+        return None
+    items = list(args[0].items)
+    if len(items) != cls.n_fields:
+        unsupported("exceptions", f"TypeError: {cls.__qualname__}() takes a {cls.n_fields}-sequence "
+                                  f"({len(items)}-sequence given)")
+    return NamedResultVariable(items, cls.__match_args__, cls)
+
+
 def wrap_constant_result(result, what: str):
     """The result of folding a pure function on constants."""
     if is_constant_value(result) and type(result) is not tuple:
@@ -336,5 +356,12 @@ def wrap_constant_result(result, what: str):
         return ConstantVariable(result)
     if isinstance(result, types.GenericAlias):  # `tuple[int, ...]` in an annotation
         return ObjectConstantVariable(result)
+    if type(result) in _SEQUENCE_ITERATORS:  # `range(3).__iter__()`: a new iterator over constants
+        seq, pos = iterator_state(result)
+        if len(seq) - pos <= 4096:
+            return IteratorVariable([wrap_constant_result(v, what) for v in list(seq)[pos:]])
     unsupported("construct", f"{what} returned a {type(result).__name__}, which is not traced")
+
+
+_SEQUENCE_ITERATORS = (type(iter([])), type(iter(())), type(iter(range(0))))
 

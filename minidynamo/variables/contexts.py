@@ -36,6 +36,10 @@ class ContextManagerVariable(VariableTracker):
     """A context manager made inside the trace: `enter` and `exit` are BEFORE_WITH's
     `__enter__` and the `__exit__(None, None, None)` of the block's normal end."""
 
+    # Its `__exit__` does with an exception what it does on the normal way out, and never
+    # suppresses it: the trace follows an exception through the block (opcodes/exceptions.py).
+    exits_quietly = False
+
     def python_type(self):
         return self.manager_type
 
@@ -157,6 +161,8 @@ class GradModeVariable(ContextManagerVariable):
     """`torch.no_grad()`, `torch.enable_grad()`, `torch.set_grad_enabled(mode)`. The last
     sets the mode when it is made, as it does in eager (so it works as a statement too)."""
 
+    exits_quietly = True
+
     def __init__(self, enabled: bool, manager_type, tx=None, now: bool = False):
         super().__init__(None)
         self.enabled = enabled
@@ -250,6 +256,8 @@ class InferenceModeVariable(ContextManagerVariable):
     inside are inference tensors in the trace as in eager: the fake ops run under the
     real mode."""
 
+    exits_quietly = True
+
     manager_type = torch.inference_mode
 
     def __init__(self, mode: bool):
@@ -331,6 +339,8 @@ def _storage(t: torch.Tensor):
 class AutocastVariable(ContextManagerVariable):
     """`torch.autocast(device_type, dtype=None, enabled=True, cache_enabled=None)`."""
 
+    exits_quietly = True
+
     manager_type = torch.autocast
 
     def __init__(self, args: tuple):
@@ -372,6 +382,7 @@ class AutocastVariable(ContextManagerVariable):
 
 class NullContextVariable(ContextManagerVariable):
     manager_type = contextlib.nullcontext
+    exits_quietly = True
 
     def __init__(self, result):
         super().__init__(None)
@@ -403,6 +414,8 @@ class CudaDeviceVariable(ContextManagerVariable):
     time (`d` None or a device without index where CUDA is available). Where CUDA is not,
     torch finds no index for those and its `__enter__` raises: so does the trace (eager
     raises it)."""
+
+    exits_quietly = True
 
     manager_type = torch.cuda.device
 

@@ -6,7 +6,7 @@ module, an object of a class without `__hash__`/`__eq__`): those are `ObjectKey`
 the models of objects hashed by identity (registry.IDENTITY_KEYS: identity_keys.py)."""
 from __future__ import annotations
 
-from ..exc import unsupported
+from ..exc import builtin_raises, unsupported
 from ..guards import Guard
 from ..sources import InDictSource, ItemSource
 from .base import VariableTracker
@@ -218,11 +218,11 @@ class DictVariable(VariableTracker):
         found = self._item_unread(tx, key)
         if found is not None:
             if found is _ABSENT:
-                unsupported("exceptions", f"KeyError: {key.as_python_constant()!r}")
+                builtin_raises(KeyError, [key], f"KeyError: {key.as_python_constant()!r}")
             return found
         k = _key(tx, key)
         if k not in self.items:
-            unsupported("exceptions", f"KeyError: {k!r}")
+            builtin_raises(KeyError, [key], f"KeyError: {k!r}")
         return self.items[k]
 
     def setitem(self, tx, key, value):
@@ -233,7 +233,7 @@ class DictVariable(VariableTracker):
         self.check_mutable("item deletion", tx)
         k = _key(tx, key)
         if k not in self.items:
-            unsupported("exceptions", f"KeyError: {k!r}")
+            builtin_raises(KeyError, [key], f"KeyError: {k!r}")
         del self.items[k]
 
     def call_method(self, tx, name, args, kwargs):
@@ -273,7 +273,7 @@ class DictVariable(VariableTracker):
                 return self.items.pop(k)
             if n == 2:
                 return args[1]
-            unsupported("exceptions", f"KeyError: {k!r}")
+            builtin_raises(KeyError, [args[0]], f"KeyError: {k!r}")
         if name == "setdefault" and n in (1, 2):
             k = _key(tx, args[0])
             if k not in self.items:
@@ -319,12 +319,25 @@ class DictVariable(VariableTracker):
         if isinstance(other, DictVariable):
             self.items.update(other.merge_items(tx))
         else:
-            for pair in pulled_one_by_one(tx, other):  # a generator body sees each insertion
-                k, v = pair.unpack_sequence(tx)
-                self.items[_key(tx, k)] = v
+            if has_keys(other):  # CPython reads a mapping through keys() and [k]: not modeled
+                unsupported("construct", f"updating a dict from {other.describe()}, a mapping that is not a dict")
+            for i, pair in enumerate(pulled_one_by_one(tx, other)):  # a generator body sees each insertion
+                kv = pair.unpack_sequence(tx)
+                if len(kv) != 2:
+                    unsupported("exceptions", f"ValueError: dictionary update sequence element #{i} has length "
+                                              f"{len(kv)}; 2 is required")
+                self.items[_key(tx, kv[0])] = kv[1]
 
     def __repr__(self):
         return f"DictVariable({self.items!r})"
+
+
+def has_keys(v) -> bool:
+    """dict()/dict.update() take `v` as a mapping (keys() and [k]), not as pairs."""
+    try:
+        return hasattr(v.python_type(), "keys")
+    except Exception:  # noqa: BLE001 - a tracker of no known class: maybe a mapping
+        return True
 
 
 _VIEW_TYPES = {"keys": type({}.keys()), "values": type({}.values()), "items": type({}.items())}

@@ -319,15 +319,25 @@ def _wrap_pulled(tx, value, source):
     args = reduced[1]
     _guard(tx, "EQUALS_MATCH", ReducedSource(source, "shape"), reduced_shape(value))
     if type(value) is enumerate:
-        inner = tx.wrap(args[0], ReducedSource(source, 0))
+        inner = _pulled_iterator(tx, args[0], ReducedSource(source, 0))
         count = tx.wrap(args[1], ReducedSource(source, 1))
         if not count.is_python_constant():
             unsupported("construct", f"an enumerate object counting from {count.describe()}")
         var = make_enumerate(iterator_of(tx, inner), count.as_python_constant())
     else:
-        iterators = [iterator_of(tx, tx.wrap(it, ReducedSource(source, i))) for i, it in enumerate(args)]
+        iterators = [iterator_of(tx, _pulled_iterator(tx, it, ReducedSource(source, i))) for i, it in enumerate(args)]
         var = make_zip(iterators, len(reduced) > 2 and bool(reduced[2]))
+    var.source = source  # the real one: pulled after the graph as often as the trace pulled it (side_effects.py)
     seen[source] = (value, var)
+    return var
+
+
+def _pulled_iterator(tx, it, source):
+    """An iterator a zip or enumerate passed in pulls from: made again where it outlives
+    the trace, not read back through the zip (which an exhausted one no longer holds)."""
+    var = tx.wrap(it, source)
+    if isinstance(var, IteratorVariable) and var.source is source:
+        var.source = None
     return var
 
 

@@ -152,9 +152,8 @@ class TupleVariable(BaseListVariable):
     def python_type(self):
         return self.tuple_type
 
-    def rebuild(self, rb) -> str:
-        if self.source is not None:
-            return self.source.expr(rb.ns)
+    def rebuild_new(self, rb) -> str:
+        # (built once, as every object made in the trace: `t is u` holds after a break)
         inner = "".join(rb.expr(i) + ", " for i in self.items)
         if self.tuple_type is tuple:
             return f"({inner})"
@@ -385,7 +384,7 @@ def iterator_of(tx, v) -> "IteratorVariable":
 class IteratorVariable(VariableTracker):
     """A live iterator: FOR_ITER advances it in place."""
 
-    __slots__ = ("items", "index", "owner", "rest")
+    __slots__ = ("items", "index", "owner", "rest", "done")
 
     def __init__(self, items, owner=None):
         super().__init__(None)
@@ -393,6 +392,7 @@ class IteratorVariable(VariableTracker):
         self.index = 0
         self.owner = owner  # the list tracker whose items these are, if any
         self.rest = None  # what was left, once a graph break read it (rebuild.py)
+        self.done = 0  # next() calls that found nothing (a list iterator: exhausted for good)
 
     def python_type(self):
         return type(iter([]))
@@ -405,10 +405,12 @@ class IteratorVariable(VariableTracker):
         else:
             # CPython's list iterator lets go of its list once exhausted: items appended
             # later are not seen (and it is rebuilt as an empty iterator).
-            self.items, self.owner, self.index = [], None, 0
+            self.items, self.owner, self.index, self.done = [], None, 0, 1
             return None
         if item is not None:
             self.index += 1
+        else:
+            self.done += 1
         return item
 
     def iter_items(self, tx):

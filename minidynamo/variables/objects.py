@@ -9,6 +9,7 @@ runs code of the class's (a property, a slot) declines the trace. A class's own
 """
 from __future__ import annotations
 
+import collections
 import functools
 import inspect
 import logging
@@ -17,7 +18,7 @@ from dataclasses import dataclass
 
 import torch
 
-from ..exc import exception_made, Unsupported, unsupported
+from ..exc import exception_made, Raised, Unsupported, unsupported
 from ..sources import AttrSource, ItemSource, ObjectSource, Source
 from .attribute_protocols import (GenericAttrSource, InstanceDictView,
                                   call_getattribute, call_setattr, dict_source, guard_generic_miss, guard_not_in_dict,
@@ -62,6 +63,10 @@ def construct(tx, cls, args, kwargs):
             if made is not None:
                 return made
     return None
+
+
+# Data descriptors that only read the object's own storage (C code, no code of the user's).
+_SLOT_READS = (types.MemberDescriptorType, type(collections.namedtuple("_Field", "a").a))
 
 
 class ClassVariable(ObjectConstantVariable):
@@ -173,7 +178,7 @@ class UserObjectVariable(VariableTracker):
             if cls in SETTINGS_TYPES and self.source is not None:  # `from torch.backends.cuda import matmul`
                 return TorchSettingsVariable(obj, self.source).var_getattr(tx, name)
             if hasattr(cls, "__getattr__") and not isinstance(obj, torch.nn.Module):
-                unsupported("construct", f"{cls.__qualname__}.__getattr__ is not traced")
+                return self._getattr_hook(tx, name)
             if self.source is not None and not self._generic_class():
                 guard_generic_miss(tx, self.source, name)  # (hasattr() would run the class's hook)
             elif self.source is not None:  # hasattr/getattr with a default go on: pin the absence
@@ -203,8 +208,31 @@ class UserObjectVariable(VariableTracker):
                 return LoggedOnceVariable(static, self)
             if static in _CTX_READS and self.source is not None:  # a backward's ctx, passed in
                 return tx.wrap(getattr(obj, name), self._attr_source(name))
+            if type(static) in _SLOT_READS and self.source is not None and hasattr(obj, name):
+                # a `__slots__` member or a namedtuple field: the value it gives now, read
+                # through the object by the guards too
+                return tx.wrap(getattr(obj, name), self._attr_source(name))
             unsupported("construct", f"descriptor {name!r} of {cls.__qualname__} is not traced")
         return tx.wrap(static, self._attr_source(name))
+
+    def _getattr_hook(self, tx, name):
+        """The class's own `__getattr__` (a Python function), inlined where object's lookup
+        finds no `name`: the hook and the miss pinned. An AttributeError leaving it stands
+        for CPython's only where the trace raised it exactly (a catchable exc.Raised: every
+        handler on its way was traced), else no frame could tell it was not caught."""
+        cls = type(self.value)
+        hook = inspect.getattr_static(cls, "__getattr__")
+        if not isinstance(hook, types.FunctionType) or self.source is None:
+            unsupported("construct", f"{cls.__qualname__}.__getattr__ is not traced")
+        self.guard_class_function(tx, "__getattr__", hook)
+        guard_generic_miss(tx, self.source, name)
+        try:
+            return UserFunctionVariable(hook).call_function(tx, [self, ConstantVariable(name)], {})
+        except Unsupported as e:
+            if e.raises(AttributeError) and not (isinstance(e, Raised) and e.catchable):
+                unsupported("construct", f"{cls.__qualname__}.__getattr__({name!r}) declined an AttributeError "
+                                         "that a handler of its own might catch")
+            raise
 
     # --- attribute writes -----------------------------------------------------------
     def store_attr(self, tx, name, value):

@@ -36,8 +36,9 @@ from typing import Callable, NamedTuple
 import torch
 
 from .. import regions
-from . import (c_callables, collections_types, copying, deques, dict_subclasses, distributed, environ,
-               identity_keys, iterutils, library_contexts, namedtuple_classes, namedtuples, nn_modules, numpy_interop,
+from . import (builder, c_callables, collections_types, copying, deques, dict_subclasses, distributed, environ,
+               identity_keys, iterutils, library_contexts, namedtuple_classes, namedtuples, nn_modules,
+               numpy_interop,
                object_builtins, storages, torch as torch_trackers, triton, typing_forms, user_modules,
                user_objects)
 from ..sources import AttrSource
@@ -116,6 +117,7 @@ CONSTRUCTORS: tuple = (
                 lambda tx, cls, args, kwargs: library_contexts.make_record_function(args, kwargs)),
     Constructor(lambda cls: cls in iterutils._FACTORIES, iterutils._construct),
     Constructor(lambda cls: namedtuples.namedtuple_base(cls) is not None, namedtuples._make_namedtuple),
+    Constructor(builder.is_structseq, builder.make_structseq),
     Constructor(lambda cls: cls is deque, deques._make_deque),
     Constructor(lambda cls: cls is Counter, collections_types._make_counter),
     Constructor(lambda cls: cls is defaultdict, collections_types._make_defaultdict),

@@ -3,9 +3,9 @@ from __future__ import annotations
 
 import builtins
 
-from ...exc import unsupported
+from ...exc import raising, unsupported
 from ...variables.constant import ConstantVariable, fold
-from ...variables.dicts import DictVariable, SetVariable
+from ...variables.dicts import DictVariable, SetVariable, has_keys
 from ...variables.exceptions import ExceptionVariable
 from ...variables.lists import ListVariable, TupleVariable
 from .at_break import AtBreak, Exit, Rendered, Rule
@@ -78,8 +78,10 @@ class BuildOps:
         for item in v.iter_items(self):
             target.add(self, item)
 
-    def DICT_UPDATE(self, inst):
+    def DICT_UPDATE(self, inst):  # {**v}: a mapping only (update_from declines other mappings)
         v = self.pop()
+        if not isinstance(v, DictVariable) and not has_keys(v):
+            raising(TypeError, f"TypeError: {v.describe()} is not a mapping")
         self.stack[-inst.arg].update_from(self, v)
 
     def DICT_MERGE(self, inst):  # f(**a, **b): a repeated keyword is the user's TypeError

@@ -31,8 +31,8 @@ at the call that made it, as it did when making one declined.
 """
 from __future__ import annotations
 
-from ..._compat import PY311
-from ...exc import Raised, raising, unsupported
+from ..._compat import PY311, PY314
+from ...exc import Raised, Unsupported, raising, unsupported
 from ...variables.constant import ConstantVariable
 from ...variables.exceptions import ExceptionVariable, exception_class, make_exception, matches
 from ..blocks import HandlerBlock, TryBlock, WithBlock
@@ -48,6 +48,16 @@ def _none(v) -> bool:
     return isinstance(v, ConstantVariable) and v.value is None
 
 
+def _quiet_exit(v):
+    """The manager whose bound `__exit__` `v` is, where that exit lets an exception through
+    doing what it does on the normal way out (contexts.py's `exits_quietly`), else None."""
+    cm = getattr(v, "cm", None)
+    if getattr(v, "name", None) == "__exit__" and not getattr(v, "carried", True) and \
+            getattr(cm, "exits_quietly", False):
+        return cm
+    return None
+
+
 class ExceptionOps:
     # --- raising -------------------------------------------------------------------
     def throw(self, exc: ExceptionVariable, detail: str | None = None):
@@ -57,6 +67,17 @@ class ExceptionOps:
     def made_here(self, cls, args=(), kwargs=None) -> ExceptionVariable:
         """`cls(*args)` made by the current instruction."""
         return make_exception(self, cls, list(args), kwargs or {}, (self, self.ip - 1, self.counter[0]))
+
+    def builtin_raised(self, e, index: int) -> Raised:
+        """The exception a model of a builtin raised at instruction `index`
+        (exc.builtin_raises), raised in the trace; `e` itself where it is not modeled."""
+        try:
+            exc = make_exception(self, e.raised, e.raised_args, {})
+        except Unsupported:
+            raise e from None
+        if self.exc_info is not None:
+            exc.context = self.exc_info  # raised while handling another
+        return Raised(exc, (self, index), e.detail)
 
     def _as_exception(self, value):
         """What `raise value` raises: an instance, or a class called without arguments."""
@@ -98,22 +119,25 @@ class ExceptionOps:
     def catch(self, e: Raised, index: int) -> bool:
         """Go on at the handler covering instruction `index` for `e`, raised by it or by
         the call it made: False where this frame does not catch it (it propagates)."""
-        if not e.catchable:
-            return False
-        if not (e.origin == (self, index) or e.through == (self, index)):
+        if not e.catchable or not (e.origin == (self, index) or e.through == (self, index)):
             e.catchable = False
+            if self._covered(index):
+                e.may_be_caught = True
             return False
         if not PY311:
             return self._catch_310(e)
         entry = self.instructions[index].handler
-        if entry is None or self.generator and self.instructions[entry[0]].opname == "CALL_INTRINSIC_1":
-            # The frame's caller may catch it. A generator's body (3.12+: inside the handler
-            # that turns StopIteration into RuntimeError): its driver sees it leave the body
-            # (variables/generator_methods.py).
+        if entry is None:
+            return False  # the frame's caller may catch it
+        if self.generator and self.instructions[entry[0]].opname == "CALL_INTRINSIC_1":
+            # A generator's body (3.12+: inside the handler that turns StopIteration into
+            # RuntimeError): its driver sees it leave the body (variables/generator_methods.py).
+            e.may_be_caught = True
             return False
         target, depth, lasti = entry
-        if self._with_exit(target):
+        if self._with_exit(target) and _quiet_exit(self.stack[depth - (2 if PY314 else 1)]) is None:
             e.catchable = False  # a with statement's __exit__ would get it: not modeled
+            e.may_be_caught = True
             return False
         assert depth <= len(self.stack), (depth, len(self.stack))
         del self.stack[depth:]
@@ -126,9 +150,11 @@ class ExceptionOps:
     def _catch_310(self, e: Raised) -> bool:
         """3.10: unwind the block stack to the innermost try block's handler."""
         blocks = self.blocks
-        if not any(type(b) is TryBlock for b in blocks):
+        if not any(type(b) is TryBlock or type(b) is WithBlock and _quiet_exit(self.stack[b.depth - 1])
+                   for b in blocks):
             if any(type(b) is WithBlock for b in blocks):
                 e.catchable = False  # a with statement's __exit__ would get it on the way out
+                e.may_be_caught = True
             return False  # nothing here catches it; the frame's caller may
         while blocks:
             block = blocks.pop()
@@ -137,8 +163,9 @@ class ExceptionOps:
                 del self.stack[depth + 3:]
                 self._restore_exc_info()
                 continue
-            if type(block) is not TryBlock:
+            if type(block) is not TryBlock and _quiet_exit(self.stack[depth - 1]) is None:
                 e.catchable = False  # a with statement's __exit__ would get it: not modeled
+                e.may_be_caught = True
                 return False
             assert depth <= len(self.stack), (depth, len(self.stack))
             del self.stack[depth:]
@@ -151,6 +178,12 @@ class ExceptionOps:
             self.ip = block.target
             return True
         return False
+
+    def _covered(self, index: int) -> bool:
+        """Whether a try or with block of this frame is around instruction `index`."""
+        if PY311:
+            return self.instructions[index].handler is not None
+        return any(type(b) in (TryBlock, WithBlock) for b in self.blocks)
 
     def _restore_exc_info(self):
         """3.10: pop an except-handler block's 3 saved values (type, value, tb), restored."""
@@ -206,5 +239,12 @@ class ExceptionOps:
             unsupported("exceptions", f"re-raising {exc.describe()}")
         self.throw(exc)
 
-    def WITH_EXCEPT_START(self, inst):  # never reached: `catch` does not enter a with's cleanup
-        unsupported("exceptions", "an exception leaving a with block")
+    def WITH_EXCEPT_START(self, inst):  # ..., exit, [3.14: NULL,] lasti, prev exc, exc → ..., exit's answer
+        # (3.10: ..., exit, 3 values of the previous exception, tb, value, type). `catch`
+        # enters a with's cleanup only for a manager whose exit never suppresses: it is
+        # left as on the normal way out, its answer falsy, and RERAISE raises the exception on.
+        cm = _quiet_exit(self.stack[-7 if not PY311 else -5 if PY314 else -4])
+        if cm is None:
+            unsupported("exceptions", "an exception leaving a with block")
+        cm.exit(self)
+        self.push(ConstantVariable(None))
