@@ -407,7 +407,17 @@ class UserObjectVariable(VariableTracker):
         protocol, cls = self._item_protocol(tx)
         if cls is not None:
             return protocol.getitem(tx, self, cls, key)
-        return self.call_method(tx, "__getitem__", [key], {})
+        method = self.var_getattr(tx, "__getitem__")
+        if isinstance(method, UserMethodVariable):
+            # `obj[key]` calls the class's __getitem__ and lets what it raises through
+            # unchanged: a try of this frame may catch it (a Mapping's get() catching the
+            # KeyError of its own __getitem__), as for a direct call.
+            tx.direct_call = tx.ip - 1
+            try:
+                return method.call_function(tx, [key], {})
+            finally:
+                tx.direct_call = None
+        return method.call_function(tx, [key], {})
 
     def call_function(self, tx, args, kwargs):
         obj = self.value
