@@ -616,3 +616,41 @@ def test_exception_escapes_a_callee_after_partial_work():
         return y
 
     check(f, (t(), []), kind="eager")
+
+
+class WithArgs(Exception):
+    def __init__(self, a, b=None):
+        self.a = a
+        self.b = b
+
+
+def test_exception_class_with_a_python_init():
+    # BaseException.__new__ keeps the positional args; the class's __init__ is inlined on
+    # the object (its attribute writes read back in the handler): one graph.
+    def f(x, log):
+        z = 0
+        try:
+            raise WithArgs(2, b=x.shape[0])
+        except ValueError:
+            z = 1
+        except WithArgs as e:
+            log.append((e.a, e.b, e.args, type(e).__name__))
+            z = 2
+        return x + z
+
+    info = check(f, (t(), []), kind=CAUGHT)
+    assert info.graphs == 1
+
+
+def test_exception_with_a_python_init_leaving_the_function():
+    def f(x):
+        y = x + 1
+        if y.shape[0] == 4:
+            raise WithArgs(1)
+        return y
+
+    opt = minidynamo.optimize(f, backend=CountingBackend())
+    for _ in range(2):
+        with pytest.raises(WithArgs) as info:
+            opt(t())
+        assert (info.value.a, info.value.b, info.value.args) == (1, None, (1,))

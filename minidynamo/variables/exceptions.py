@@ -12,9 +12,14 @@ it or holding it across a graph break declines (nothing rebuilds it).
 """
 from __future__ import annotations
 
+import types
+
 from ..exc import attribute_error, unsupported
+from ..guards import Guard
+from ..sources import AttrSource, ObjectSource
 from .base import VariableTracker
 from .constant import ConstantVariable
+from .functions import UserFunctionVariable
 from .lists import TupleVariable
 
 # What a class body leaves in the class's __dict__ without adding behaviour.
@@ -35,6 +40,8 @@ def why_not_modeled(cls) -> str | None:
         if base.__module__ == "builtins":
             continue
         extra = set(vars(base)) - _PLAIN_CLASS_KEYS
+        if extra == {"__init__"} and isinstance(vars(base)["__init__"], types.FunctionType):
+            continue  # inlined on the object being made (make_exception)
         if extra:
             return (f"the exception class {base.__qualname__} defines {', '.join(sorted(extra))} (only "
                     "builtin exception classes and subclasses that add nothing are modeled)")
@@ -52,6 +59,9 @@ def make_exception(tx, cls, args: list, kwargs: dict, made_at=None) -> "Exceptio
     why = why_not_modeled(cls)
     if why is not None:
         unsupported("exceptions", f"making a {cls.__qualname__}: {why}")
+    init = next((vars(b)["__init__"] for b in cls.__mro__ if "__init__" in vars(b)), None)
+    if isinstance(init, types.FunctionType):
+        return _made_by_python_init(tx, cls, init, args, kwargs, made_at)
     if kwargs:
         unsupported("exceptions", f"making a {cls.__qualname__} with keyword arguments")
     real = None
@@ -68,10 +78,22 @@ def make_exception(tx, cls, args: list, kwargs: dict, made_at=None) -> "Exceptio
     return ExceptionVariable(cls, list(args), real, made_at)
 
 
+def _made_by_python_init(tx, cls, init, args: list, kwargs: dict, made_at) -> "ExceptionVariable":
+    """`cls(*args, **kwargs)` for a class whose `__init__` is Python: BaseException.__new__
+    keeps the positional args as `args`, then that `__init__` runs on the object (its
+    attribute writes kept on the tracker). Its text is not modeled (no instance is made)."""
+    tx.output.guards.add(Guard("ID_MATCH", AttrSource(ObjectSource(cls, cls.__qualname__), "__init__"), init))
+    exc = ExceptionVariable(cls, list(args), None, made_at)
+    result = UserFunctionVariable(init).call_function(tx, [exc, *args], kwargs)
+    if not (result.is_python_constant() and result.as_python_constant() is None):
+        unsupported("exceptions", "TypeError: __init__() should return None")
+    return exc
+
+
 class ExceptionVariable(VariableTracker):
     """An exception object made in the trace (see the module docstring)."""
 
-    __slots__ = ("exc_type", "args", "real", "made_at", "cause", "context", "suppress_context")
+    __slots__ = ("exc_type", "args", "real", "made_at", "cause", "context", "suppress_context", "attrs")
 
     def __init__(self, exc_type, args, real=None, made_at=None):
         super().__init__(None)
@@ -82,6 +104,12 @@ class ExceptionVariable(VariableTracker):
         self.cause = None
         self.context = None
         self.suppress_context = False
+        self.attrs: dict = {}  # set by a Python `__init__` of its class: name → tracker
+
+    def store_attr(self, tx, name, value):
+        if hasattr(BaseException, name) or name in ("__notes__", "__dict__"):
+            unsupported("exceptions", f"setting {name!r} on a {self.describe()}")
+        self.attrs[name] = value
 
     def python_type(self):
         return self.exc_type
@@ -105,6 +133,8 @@ class ExceptionVariable(VariableTracker):
         return self.real
 
     def var_getattr(self, tx, name):
+        if name in self.attrs:
+            return self.attrs[name]
         if name == "args":
             return TupleVariable(list(self.args))
         if name == "__class__":
