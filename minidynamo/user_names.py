@@ -15,7 +15,7 @@ from __future__ import annotations
 import inspect
 import linecache
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import bytecode as bc
 
@@ -32,8 +32,8 @@ class Naming:
     """How a cached function reads to the user: `function` (its name), `where` (file:line),
     `resume` ("after the graph break at line 4", or "") and how the roots of its sources
     read (Source.name): `locals`, a parameter's words (`___stack0` → `the value of ...`);
-    `items`, a parameter's item's (`("args", 0)` → `tokens`) among `collections`, the
-    parameters whose other items read as written (`args[3]`), `keywords` the one whose
+    `items`, the words of an item of a parameter in `collections` (`("args", 0)` →
+    `tokens`; other items read as written: `args[3]`), `keywords` the one of those whose
     string keys name themselves (`kwargs['mask']` → `mask`); `cells`, (cell, words) for
     closure cells (the module's: `self`)."""
     function: str
@@ -81,8 +81,7 @@ def for_resume(fn, root: Naming) -> Naming:
         return root
     code = info.code
     if code.co_filename == _OWN_CALL_FILE:  # optimize(module)'s call of the module: no line of the user's
-        return Naming(root.function, root.where, "after a graph break in the module's call (its hooks)",
-                      root.locals, root.items, root.collections, root.keywords, root.cells)
+        return replace(root, resume="after a graph break in the module's call (its hooks)")
     line = normalize(code)[info.target].lineno if info.target < len(normalize(code)) else None
     names = dict(root.locals)
     for param, original in zip(info.params, info.originals):
@@ -94,7 +93,7 @@ def for_resume(fn, root: Naming) -> Naming:
     file = code.co_filename
     where = f"{file}:{line}" if line is not None else root.where
     resume = f"after the graph break at line {line}" if line is not None else "after a graph break"
-    return Naming(root.function, where, resume, names, root.items, root.collections, root.keywords, root.cells)
+    return replace(root, where=where, resume=resume, locals=names)
 
 
 def _stack_words(code, info, index: int, line) -> str:
