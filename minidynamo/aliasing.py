@@ -145,9 +145,10 @@ class AliasingCheck:
             pass
         return self.first_difference(ts) is None
 
-    def first_difference(self, ts) -> str | None:
-        """None when `ts` alias as traced (up to what cannot be observed); else in words."""
-        names, group, same = self.names, self.group, self.same
+    def first_difference(self, ts, names=None) -> str | None:
+        """None when `ts` alias as traced (up to what cannot be observed); else in words,
+        the inputs called `names` (their sources' names in the user's terms) or as traced."""
+        names, group, same = names or self.names, self.group, self.same
         keys = [_key(t) for t in ts]
         objects: dict = {}
         for i, t in enumerate(ts):
@@ -185,12 +186,12 @@ class AliasingCheck:
                                 f"when traced, now {'the same object' if ts[i] is ts[j] else 'overlapping views of one storage'}")
         return None
 
-    def describe(self) -> str:
+    def describe(self, names=None) -> str:
         if self.distinct:
             return "separate memory (or views that do not overlap where one is written)"
-        shared = {}
+        names, shared = names or self.names, {}
         for i, g in enumerate(self.group):
-            shared.setdefault(g, []).append(self.names[i])
+            shared.setdefault(g, []).append(names[i])
         parts = [" / ".join(v) for v in shared.values() if len(v) > 1]
         return "storages shared as traced: " + "; ".join(parts)
 

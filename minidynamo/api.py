@@ -140,7 +140,7 @@ class OptimizedModule(torch.nn.Module):
         forward.__qualname__ = f"{type(mod).__qualname__}.forward"
         forward.__wrapped__ = mod.forward
         self._optimized = OptimizedFunction(forward, backend, fullgraph, mode, dynamic,
-                                            naming=for_module(mod, forward.__qualname__))
+                                            naming=for_module(mod, forward))
 
     def __call__(self, *args, **kwargs):
         try:

@@ -314,7 +314,7 @@ class FunctionCache:
             if guards_log.isEnabledFor(logging.INFO):
                 naming = self.naming
                 guards_log.info("guards of %s, entry %d:\n%s", label, index,
-                                "\n".join(f"  {naming.text(g.source.name())}: {e}" for g, e in
+                                "\n".join(f"  {g.source.name(naming)}: {e}" for g, e in
                                           zip(entry.guards, entry.guard_exprs)) or "  (no guards)")
             if config.dump_dir:
                 dump.write(entry, index, self.name, self.where, config.dump_dir, args, kwargs)
@@ -342,12 +342,12 @@ class FunctionCache:
         found_all, closeness = [], []
         for index in range(len(self.entries) - 1, -1, -1):
             entry = self.entries[index]
-            found = entry.first_mismatch(args, kwargs)
+            found = entry.first_mismatch(args, kwargs, naming)
             if found is not None:
                 guard, reason, expected, actual = found
                 raw = guard.source.name()
-                found_all.append(GuardFailure(now, naming.function, guard.code(entry.ns), naming.text(reason),
-                                              guard.kind, naming.text(raw), expected, actual, naming.where,
+                found_all.append(GuardFailure(now, naming.function, guard.code(entry.ns), reason,
+                                              guard.kind, guard.source.name(naming), expected, actual, naming.where,
                                               index, resume=naming.resume, raw_source=raw,
                                               on_iterator=any(isinstance(s, IteratorSource) for s in guard.reads())))
                 closeness.append(self._differences(entry, args, kwargs) if len(self.entries) > 1 else 0)

@@ -112,9 +112,9 @@ class CacheEntry:
     def hit_count(self) -> int:
         return self.hits[0]
 
-    def first_mismatch(self, args, kwargs):
+    def first_mismatch(self, args, kwargs, naming=None):
         """(guard, explanation, expected, actual) for the first guard these arguments
-        fail, or None."""
+        fail, or None; sources named with `naming` (user_names.Naming), as Source.name."""
         if self._finder is None:
             # A guard fails if its Python expression or the entry's own (C) check does.
             exprs = []
@@ -130,9 +130,9 @@ class CacheEntry:
         actual = reader(*args, **kwargs)[0]
         if isinstance(actual, Exception):
             why = f"{type(actual).__name__}: {actual}"
-            return (guard, f"{guard.source.name()} could not be read ({why})",
-                    guard.describe(), f"unreadable ({why})")
-        return (guard, *guard.mismatch(actual))
+            return (guard, f"{guard.source.name(naming)} could not be read ({why})",
+                    guard.describe(naming), f"unreadable ({why})")
+        return (guard, *guard.mismatch(actual, naming))
 
     def guard_text(self) -> str:
         """The guards' Python expressions, one a line (the entry checks tensors with torch's

@@ -252,7 +252,7 @@ def _capturing(graphs: list, backend):
 
 
 def _guard_infos(entry, naming) -> list:
-    return [GuardInfo(naming.text(g.source.name()), g.kind, e, naming.text(g.describe()))
+    return [GuardInfo(g.source.name(naming), g.kind, e, g.describe(naming))
             for g, e in zip(entry.guards, entry.guard_exprs)]
 
 

@@ -79,7 +79,7 @@ class GlobalStateSource(Source):
     def expr(self, ns):
         return f"{ns.bind(snapshot, 'global_state')}()"
 
-    def name(self):
+    def name(self, naming=None):
         return "global torch state"
 
     def __eq__(self, other):

@@ -36,7 +36,7 @@ from torch._subclasses.fake_tensor import (
 from torch.fx.experimental.symbolic_shapes import GuardOnDataDependentSymNode, free_unbacked_symbols
 
 from .exc import unsupported
-from .dynamic import (has_symbolic, is_symbolic, new_shape_env, render, shape_guard_exprs, symbolic_fake,
+from .dynamic import (has_symbolic, is_symbolic, new_shape_env, shape_guard_exprs, symbolic_fake,
                       symbolic_int)
 from .fakecache import SLOW, direct, input_fake, op_key, op_result, remember
 from .guards import Guard, GuardSet, shape_guard, tensor_guard
@@ -196,7 +196,7 @@ class OutputGraph:
         """The shape environment's guards over the symbolic inputs (after the trace)."""
         exprs = shape_guard_exprs(self.shape_env, [f for _, f in self.symbolic_inputs], self._static)
         inputs = [s for s, _ in self.symbolic_inputs]
-        return [shape_guard(e, inputs, [(render(t, inputs), t) for t in e.reads()]) for e in exprs]
+        return [shape_guard(e, inputs, e.reads()) for e in exprs]
 
     def sym_node(self, kind: str, target, args: tuple, value) -> fx.Node:
         """A node computing a symbolic int/float/bool (a size, arithmetic on sizes)."""

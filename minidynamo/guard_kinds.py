@@ -78,15 +78,16 @@ class Guard:
         """The expression the entry function runs: `code()` unless the kind says otherwise."""
         return self.code(ns)
 
-    def mismatch(self, actual) -> tuple[str, str, str]:
-        """(plain words, expected, actual) for why `actual` fails this guard."""
-        return f"{self.source.name()}: guard {self.kind} failed", "", _short(actual)
+    def mismatch(self, actual, naming=None) -> tuple[str, str, str]:
+        """(plain words, expected, actual) for why `actual` fails this guard; sources named
+        with `naming` (user_names.Naming: the user's terms), as Source.name."""
+        return f"{self.source.name(naming)}: guard {self.kind} failed", "", _short(actual)
 
-    def explain(self, actual) -> str:
+    def explain(self, actual, naming=None) -> str:
         """Plain words for why `actual` fails this guard."""
-        return self.mismatch(actual)[0]
+        return self.mismatch(actual, naming)[0]
 
-    def describe(self) -> str:
+    def describe(self, naming=None) -> str:
         """What the guard requires, in words (`Tensor float32 cpu (8, 4)`, `== 2`)."""
         return self.kind
 
@@ -129,10 +130,10 @@ class GLOBAL_STATE(Guard):
     def check_code(self, ns):
         return self.expected.check_code(ns)
 
-    def mismatch(self, actual):
+    def mismatch(self, actual, naming=None):
         return self.expected.mismatch(actual)
 
-    def describe(self):
+    def describe(self, naming=None):
         return self.expected.describe()
 
 
@@ -145,15 +146,15 @@ class ID_MATCH(Guard):
     def code(self, ns):
         return f"{self.source.ref(ns)} is {ns.bind(self.expected, 'id')}"
 
-    def mismatch(self, actual):
-        name = self.source.name()
+    def mismatch(self, actual, naming=None):
+        name = self.source.name(naming)
         kernel = _kernel_name(self.expected)
         if kernel is not None:
             return (f"kernel {kernel!r} is a different object ({name} was replaced)",
                     describe_object(self.expected), describe_object(actual))
         return _says(f"{name} is a different object", describe_object(self.expected), describe_object(actual))
 
-    def describe(self):
+    def describe(self, naming=None):
         return f"is {describe_object(self.expected)}"
 
 
@@ -172,10 +173,10 @@ class TYPE_MATCH(Guard):
     def code(self, ns):
         return f"type({self.source.ref(ns)}) is {ns.bind(self.expected, 'type')}"
 
-    def mismatch(self, actual):
-        return _says(f"{self.source.name()} type changed", self.expected.__name__, type(actual).__name__)
+    def mismatch(self, actual, naming=None):
+        return _says(f"{self.source.name(naming)} type changed", self.expected.__name__, type(actual).__name__)
 
-    def describe(self):
+    def describe(self, naming=None):
         symbol = self.meta.get("symbol")  # an int argument traced symbolically
         return f"type is {self.expected.__qualname__}" + (f" (symbolic: {symbol})" if symbol else "")
 
@@ -201,14 +202,14 @@ class EQUALS_MATCH(Guard):
             return f"type({e}) is {t} and {e} == 0.0 and {sign}(1.0, {e}) == {math.copysign(1.0, v)!r}"
         return f"type({e}) is {t} and {e} == {lit}"
 
-    def mismatch(self, actual):
-        name, exp, act = self.source.name(), self.expected, actual
+    def mismatch(self, actual, naming=None):
+        name, exp, act = self.source.name(naming), self.expected, actual
         if type(exp) is not type(act):  # 2 and 2.0, True and 1: the types tell them apart
             return _says(f"{name} changed", f"{exp!r} ({type(exp).__name__})",
                          f"{_short(act)} ({type(act).__name__})")
         return _says(f"{name} changed", repr(exp), _short(act))
 
-    def describe(self):
+    def describe(self, naming=None):
         return f"== {self.expected!r} ({type(self.expected).__name__})"
 
 
@@ -225,13 +226,13 @@ class LEN_MATCH(Guard):
         e = self.source.ref(ns)
         return f"type({e}) is {ns.bind(self.meta['type'], 'type')} and len({e}) == {self.expected}"
 
-    def mismatch(self, actual):
-        t = self.meta["type"]
+    def mismatch(self, actual, naming=None):
+        t, name = self.meta["type"], self.source.name(naming)
         if type(actual) is not t:
-            return _says(f"{self.source.name()} type changed", t.__name__, type(actual).__name__)
-        return _says(f"{self.source.name()} length changed", self.expected, len(actual))
+            return _says(f"{name} type changed", t.__name__, type(actual).__name__)
+        return _says(f"{name} length changed", self.expected, len(actual))
 
-    def describe(self):
+    def describe(self, naming=None):
         return f"{self.meta['type'].__name__} of length {self.expected}"
 
 
@@ -249,13 +250,13 @@ class DICT_KEYS(Guard):
         # Keys that do not read back from their repr (dtypes, enums) are bound objects.
         return f"type({e}) is {t} and tuple({e}) == {repr(keys) if literal else ns.bind(keys, 'keys')}"
 
-    def mismatch(self, actual):
-        t = self.meta["type"]
+    def mismatch(self, actual, naming=None):
+        t, name = self.meta["type"], self.source.name(naming)
         if type(actual) is not t:
-            return _says(f"{self.source.name()} type changed", t.__name__, type(actual).__name__)
-        return _says(f"{self.source.name()} keys changed", list(self.expected), _short(list(actual)))
+            return _says(f"{name} type changed", t.__name__, type(actual).__name__)
+        return _says(f"{name} keys changed", list(self.expected), _short(list(actual)))
 
-    def describe(self):
+    def describe(self, naming=None):
         return f"{self.meta['type'].__name__} with keys {list(self.expected)}"
 
     def snapshot_role(self, module):
@@ -284,13 +285,13 @@ class HASATTR(Guard):
         # from its class (a check of the class, once per class).
         return "absent from tables" if module and self.expected is False and self.meta.get("module") else None
 
-    def mismatch(self, actual):
-        name, attr = self.source.name(), self.meta["attr"]
+    def mismatch(self, actual, naming=None):
+        name, attr = self.source.name(naming), self.meta["attr"]
         if self.expected is False:
             return (f"{name} now has an attribute {attr!r}", f"no attribute {attr!r}", f"attribute {attr!r}")
         return (f"{name} no longer has an attribute {attr!r}", f"attribute {attr!r}", f"no attribute {attr!r}")
 
-    def describe(self):
+    def describe(self, naming=None):
         return f"{'no' if self.expected is False else 'has'} attribute {self.meta['attr']!r}"
 
     def key(self):
@@ -307,8 +308,8 @@ class NOT_IN_DICT(Guard):
         e, attr = self.source.ref(ns), self.meta["attr"]
         return f"not {e}.__dict__" if attr is None else f"{attr!r} not in {e}.__dict__"
 
-    def mismatch(self, actual):
-        name, attr = self.source.name(), self.meta["attr"]
+    def mismatch(self, actual, naming=None):
+        name, attr = self.source.name(naming), self.meta["attr"]
         if attr is None:
             now = sorted(map(str, getattr(actual, "__dict__", {})))
             return (f"{name} now has instance attributes {_short(now)}", "no instance attributes",
@@ -317,7 +318,7 @@ class NOT_IN_DICT(Guard):
         return (f"{name} now has an instance attribute {attr!r}{shadows}",
                 f"no instance attribute {attr!r}", f"instance attribute {attr!r}")
 
-    def describe(self):
+    def describe(self, naming=None):
         attr = self.meta["attr"]
         return "no instance attributes" if attr is None else f"no instance attribute {attr!r}"
 
@@ -335,14 +336,14 @@ class NO_HOOKS(Guard):
         e = self.source.ref(ns)
         return "not (" + " or ".join(f"{e}.{a}" for a in self.meta["attrs"]) + ")"
 
-    def mismatch(self, actual):
+    def mismatch(self, actual, naming=None):
         added = [f"{a.strip('_').replace('_', ' ')} ({len(getattr(actual, a))})"
                  for a in self.meta["attrs"] if getattr(actual, a, None)]
-        return (f"{self.source.name()} now has hooks: {', '.join(added)} (traced anew: forward hooks go into "
+        return (f"{self.source.name(naming)} now has hooks: {', '.join(added)} (traced anew: forward hooks go into "
                 "the graph, backward hooks break it)",
                 "no hooks", ", ".join(added))
 
-    def describe(self):
+    def describe(self, naming=None):
         return "no hooks"
 
     def key(self):
@@ -359,14 +360,14 @@ class ALIAS_MATCH(Guard):
     def code(self, ns):
         return f"{self.source.ref(ns)} {'is' if self.expected else 'is not'} {self.meta['other'].ref(ns)}"
 
-    def mismatch(self, actual):
+    def mismatch(self, actual, naming=None):
         same, other = "the same object", "different objects"
         was, now = (same, other) if self.expected else (other, same)
-        return (f"{self.source.name()} and {self.meta['other'].name()} were {was} when traced, now {now}",
-                was, now)
+        return (f"{self.source.name(naming)} and {self.meta['other'].name(naming)} were {was} when traced, "
+                f"now {now}", was, now)
 
-    def describe(self):
-        return f"{'is' if self.expected else 'is not'} {self.meta['other'].name()}"
+    def describe(self, naming=None):
+        return f"{'is' if self.expected else 'is not'} {self.meta['other'].name(naming)}"
 
     def key(self):
         return (self.kind, self.source, self.meta["other"])
@@ -418,9 +419,9 @@ class TENSOR_MATCH(Guard):
         e = self.source.ref(ns)
         return f"{ns.bind(c_check, 'check_' + e if e.isidentifier() else 'tensor_check')}({e})"
 
-    def mismatch(self, actual):
+    def mismatch(self, actual, naming=None):
         m = self.meta
-        tname = _quoted(self.source.name())
+        tname = _quoted(self.source, naming)
         if type(actual) is not m["type"]:
             return _says(f"tensor {tname} type mismatch", m["type"].__name__, type(actual).__name__)
         if actual.dtype is not m["dtype"]:
@@ -442,7 +443,7 @@ class TENSOR_MATCH(Guard):
         return _says(f"tensor {tname} dispatch keys differ from the traced call's (inference_mode, "
                      "a conj/neg view or a functorch transform)", *_dispatch_keys(m["c_check"], actual))
 
-    def describe(self):
+    def describe(self, naming=None):
         m = self.meta
         t = "tensor " if m["type"] is torch.Tensor else m["type"].__name__ + " "
         dtype = str(m["dtype"]).replace("torch.", "")
@@ -458,21 +459,21 @@ class TENSOR_MATCH(Guard):
 
 
 class SHAPE_ENV(Guard):
-    """expected: the shape environment's expression with input tokens (dynamic.render);
-    the source, a TermsSource of the sizes it reads; meta inputs, terms (their names), why."""
+    """expected: the shape environment's expression (shape_guards.ShapeExpr, dynamic.render)
+    over meta inputs (their sources); the source, a TermsSource of the sizes it reads; meta why."""
     cost = 2
     call_key = ("{}",)
 
     def code(self, ns):
         return render(self.expected, self.meta["inputs"], ns)
 
-    def mismatch(self, actual):
-        terms = ", ".join(f"{n} = {v}" for n, v in zip(self.meta["terms"], actual))
-        return (f"{terms}: the entry needs {render(self.expected, self.meta['inputs'])}"
-                f"{self.meta.get('why', '')}", render(self.expected, self.meta["inputs"]), terms)
+    def mismatch(self, actual, naming=None):
+        terms = ", ".join(f"{n} = {v}" for n, v in zip(self.source.term_names(naming), actual))
+        needs = self.describe(naming)
+        return f"{terms}: the entry needs {needs}{self.meta.get('why', '')}", needs, terms
 
-    def describe(self):
-        return render(self.expected, self.meta["inputs"])
+    def describe(self, naming=None):
+        return render(self.expected, self.meta["inputs"], naming=naming)
 
     def key(self):
         return (self.kind, self.source, self.expected)
@@ -486,13 +487,14 @@ class TENSOR_ALIASING(Guard):
     def code(self, ns):
         return f"{ns.bind(self.expected, 'check_aliasing')}({self.source.ref(ns)})"
 
-    def mismatch(self, actual):  # actual: the tuple of tensors (source_reader reads `(a, b, c)`)
-        why = self.expected.first_difference(actual) if isinstance(actual, tuple) else None
+    def mismatch(self, actual, naming=None):  # actual: the tuple of tensors (source_reader reads `(a, b, c)`)
+        names = [s.name(naming) for s in self.source.sources]
+        why = self.expected.first_difference(actual, names) if isinstance(actual, tuple) else None
         return (f"tensor inputs alias differently than when traced: {why or 'unknown'}",
-                self.expected.describe(), why or "")
+                self.expected.describe(names), why or "")
 
-    def describe(self):
-        return self.expected.describe()
+    def describe(self, naming=None):
+        return self.expected.describe([s.name(naming) for s in self.source.sources])
 
     def reads(self):
         return [s for source in self.source.sources for s in chain(source)]
@@ -577,9 +579,11 @@ def _says(what: str, expected, actual) -> tuple[str, str, str]:
     return f"{what}: expected {expected}, actual {actual}", expected, actual
 
 
-def _quoted(name: str) -> str:
-    """`'x'` for a plain name; names that quote themselves (`global 'W'`) as they are."""
-    return name if "'" in name else repr(name)
+def _quoted(source: Source, naming) -> str:
+    """The name of `source` in quotes (`'x'`), or as it is where its name in code quotes
+    itself (`global 'W'`, `closure 'mod'.w`, read as `self.w`)."""
+    named = source.name(naming)
+    return named if "'" in source.name() else f"'{named}'"
 
 
 def describe_object(obj) -> str:

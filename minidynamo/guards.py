@@ -35,11 +35,10 @@ def tensor_guard(source: Source, t: torch.Tensor, fake=None) -> Guard:
     return Guard("TENSOR_MATCH", source, None, meta)
 
 
-def shape_guard(text: str, inputs: list, terms: list, why: str = "") -> Guard:
-    """One guard of the shape environment: `text` with input tokens (dynamic.render);
-    `terms`, the sizes it reads, by name and expression (what a failure shows)."""
-    return Guard("SHAPE_ENV", TermsSource(tuple(t for t, _ in terms), tuple(e for _, e in terms), tuple(inputs)), text,
-                 {"inputs": inputs, "terms": [t for t, _ in terms], "why": why})
+def shape_guard(text, inputs: list, terms: list, why: str = "") -> Guard:
+    """One guard of the shape environment: `text`, a ShapeExpr over the sources `inputs`
+    (dynamic.render); `terms`, the sizes it reads (shape_guards.Term: what a failure shows)."""
+    return Guard("SHAPE_ENV", TermsSource(tuple(terms), tuple(inputs)), text, {"inputs": inputs, "why": why})
 
 
 def c_tensor_check(t: torch.Tensor, shape=None, stride=None):

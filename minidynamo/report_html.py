@@ -364,7 +364,7 @@ class Page:
                 f"<summary>{summary}</summary>{''.join(body)}</details>")
 
     def guards(self, e, naming) -> str:
-        rows = "".join(f"<tr><td><code>{esc(naming.text(g.source.name()))}</code></td><td>{esc(naming.text(_describe(g)))}</td>"
+        rows = "".join(f"<tr><td><code>{esc(g.source.name(naming))}</code></td><td>{esc(_describe(g, naming))}</td>"
                        f"<td class=muted>{esc(g.kind)}</td></tr>" for g in e.guards)
         exprs = f"<pre>{esc(chr(10).join(_cut(x) for x in e.guard_exprs) or '(no guards)')}</pre>"
         table = (f"<table><tr><th>value</th><th>what the entry requires</th><th>kind</th></tr>{rows}</table>"
@@ -421,9 +421,9 @@ class Page:
         return f'<section id="plain"><h2>Frames that run plainly ({len(records)})</h2>{body}</section>'
 
 
-def _describe(guard) -> str:
+def _describe(guard, naming) -> str:
     try:
-        return guard.describe()
+        return guard.describe(naming)
     except Exception as err:  # noqa: BLE001 - a report must never fail the run
         return f"(cannot be described: {type(err).__name__})"
 

@@ -44,9 +44,9 @@ class Term:
     prop: str | None = None
     dim: int | None = None
 
-    def render(self, sources, ns=None) -> str:
+    def render(self, sources, ns=None, naming=None) -> str:
         source = sources[self.index]
-        base = source.expr(ns) if ns is not None else source.name()
+        base = source.expr(ns) if ns is not None else source.name(naming)
         if self.prop is None:
             return base
         return f"{base}.{self.prop}({'' if self.dim is None else self.dim})"
@@ -63,16 +63,17 @@ class ShapeExpr:
     expr: sympy.Basic
     terms: tuple
 
-    def render(self, sources, ns=None) -> str:
-        return SourcePrinter(dict(self.terms), sources, ns).doprint(self.expr)
+    def render(self, sources, ns=None, naming=None) -> str:
+        return SourcePrinter(dict(self.terms), sources, ns, naming).doprint(self.expr)
 
     def reads(self) -> list:
         return [t for _, t in self.terms]
 
 
-def render(shape, sources, ns=None) -> str:
-    """A ShapeExpr or Term over `sources`: as code (with namespace `ns`) or for people."""
-    return shape.render(sources, ns)
+def render(shape, sources, ns=None, naming=None) -> str:
+    """A ShapeExpr or Term over `sources`: as code (with namespace `ns`) or for people
+    (the sources named with `naming`, as Source.name)."""
+    return shape.render(sources, ns, naming)
 
 
 def next_power_of_2(n: int) -> int:
@@ -126,11 +127,12 @@ _UNARY = {
 
 class SourcePrinter(PythonPrinter):
     """torch's PythonPrinter with symbols printed as the input sizes they stand for and
-    every function a plain Python operator or a callable bound in `ns` (None: for people)."""
+    every function a plain Python operator or a callable bound in `ns` (None: for people,
+    the sources named with `naming`)."""
 
-    def __init__(self, terms: dict, sources, ns=None):
+    def __init__(self, terms: dict, sources, ns=None, naming=None):
         super().__init__()
-        self.terms, self.sources, self.ns = terms, sources, ns
+        self.terms, self.sources, self.ns, self.naming = terms, sources, ns, naming
 
     def _ref(self, text: str, fn) -> str:
         """What a call of `fn` (shown as `text`) prints as."""
@@ -142,7 +144,7 @@ class SourcePrinter(PythonPrinter):
         term = self.terms.get(expr)
         if term is None:
             raise KeyError(f"shape guard symbol {expr} has no input term")
-        return term.render(self.sources, self.ns)
+        return term.render(self.sources, self.ns, self.naming)
 
     def _print_Integer(self, expr) -> str:
         return str(int(expr))

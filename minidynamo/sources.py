@@ -135,8 +135,10 @@ class Source:
         hoisted = ns.hoisted
         return (hoisted and hoisted.get(self)) or self.expr(ns)
 
-    def name(self) -> str:
-        """A human-readable name for messages (`x`, `G['SCALE']`, `x[0]`, `obj.w`)."""
+    def name(self, naming=None) -> str:
+        """A human-readable name for messages (`x`, `G['SCALE']`, `x[0]`, `obj.w`); with a
+        `naming` (user_names.Naming) its roots read in the user's terms (`tokens` for
+        `args[0]`, `self` for the module's closure cell) and the rest composes on them."""
         raise NotImplementedError
 
     @property
@@ -154,8 +156,8 @@ class LocalSource(Source):
     def expr(self, ns):
         return self.local
 
-    def name(self):
-        return self.local
+    def name(self, naming=None):
+        return self.local if naming is None else naming.local(self.local)
 
 
 @dataclass(frozen=True, eq=False)
@@ -166,7 +168,7 @@ class GlobalSource(Source):
     def expr(self, ns):
         return f"{ns.bind(self.globals_dict, 'G')}[{self.global_name!r}]"
 
-    def name(self):
+    def name(self, naming=None):
         return f"global {self.global_name!r}"
 
     def __eq__(self, other):
@@ -187,8 +189,9 @@ class ClosureSource(Source):
     def expr(self, ns):
         return f"{ns.bind(self.cell, 'cell')}.cell_contents"
 
-    def name(self):
-        return f"closure {self.var_name!r}"
+    def name(self, naming=None):
+        named = naming.cell(self.cell) if naming is not None else None
+        return f"closure {self.var_name!r}" if named is None else named
 
     def __eq__(self, other):
         return isinstance(other, ClosureSource) and other.cell is self.cell
@@ -207,7 +210,7 @@ class ObjectSource(Source):
     def expr(self, ns):
         return ns.bind(self.obj, "obj")
 
-    def name(self):
+    def name(self, naming=None):
         return self.label
 
     def __eq__(self, other):
@@ -231,8 +234,8 @@ class AttrSource(Source):
             return f"{self.base.ref(ns)}.{self.attr}"
         return f"getattr({self.base.ref(ns)}, {self.attr!r})"
 
-    def name(self):
-        return f"{self.base.name()}.{self.attr}"
+    def name(self, naming=None):
+        return f"{self.base.name(naming)}.{self.attr}"
 
     @property
     def depth(self):
@@ -253,8 +256,12 @@ class ItemSource(Source):
             return f"{self.base.ref(ns)}[{self.key!r}]"
         return f"{self.base.ref(ns)}[{ns.bind(self.key, 'key')}]"
 
-    def name(self):
-        return f"{self.base.name()}[{self.key!r}]"
+    def name(self, naming=None):
+        if naming is not None and type(self.base) is LocalSource:  # `args[0]` read as `tokens`
+            named = naming.item(self.base.local, self.key)
+            if named is not None:
+                return named
+        return f"{self.base.name(naming)}[{self.key!r}]"
 
     @property
     def depth(self):
@@ -296,8 +303,8 @@ class InDictSource(Source):
     def expr(self, ns):
         return f"({self.key!r} in {self.base.expr(ns)})"
 
-    def name(self):
-        return f"{self.key!r} in {self.base.name()}"
+    def name(self, naming=None):
+        return f"{self.key!r} in {self.base.name(naming)}"
 
     @property
     def depth(self):
@@ -314,8 +321,8 @@ class IteratorSource(Source):
     def expr(self, ns):
         return f"{ns.bind(iterator_state, 'iterator_state')}({self.base.ref(ns)})[{int(self.part == 'pos')}]"
 
-    def name(self):
-        return f"{'position' if self.part == 'pos' else 'sequence'} of iterator {self.base.name()}"
+    def name(self, naming=None):
+        return f"{'position' if self.part == 'pos' else 'sequence'} of iterator {self.base.name(naming)}"
 
     @property
     def depth(self):
@@ -332,7 +339,7 @@ class CallSource(Source):
     def expr(self, ns):
         return f"{ns.bind(self.fn, 'query')}()"
 
-    def name(self):
+    def name(self, naming=None):
         return f"{self.label}()"
 
     def __eq__(self, other):
@@ -353,8 +360,8 @@ class ReadBeforeWrites(Source):
     def expr(self, ns):
         return self.temp
 
-    def name(self):
-        return self.original.name()
+    def name(self, naming=None):
+        return self.original.name(naming)
 
     @property
     def depth(self):
@@ -364,17 +371,20 @@ class ReadBeforeWrites(Source):
 @dataclass(frozen=True, eq=False)
 class TermsSource(Source):
     """The sizes a shape-environment guard reads, as one tuple (`(x.size(0), y.size(1))`):
-    `texts` are expressions with input tokens (dynamic.render) over `inputs`."""
+    `terms` (shape_guards.Term) over the sources of the symbolic inputs, `inputs`."""
 
-    names: tuple
-    texts: tuple
+    terms: tuple
     inputs: tuple = ()
 
     def expr(self, ns):
-        return "(" + "".join(render(t, self.inputs, ns) + ", " for t in self.texts) + ")"
+        return "(" + "".join(render(t, self.inputs, ns) + ", " for t in self.terms) + ")"
 
-    def name(self):
-        return ", ".join(self.names)
+    def term_names(self, naming=None) -> list:
+        """Each term's name (`x.size(0)`), the input's name composed as any source's."""
+        return [render(t, self.inputs, naming=naming) for t in self.terms]
+
+    def name(self, naming=None):
+        return ", ".join(self.term_names(naming))
 
 
 @dataclass(frozen=True)
@@ -387,8 +397,8 @@ class TensorsSource(Source):
     def expr(self, ns):
         return "(" + "".join(s.ref(ns) + ", " for s in self.sources) + ")"
 
-    def name(self):
-        return ", ".join(s.name() for s in self.sources)
+    def name(self, naming=None):
+        return ", ".join(s.name(naming) for s in self.sources)
 
     @property
     def depth(self):

@@ -5,16 +5,17 @@ graph break (`resume_in_f_at_4`, whose parameters `___stack0`, ... are the value
 the resume point) and the wrapper `optimize(module)` calls (`forward(*args, **kwargs)`,
 holding the module in a closure cell `mod`). A `Naming` says how their names read in the
 user's terms — the user's function and line, `the value of float(x.max()) at line 4`,
-`self.scale`, `tokens` — and rewrites messages (guard failures, warnings, explain's
-guards) with it. Guards themselves keep the names they run with.
+`self.scale`, `tokens` — by naming the roots of the sources its messages name (guard
+failures, warnings, explain's guards): `Source.name(naming)` reads a root (a parameter, a
+parameter's item, a closure cell) through the Naming and composes the rest on it. Guards
+themselves keep the names they run with.
 """
 from __future__ import annotations
 
 import inspect
 import linecache
 import os
-import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 
 import bytecode as bc
 
@@ -29,17 +30,35 @@ _LONGEST = 60  # characters of an expression shown before it is cut
 @dataclass
 class Naming:
     """How a cached function reads to the user: `function` (its name), `where` (file:line),
-    `resume` ("after the graph break at line 4", or "") and `renames`, (pattern, words)
-    pairs applied to every message about it."""
+    `resume` ("after the graph break at line 4", or "") and how the roots of its sources
+    read (Source.name): `locals`, a parameter's words (`___stack0` → `the value of ...`);
+    `items`, the words of an item of a parameter in `collections` (`("args", 0)` →
+    `tokens`; other items read as written: `args[3]`), `keywords` the one of those whose
+    string keys name themselves (`kwargs['mask']` → `mask`); `cells`, (cell, words) for
+    closure cells (the module's: `self`)."""
     function: str
     where: str
     resume: str = ""
-    renames: tuple = ()
+    locals: dict = field(default_factory=dict)
+    items: dict = field(default_factory=dict)
+    collections: frozenset = frozenset()
+    keywords: str | None = None
+    cells: tuple = ()
 
-    def text(self, s: str) -> str:
-        for pattern, words in self.renames:
-            s = pattern.sub(words, s)
-        return s
+    def local(self, name: str) -> str:
+        return self.locals.get(name, name)
+
+    def item(self, local: str, key) -> str | None:
+        """How item `key` of parameter `local` reads; None: as the item of its name."""
+        if local not in self.collections:
+            return None
+        named = self.items.get((local, key))
+        if named is None and local == self.keywords and type(key) is str and key.isidentifier():
+            named = key
+        return named if named is not None else f"{local}[{key!r}]"
+
+    def cell(self, cell) -> str | None:
+        return next((words for c, words in self.cells if c is cell), None)
 
     def label(self) -> str:
         """`f (file:line)`, or `f after the graph break at line 4 (file:4)`."""
@@ -48,11 +67,6 @@ class Naming:
 
 def plain(name: str, where: str) -> Naming:
     return Naming(name, where)
-
-
-def _word(name: str) -> re.Pattern:
-    """`name` as a whole word (not inside a longer identifier)."""
-    return re.compile(r"(?<![\w.])" + re.escape(name) + r"(?!\w)")
 
 
 # optimize(module) calls the module from a function of api.py; a break in the module's hooks
@@ -67,20 +81,19 @@ def for_resume(fn, root: Naming) -> Naming:
         return root
     code = info.code
     if code.co_filename == _OWN_CALL_FILE:  # optimize(module)'s call of the module: no line of the user's
-        return Naming(root.function, root.where, "after a graph break in the module's call (its hooks)",
-                      root.renames)
+        return replace(root, resume="after a graph break in the module's call (its hooks)")
     line = normalize(code)[info.target].lineno if info.target < len(normalize(code)) else None
-    renames = []
+    names = dict(root.locals)
     for param, original in zip(info.params, info.originals):
         if param.startswith("___stack"):
             index = int(param[len("___stack"):])
-            renames.append((_word(param), _stack_words(code, info, index, line)))
+            names[param] = _stack_words(code, info, index, line)
         elif param != original:  # a local renamed because its name was no identifier
-            renames.append((_word(param), original))
+            names[param] = original
     file = code.co_filename
     where = f"{file}:{line}" if line is not None else root.where
     resume = f"after the graph break at line {line}" if line is not None else "after a graph break"
-    return Naming(root.function, where, resume, tuple(renames) + root.renames)
+    return replace(root, where=where, resume=resume, locals=names)
 
 
 def _stack_words(code, info, index: int, line) -> str:
@@ -145,23 +158,22 @@ def _source_text(filename: str, loc) -> str | None:
     return text if len(text) <= _LONGEST else text[:_LONGEST - 1] + "…"
 
 
-def for_module(mod, name: str) -> Naming:
-    """The Naming of the call `optimize(module)` runs: named and placed as the module's
-    forward, the closure cell holding the module read as `self`, positional arguments
-    by the forward's parameter names."""
-    forward = type(mod).forward
-    code = getattr(forward, "__code__", None)
+def for_module(mod, forward) -> Naming:
+    """The Naming of `forward`, the call `optimize(module)` runs (api.py): named and placed
+    as the module's forward, the closure cell holding the module read as `self`, positional
+    arguments by the forward's parameter names, keyword arguments by their keys."""
+    code = getattr(type(mod).forward, "__code__", None)
     where = f"{code.co_filename}:{code.co_firstlineno}" if code is not None else ""
-    renames = [(_word("closure 'mod'"), "self")]
+    cells = dict(zip(forward.__code__.co_freevars, forward.__closure__ or ()))
     try:
         params = list(inspect.signature(mod.forward).parameters.values())
     except (TypeError, ValueError):
         params = []
+    items = {}
     for i, p in enumerate(params):
         if p.kind not in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD):
             break
-        renames.append((re.compile(r"(?<![\w.])args\[" + str(i) + r"\]"), p.name))
-    renames.append((re.compile(r"(?<![\w.])kwargs\['(\w+)'\]"), r"\1"))
-    renames.append((re.compile(r"(?<![\w.'])args(?![\w\['])"), "the positional arguments"))
-    renames.append((re.compile(r"(?<![\w.'])kwargs(?![\w\['])"), "the keyword arguments"))
-    return Naming(name, where, "", tuple(renames))
+        items[("args", i)] = p.name
+    return Naming(forward.__qualname__, where, "",
+                  {"args": "the positional arguments", "kwargs": "the keyword arguments"}, items,
+                  frozenset({"args", "kwargs"}), "kwargs", ((cells["mod"], "self"),))

@@ -26,7 +26,7 @@ class _Input:
     def expr(self, ns):
         return "x"
 
-    def name(self):
+    def name(self, naming=None):
         return "x"
 
 

@@ -245,3 +245,84 @@ def test_a_break_in_a_modules_hook_is_named_without_the_packages_lines():
     text = str(report)
     assert "after a graph break in the module's call (its hooks)" in text
     assert "api.py" not in text
+
+
+class Extras(torch.nn.Module):
+    def forward(self, x, *rest, **extra):
+        for v in rest:
+            x = x + v
+        for v in extra.values():
+            x = x * v
+        return x
+
+
+def test_arguments_past_the_forwards_parameters_read_as_passed():
+    # `rest` and `extra` gather what the call passed: args[1] has no parameter of its own,
+    # a keyword argument is named by its key.
+    opt = minidynamo.optimize(Extras(), dynamic=False)
+    opt(torch.ones(3), torch.ones(3), scale=torch.ones(3))
+    opt(torch.ones(3), torch.ones(3).double(), scale=torch.ones(3))
+    opt(torch.ones(3), torch.ones(3), scale=torch.ones(3).double())
+    first, second = opt.guard_failures()
+    assert first.reason.startswith("tensor 'args[1]' dtype mismatch"), first.reason
+    assert second.source == "scale" and second.reason.startswith("tensor scale dtype mismatch"), second.reason
+
+
+def test_a_modules_shape_guard_names_the_forwards_parameter_in_every_field():
+    opt = minidynamo.optimize(Scaler())
+    for n in (2, 3, 1):
+        opt(torch.randn(n))
+    failure = opt.guard_failures()[-1]
+    shape = next(f for f in (failure, *failure.others) if f.kind == "SHAPE_ENV")
+    assert shape.reason == "tokens.size(0) = 1: the entry needs 2 <= tokens.size(0)", shape.reason
+    assert (shape.source, shape.expected, shape.actual) == ("tokens.size(0)", "2 <= tokens.size(0)",
+                                                            "tokens.size(0) = 1")
+    assert shape.raw_source == "args[0].size(0)"  # the name the guard runs with
+
+
+class Accumulate(torch.nn.Module):
+    def forward(self, total, step):
+        total.add_(step)
+        return total * 2
+
+
+def test_an_aliasing_failure_names_the_forwards_parameters():
+    opt = minidynamo.optimize(Accumulate())
+    t = torch.zeros(4)
+    opt(torch.zeros(4), torch.ones(4))
+    opt(t, t)
+    (failure,) = opt.guard_failures()
+    assert failure.kind == "TENSOR_ALIASING"
+    said = "total (written by the graph) and step were separate memory when traced, now the same object"
+    assert failure.reason.endswith(said) and failure.actual == said, failure.message()
+    assert failure.source == "total, step"
+
+
+def _closing_over_mod():
+    mod = 2.0
+
+    def scale(x):
+        return x * mod
+    return scale
+
+
+def test_a_users_closure_called_mod_is_not_the_modules_self():
+    # Only the cell that holds the optimized module reads as `self`, not every `mod`.
+    scale = _closing_over_mod()
+
+    class Net(torch.nn.Module):
+        def forward(self, x):
+            return scale(x)
+
+    opt = minidynamo.optimize(Net())
+    opt(torch.ones(3))
+    scale.__closure__[0].cell_contents = 3.0
+    torch.testing.assert_close(opt(torch.ones(3)), torch.full((3,), 3.0))
+    (failure,) = opt.guard_failures()
+    assert failure.reason == "closure 'mod' changed: expected 2.0, actual 3.0", failure.reason
+
+
+def test_names_come_from_sources_not_from_rewriting_text():
+    import minidynamo.user_names as user_names
+    with open(user_names.__file__) as f:
+        assert "import re" not in f.read()

@@ -85,8 +85,8 @@ class GenericAttrSource(AttrSource):
     def expr(self, ns):
         return f"{ns.bind(_object_getattribute, 'object_getattribute')}({self.base.expr(ns)}, {self.attr!r})"
 
-    def name(self):
-        return f"object.__getattribute__({self.base.name()}, {self.attr!r})"
+    def name(self, naming=None):
+        return f"object.__getattribute__({self.base.name(naming)}, {self.attr!r})"
 
 
 def generic_finds(obj, name: str) -> bool:
@@ -108,8 +108,8 @@ class GenericFindsSource(Source):
     def expr(self, ns):
         return f"{ns.bind(generic_finds, 'generic_finds')}({self.base.expr(ns)}, {self.attr!r})"
 
-    def name(self):
-        return f"whether object.__getattribute__ finds {self.attr!r} on {self.base.name()}"
+    def name(self, naming=None):
+        return f"whether object.__getattribute__ finds {self.attr!r} on {self.base.name(naming)}"
 
     @property
     def depth(self):

@@ -85,7 +85,7 @@ class CopiesPlainlySource(Source):
     def expr(self, ns):
         return f"{ns.bind(copies_plainly, 'copies_plainly')}({ns.bind(self.cls, 'cls')}, {self.deep!r})"
 
-    def name(self):
+    def name(self, naming=None):
         return f"whether {'copy.deepcopy' if self.deep else 'copy.copy'} copies {self.cls.__qualname__} plainly"
 
     def __eq__(self, other):

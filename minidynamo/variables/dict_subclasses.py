@@ -97,8 +97,8 @@ class BaseKeysSource(Source):
     def expr(self, ns):
         return f"{ns.bind(base_keys, 'base_keys')}({self.base.expr(ns)})"
 
-    def name(self):
-        return f"the keys of {self.base.name()}"
+    def name(self, naming=None):
+        return f"the keys of {self.base.name(naming)}"
 
     @property
     def depth(self):
@@ -116,8 +116,8 @@ class BaseItemSource(Source):
         key = repr(self.key) if type(self.key) in (int, str, bool, float, type(None)) else ns.bind(self.key, "key")
         return f"{ns.bind(dict.__getitem__, 'dict_getitem')}({self.base.expr(ns)}, {key})"
 
-    def name(self):
-        return f"{self.base.name()}[{self.key!r}]"
+    def name(self, naming=None):
+        return f"{self.base.name(naming)}[{self.key!r}]"
 
     @property
     def depth(self):

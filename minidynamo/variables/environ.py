@@ -24,7 +24,7 @@ def _reader(name: str):
 class _EnvironRead(CallSource):
     """`os.environ.get(name)`, named as written (CallSource names a call without arguments)."""
 
-    def name(self):
+    def name(self, naming=None):
         return self.label
 
 

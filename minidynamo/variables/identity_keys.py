@@ -49,8 +49,8 @@ class SameObjectsSource(Source):
         objects = "".join(s.expr(ns) + ", " for s in self.sources)
         return f"{ns.bind(same_objects, 'same_objects')}(({objects}), {tuple(self.pattern)!r})"
 
-    def name(self):
-        return f"which of {', '.join(s.name() for s in self.sources)} are one object"
+    def name(self, naming=None):
+        return f"which of {', '.join(s.name(naming) for s in self.sources)} are one object"
 
     @property
     def depth(self):  # after the guards that make each of them readable

@@ -293,10 +293,10 @@ class ReducedSource(Source):
             return f"{ns.bind(reduced_shape, 'reduced_shape')}({self.base.expr(ns)})"
         return f"{ns.bind(reduced_args, 'reduced_args')}({self.base.expr(ns)})[{self.part}]"
 
-    def name(self):
+    def name(self, naming=None):
         if self.part == "shape":
-            return f"the number of iterators of {self.base.name()}"
-        return f"argument {self.part} of {self.base.name()}"
+            return f"the number of iterators of {self.base.name(naming)}"
+        return f"argument {self.part} of {self.base.name(naming)}"
 
     @property
     def depth(self):

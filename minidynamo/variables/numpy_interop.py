@@ -282,8 +282,8 @@ class FromNumpySource(Source):
     def expr(self, ns):
         return f"{ns.bind(torch.from_numpy, 'from_numpy')}({self.base.expr(ns)})"
 
-    def name(self):
-        return f"from_numpy({self.base.name()})"
+    def name(self, naming=None):
+        return f"from_numpy({self.base.name(naming)})"
 
     @property
     def depth(self):

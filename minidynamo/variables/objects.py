@@ -505,8 +505,8 @@ class TypeOfSource(Source):
     def expr(self, ns):
         return f"{ns.bind(type, 'type')}({self.base.expr(ns)})"
 
-    def name(self):
-        return f"type({self.base.name()})"
+    def name(self, naming=None):
+        return f"type({self.base.name(naming)})"
 
     @property
     def depth(self):
@@ -525,8 +525,8 @@ class ModuleTablesSource(Source):
         b = self.base.expr(ns)
         return "(" + " or ".join(f"{self.attr!r} in {b}.{t}" for t in ("_parameters", "_buffers", "_modules")) + ")"
 
-    def name(self):
-        return f"{self.attr!r} in the tables of {self.base.name()}"
+    def name(self, naming=None):
+        return f"{self.attr!r} in the tables of {self.base.name(naming)}"
 
     @property
     def depth(self):
@@ -551,8 +551,8 @@ class EnabledForSource(Source):
     def expr(self, ns):
         return f"{self.base.expr(ns)}.isEnabledFor({self.level!r})"
 
-    def name(self):
-        return f"{self.base.name()}.isEnabledFor({self.level!r})"
+    def name(self, naming=None):
+        return f"{self.base.name(naming)}.isEnabledFor({self.level!r})"
 
     @property
     def depth(self):

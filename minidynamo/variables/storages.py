@@ -27,8 +27,8 @@ class StorageBytesSource(Source):
     def expr(self, ns):
         return f"{self.base.ref(ns)}{'.untyped_storage()' if self.of_tensor else ''}.nbytes()"
 
-    def name(self):
-        return f"{self.base.name()}{'.untyped_storage()' if self.of_tensor else ''}.nbytes()"
+    def name(self, naming=None):
+        return f"{self.base.name(naming)}{'.untyped_storage()' if self.of_tensor else ''}.nbytes()"
 
     @property
     def depth(self):

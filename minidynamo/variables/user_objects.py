@@ -141,7 +141,7 @@ class ClassDefinesSource(Source):
     def expr(self, ns):
         return f"{ns.bind(class_defines, 'class_defines')}({ns.bind(self.cls, 'cls')}, {self.attr!r})"
 
-    def name(self):
+    def name(self, naming=None):
         return f"{self.cls.__qualname__}.{self.attr} (defined on the class)"
 
     def __eq__(self, other):
