@@ -29,13 +29,13 @@ Adding a kind is one subclass of `Guard`, named as the kind.
 from __future__ import annotations
 
 import math
-import re
 import types
 from typing import ClassVar
 
 import torch
 
 from .dynamic import render
+from .tensor_checks import contiguous_strides, dispatch_keys, layout_checks, single_gpu
 from .sources import Namespace, Source
 from .triton.kernels import kernel_name
 
@@ -390,7 +390,7 @@ class TENSOR_MATCH(Guard):
         if device.type == "cpu":
             on_device = f"{e}.is_cpu"
         elif device.type == "cuda" and device.index is not None:
-            on_device = f"{e}.is_cuda" if _single_gpu() else \
+            on_device = f"{e}.is_cuda" if single_gpu() else \
                 f"{e}.is_cuda and {e}.get_device() == {device.index}"
         else:
             on_device = f"{e}.device == {ns.bind(device, 'device')}"
@@ -398,7 +398,7 @@ class TENSOR_MATCH(Guard):
             f"type({e}) is {ns.bind(m['type'], 'type')}",
             f"{e}.dtype is {ns.bind(m['dtype'], 'dtype')}",
             on_device,
-            *_layout_checks(e, m["shape"], m["stride"]),
+            *layout_checks(e, m["shape"], m["stride"]),
             f"{e}.requires_grad is {m['requires_grad']!r}",
         ]
         if m.get("c_check") is None:  # the C check's dispatch keys tell inference tensors apart
@@ -441,7 +441,7 @@ class TENSOR_MATCH(Guard):
         if actual.is_inference() != m.get("inference", False):
             return _says(f"tensor {tname} is_inference mismatch", m.get("inference", False), actual.is_inference())
         return _says(f"tensor {tname} dispatch keys differ from the traced call's (inference_mode, "
-                     "a conj/neg view or a functorch transform)", *_dispatch_keys(m["c_check"], actual))
+                     "a conj/neg view or a functorch transform)", *dispatch_keys(m["c_check"], actual))
 
     def describe(self, naming=None):
         m = self.meta
@@ -518,48 +518,6 @@ def chain(source) -> list:
         out.append(source)
         source = getattr(source, "base", None)
     return out[::-1]
-
-
-def _single_gpu() -> bool:
-    """One visible CUDA device: `is_cuda` then pins the device (the count cannot change
-    once CUDA is initialised, and a CUDA tensor exists, so it is)."""
-    return torch.cuda.device_count() == 1
-
-
-def contiguous_strides(shape) -> tuple:
-    strides, step = [], 1
-    for size in reversed(shape):
-        strides.append(step)
-        step *= size
-    return tuple(reversed(strides))
-
-
-def _layout_checks(e: str, shape: tuple, stride: tuple) -> list[str]:
-    """Sizes and strides; with symbolic dimensions (None) only the static ones, one by
-    one (the shape environment's guards relate the symbolic ones)."""
-    if None not in shape and None not in stride:
-        return [f"{e}.shape == {shape!r}", _strides_check(e, shape, stride)]
-    checks = [f"{e}.dim() == {len(shape)}"]
-    checks += [f"{e}.size({d}) == {s}" for d, s in enumerate(shape) if s is not None]
-    checks += [f"{e}.stride({d}) == {s}" for d, s in enumerate(stride) if s is not None]
-    return checks
-
-
-def _strides_check(e: str, shape: tuple, stride: tuple) -> str:
-    """`x.is_contiguous()` where, given the shape checked just before it, that holds
-    exactly when the strides are the expected ones: contiguous strides and every size
-    above 1 (contiguity ignores the stride of a size-1 dim; any size-0 dim makes every
-    stride contiguous). Otherwise the strides themselves."""
-    if stride == contiguous_strides(shape) and all(size > 1 for size in shape):
-        return f"{e}.is_contiguous()"
-    return f"{e}.stride() == {stride!r}"
-
-
-def _dispatch_keys(c_check, actual) -> tuple[str, str]:
-    """(expected, actual) key sets, from the C check's own verbose answer."""
-    said = c_check.__self__.check_verbose(actual, tensor_check_names=["x"]) if c_check is not None else ""
-    found = re.search(r"expected (.*), actual (.*)$", said if isinstance(said, str) else "")
-    return found.groups() if found else ("the traced call's", "others")
 
 
 def _kernel_name(obj) -> str | None:
