@@ -184,8 +184,16 @@ def direct(mode, func, args, kwargs):
     route = _routes.get(func)
     if route is None or _tables_changed():
         route = _routes[func] = _route(mode, func)
-    if not route or mode.propagate_real_tensors or _custom_profiles():
+    if mode.propagate_real_tensors or _custom_profiles():
         return SLOW
+    if not route:
+        shortcut = _SHORTCUTS.get(func)
+        return SLOW if shortcut is None else shortcut(mode, func, args, kwargs)
+    return _run_meta(mode, func, args, kwargs)
+
+
+def _run_meta(mode, func, args, kwargs):
+    """Run `func`'s meta kernel on plain fakes and wrap the result as FakeTensorMode does."""
     flat: list = []
     if not _plain_leaves(args, mode, flat) or not _plain_leaves(kwargs.values(), mode, flat):
         return SLOW
@@ -198,6 +206,84 @@ def direct(mode, func, args, kwargs):
         return SLOW
     return mode.wrap_meta_outputs_with_default_device_logic(r, func, flat, device=kwargs.get("device"))
 
+
+# --- ops FakeTensorMode runs in Python whose result is known in a narrow case ------------
+# Each shortcut takes only arguments where the result provably equals FakeTensorMode's
+# (tests/test_fake_direct.py compares them over many shapes, strides and dtypes).
+
+
+def _contiguous_strides(size) -> tuple:
+    """torch's make_contiguous_strides_for: size-1 dims take the stride of the dim after."""
+    strides, step = [], 1
+    for n in reversed(size):
+        strides.append(step)
+        step *= max(n, 1)
+    return tuple(reversed(strides))
+
+
+def _plain(t, mode) -> bool:
+    return (type(t) is FakeTensor and t.fake_mode is mode and t.constant is None
+            and not t._has_symbolic_sizes_strides and t.layout is torch.strided
+            and not t.is_conj() and not t.is_neg())
+
+
+def _view(mode, func, args, kwargs):
+    """`view` of a tensor whose strides are exactly contiguous, numel > 0: FakeTensorMode's
+    rule (torch._refs._reshape_view_helper: as_strided, split_dim, collapse_view, squeeze,
+    unsqueeze, each keeping a contiguous layout contiguous) gives the contiguous strides of
+    the new shape over the same storage at the same offset."""
+    if kwargs or len(args) != 2 or not _plain(args[0], mode) or _size_oblivious():
+        return SLOW
+    a, shape = args
+    if type(shape) not in (list, tuple) or any(type(n) is not int for n in shape):
+        return SLOW
+    size, numel = tuple(a.shape), a.numel()
+    if numel == 0 or a.stride() != _contiguous_strides(size):
+        return SLOW
+    known = 1
+    for n in shape:
+        known *= 1 if n == -1 else n
+    holes = shape.count(-1)
+    if holes > 1 or any(n < -1 for n in shape) or known <= 0 or numel % known:
+        return SLOW
+    new = tuple(numel // known if n == -1 else n for n in shape)
+    if holes == 0 and known != numel:
+        return SLOW
+    return _run_meta(mode, _AS_STRIDED, (a, new, _contiguous_strides(new), a.storage_offset()), {})
+
+
+_ADDMM_DTYPES = (torch.float32, torch.float64, torch.float16, torch.bfloat16)
+
+
+def _addmm(mode, func, args, kwargs):
+    """`addmm(bias, m1, m2)` (beta = alpha = 1) of one floating dtype with a 1-d bias or a
+    contiguous (m, n) one: FakeTensorMode's Python decomposition (`mm(m1, m2) + bias`, the
+    contiguous product first, so the sum takes its layout) and the meta kernel both give a
+    fresh contiguous (m, n) tensor."""
+    if kwargs or len(args) != 3:
+        return SLOW
+    bias, m1, m2 = args
+    if not (_plain(bias, mode) and _plain(m1, mode) and _plain(m2, mode)):
+        return SLOW
+    dtype, device = m1.dtype, m1.device
+    if (dtype not in _ADDMM_DTYPES or bias.dtype is not dtype or m2.dtype is not dtype
+            or bias.device != device or m2.device != device or m1.dim() != 2 or m2.dim() != 2
+            or m1.shape[1] != m2.shape[0]):
+        return SLOW
+    mn = (m1.shape[0], m2.shape[1])
+    if not (bias.dim() == 1 and bias.shape[0] == mn[1]
+            or bias.dim() == 2 and tuple(bias.shape) == mn and bias.stride() == _contiguous_strides(mn)):
+        return SLOW
+    return _run_meta(mode, func, args, kwargs)
+
+
+def _size_oblivious() -> bool:
+    config = sys.modules.get("torch.fx.experimental._config")
+    return config is None or bool(getattr(config, "backed_size_oblivious", True))
+
+
+_SHORTCUTS = {torch.ops.aten.view.default: _view, torch.ops.aten.addmm.default: _addmm}
+_AS_STRIDED = torch.ops.aten.as_strided.default
 
 _sizes: list = [None]
 
@@ -238,3 +324,128 @@ def _plain_leaves(values, mode, flat: list) -> bool:
         flat.append(a)
     return True
 
+
+
+# --- memoized results of FakeTensorMode's own path ---------------------------------------
+# The ops `direct` leaves to FakeTensorMode (Python decompositions and fake rules: `view`,
+# `addmm`, `slice`, `to`, `native_layer_norm`...) cost 0.2-1 ms each, repeats included
+# (the mode's dispatch cache bypasses many of them, and its hits rebuild outputs slowly).
+# For an op that writes nothing, the metadata of its one tensor result is a function of the
+# metadata of its arguments and of the global state below (sizes, strides, offsets,
+# dtypes, devices, flags, scalars, which arguments share a storage): `memo_key` holds all
+# of it, `learn` records the first run's result, and `replay` rebuilds it: the argument
+# itself, a view of the first argument's storage (as_strided, as torch's view rules make
+# them) or a fresh tensor over an allocation of exactly its size. Anything else (a tuple,
+# a view of another argument, a constant, a symbolic size) is not kept.
+
+_memo: dict = {}
+
+
+def memo_key(mode, func, args, kwargs):
+    """The memo key of one aten op dispatched to FakeTensorMode, or None."""
+    if (not isinstance(func, torch._ops.OpOverload) or func.namespace not in ("aten", "prims")
+            or mode.propagate_real_tensors or _custom_profiles()
+            or torch.is_inference_mode_enabled() or not _memo_safe(func)):
+        return None
+    storages: list = []
+    parts: list = []
+    if not _memo_parts(args, mode, storages, parts) or not _memo_parts(kwargs.values(), mode, storages, parts):
+        return None
+    if kwargs:
+        parts.append(tuple(kwargs))
+    if not storages:
+        return None
+    return (func, torch.is_grad_enabled(), torch.get_default_dtype(), torch._C._get_cudnn_enabled(),
+            torch._C._get_mkldnn_enabled(), tuple(parts))
+
+
+_SAFE: dict = {}
+
+
+def _memo_safe(func) -> bool:
+    """Whether `func`'s schema writes nothing and its result is not random or data-sized."""
+    safe = _SAFE.get(func)
+    if safe is None:
+        tags = func.tags
+        safe = _SAFE[func] = not (
+            any(a.alias_info is not None and a.alias_info.is_write for a in func._schema.arguments)
+            or torch.Tag.inplace_view in tags or torch.Tag.nondeterministic_seeded in tags
+            or torch.Tag.dynamic_output_shape in tags or torch.Tag.data_dependent_output in tags
+            or len(func._schema.returns) != 1)
+    return safe
+
+
+def _memo_parts(values, mode, storages: list, parts: list) -> bool:
+    for a in values:
+        t = type(a)
+        if t is FakeTensor:
+            if (a.fake_mode is not mode or a.constant is not None or a._has_symbolic_sizes_strides
+                    or a.layout is not torch.strided or a.is_conj() or a.is_neg()):
+                return False
+            s = a.untyped_storage()._cdata
+            group = storages.index(s) if s in storages else len(storages)
+            storages.append(s)
+            parts.append((a.dtype, a.device, tuple(a.shape), a.stride(), a.storage_offset(),
+                          a.requires_grad, group))
+        elif t is float or t is complex:
+            parts.append((t, repr(a)))  # -0.0 and 0.0 are equal keys otherwise
+        elif t in _ATOMS or a is None:
+            parts.append((t, a))
+        elif t is list or t is tuple:
+            parts.append((t, len(a)))
+            if not _memo_parts(a, mode, storages, parts):
+                return False
+        else:  # another tensor, a symbolic number, a dict...
+            return False
+    return True
+
+
+def replay(mode, key, args):
+    """The memoized result of the op `key` was made for, on these arguments, or SLOW."""
+    entry = _memo.get(key)
+    if entry is None:
+        return SLOW
+    kind, size, stride, offset, dtype, device = entry
+    if kind == "same":
+        return args[0]
+    if kind == "view":
+        return _run_meta(mode, _AS_STRIDED, (args[0], size, stride, offset), {})
+    return FakeTensor(mode, torch.empty_strided(size, stride, dtype=dtype, device=_META), device)
+
+
+def learn(key, args, kwargs, result) -> None:
+    """Record the result FakeTensorMode made for the op of `key` (see replay)."""
+    if len(_memo) >= _MAX_ENTRIES:
+        _memo.clear()
+    first = args[0] if args else None
+    if result is first and type(first) is FakeTensor:
+        _memo[key] = ("same", None, None, None, None, None)
+        return
+    # Not kept either: a result with autograd history or view tracking (an op reached above
+    # autograd made it through a decomposition; as_strided below autograd would not).
+    if (type(result) is not FakeTensor or result.constant is not None or result.requires_grad
+            or result._is_view() or result._has_symbolic_sizes_strides
+            or result.layout is not torch.strided or result.is_conj() or result.is_neg()):
+        return
+    size, stride, offset = tuple(result.shape), result.stride(), result.storage_offset()
+    s = result.untyped_storage()._cdata
+    if type(first) is FakeTensor and first.untyped_storage()._cdata == s:
+        kind = "view"
+        if first.dtype != result.dtype or first.device != result.device:
+            return
+    else:
+        if any(e.untyped_storage()._cdata == s for e in _tensors((args, tuple(kwargs.values())))) or offset != 0:
+            return
+        span = 0 if 0 in size else 1 + sum((n - 1) * st for n, st in zip(size, stride))
+        if span * result.element_size() != result.untyped_storage().nbytes():
+            return
+        kind = "fresh"
+    _memo[key] = (kind, size, stride, offset, result.dtype, result.device)
+
+
+def _tensors(values):
+    for a in values:
+        if type(a) is list or type(a) is tuple:
+            yield from _tensors(a)
+        elif isinstance(a, torch.Tensor):
+            yield a

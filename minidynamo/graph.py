@@ -33,12 +33,13 @@ from torch._subclasses.fake_tensor import (
     DynamicOutputShapeException,
     FakeTensorMode,
 )
+from torch._subclasses import fake_tensor as _fake_tensor
 from torch.fx.experimental.symbolic_shapes import GuardOnDataDependentSymNode, free_unbacked_symbols
 
 from .exc import unsupported
 from .dynamic import (has_symbolic, is_symbolic, new_shape_env, shape_guard_exprs, symbolic_fake,
                       symbolic_int)
-from .fakecache import SLOW, direct, input_fake, op_key, op_result, remember
+from .fakecache import SLOW, direct, input_fake, learn, memo_key, op_key, op_result, remember, replay
 from .guards import Guard, GuardSet, shape_guard, tensor_guard
 from .sources import Source
 from .triton.capture import KernelTable, direct_launches
@@ -428,6 +429,10 @@ class _WriteLog:
                     self.storages.add(_storage(t))
 
 
+# Ops FakeTensorMode.dispatch answers first, from the tensor's own fields (prim.device).
+_META_HANDLERS = getattr(_fake_tensor, "_DISPATCH_META_HANDLERS", {})
+
+
 class _FactMode(FakeTensorMode):
     """FakeTensorMode that, while `log` is set, notes what each aten op writes by its
     schema. Version counters alone miss writes: foreach and fused ops do not bump them on
@@ -444,9 +449,21 @@ class _FactMode(FakeTensorMode):
                 spots = _WRITE_SPOTS[func] = _write_spots(func)
             if spots:
                 log.note(spots, args, kwargs or {})
-        result = direct(self, func, args, kwargs or {})
-        if result is SLOW:
-            return super().__torch_dispatch__(func, types, args, kwargs)
+        handler = _META_HANDLERS.get(func)
+        if handler is not None:  # prim.device and the like: FakeTensorMode.dispatch's first step
+            return handler(args)
+        kwargs = kwargs or {}
+        result = direct(self, func, args, kwargs)
+        if result is not SLOW:
+            return result
+        key = memo_key(self, func, args, kwargs)
+        if key is not None:
+            result = replay(self, key, args)
+            if result is not SLOW:
+                return result
+        result = super().__torch_dispatch__(func, types, args, kwargs)
+        if key is not None:
+            learn(key, args, kwargs, result)
         return result
 
 

@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from torch._subclasses.fake_tensor import FakeTensorMode
 
-from minidynamo import fakecache
+from minidynamo import fakecache, graph
 from minidynamo.graph import _FactMode
 
 
@@ -89,7 +89,20 @@ def _run(mode: FakeTensorMode, call, reals: list, grad: bool):
     except Exception as e:  # eager raises it too: both paths must raise alike
         return "raised", type(e).__name__
     after = [(tuple(f.shape), f.stride(), f.storage_offset(), f._version) for f in fakes]
-    return _describe(out, fakes), after
+    return _describe(out, fakes), after, _write_through(mode, out, fakes)
+
+
+def _write_through(mode, out, fakes):
+    """A write to a tensor result: which arguments' version counters it moves (a view's
+    is its base's), or what it raises."""
+    if not isinstance(out, torch.Tensor):
+        return None
+    try:
+        with mode, torch.no_grad():
+            out.add_(1)
+    except Exception as e:
+        return "raised", type(e).__name__
+    return out._version, [f._version for f in fakes]
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -130,7 +143,6 @@ def _count_direct():
         if r is not fakecache.SLOW:
             _taken[0] += 1
         return r
-    import minidynamo.graph as graph
     graph.direct = counting
     yield
     graph.direct = real
@@ -182,3 +194,131 @@ def test_a_fake_rule_registered_later_is_followed():
     finally:
         fake_impls.op_implementations_checks.pop()
     assert fakecache.direct(mode, op, (x, x.t()), {}) is not fakecache.SLOW
+
+
+def _factor(n: int, draw) -> list:
+    """A random shape of `n` elements (size-1 dims anywhere, one -1 maybe)."""
+    primes, p = [], 2
+    while n > 1:
+        while n % p == 0:
+            primes.append(p)
+            n //= p
+        p += 1
+    shape = []
+    for q in draw(st.permutations(primes)):
+        if shape and draw(st.booleans()):
+            shape[-1] *= q
+        else:
+            shape.append(q)
+    for _ in range(draw(st.integers(0, 2))):
+        shape.insert(draw(st.integers(0, len(shape))), 1)
+    if shape and draw(st.booleans()):
+        shape[draw(st.integers(0, len(shape) - 1))] = -1
+    return shape
+
+
+def _counting(fn, hits):
+    def counted(*a):
+        r = fn(*a)
+        if r is not fakecache.SLOW:
+            hits[0] += 1
+        return r
+    return counted
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data(), shape=st.lists(st.integers(1, 6), min_size=0, max_size=4),
+       dtype=st.sampled_from([torch.float32, torch.bfloat16, torch.int64]),
+       layout=st.sampled_from(["plain", "plain", "transposed", "offset", "expanded"]),
+       requires_grad=st.booleans(), grad=st.booleans())
+def test_view_shortcut_matches_fake_tensor_mode(data, shape, dtype, layout, requires_grad, grad):
+    """x.view(shape) of exactly contiguous tensors takes fakecache._view; others, and its
+    replays from the memo, must still give what FakeTensorMode gives, aliasing included."""
+    r = _layout(torch.randn(shape).to(dtype), layout)
+    if requires_grad and dtype.is_floating_point:
+        r = r.detach().requires_grad_(True)
+    numel = r.numel()
+    target = _factor(numel, data.draw) if numel else [0, -1]
+    if data.draw(st.booleans()):
+        target = [numel + 1]  # not a view of it: both raise
+    fn = lambda x: x.view(target)  # noqa: E731
+    hits = [0]
+    real = fakecache._SHORTCUTS[torch.ops.aten.view.default]
+    fakecache._SHORTCUTS[torch.ops.aten.view.default] = _counting(real, hits)
+    try:
+        want = _run(FakeTensorMode(), fn, [r], grad)
+        got = _run(_FactMode(), fn, [r], grad)
+    finally:
+        fakecache._SHORTCUTS[torch.ops.aten.view.default] = real
+    assert got == want, (shape, r.stride(), target)
+    _shortcut_stats["view"] += hits[0]
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(m=st.integers(1, 5), k=st.integers(1, 5), n=st.integers(1, 5),
+       dtype=st.sampled_from([torch.float32, torch.float64, torch.bfloat16, torch.float16, torch.int64]),
+       bias=st.sampled_from(["1d", "2d", "2d transposed", "row", "scalar"]),
+       m1t=st.booleans(), m2t=st.booleans(), scale=st.sampled_from([None, (1, 1), (0.5, 2), (0, 1)]),
+       requires_grad=st.booleans(), grad=st.booleans(), twice=st.booleans())
+def test_addmm_shortcut_matches_fake_tensor_mode(m, k, n, dtype, bias, m1t, m2t, scale, requires_grad,
+                                                 grad, twice):
+    """addmm(bias, m1, m2) takes fakecache._addmm for one floating dtype, beta = alpha = 1
+    and a 1-d or contiguous bias; every case must give what FakeTensorMode gives (a second
+    call replays the memo)."""
+    def make(shape, transposed=False):
+        t = torch.randn(shape[::-1]).t() if transposed else torch.randn(shape)
+        t = t.to(dtype) if dtype.is_floating_point else t.to(torch.int64)
+        return t.detach().requires_grad_(True) if requires_grad and dtype.is_floating_point else t
+    b = {"1d": lambda: make((n,)), "2d": lambda: make((m, n)), "2d transposed": lambda: make((m, n), True),
+         "row": lambda: make((1, n)), "scalar": lambda: make(())}[bias]()
+    reals = [b, make((m, k), m1t), make((k, n), m2t)]
+    kw = {} if scale is None else {"beta": scale[0], "alpha": scale[1]}
+
+    def fn(x, y, z):
+        out = torch.addmm(x, y, z, **kw)
+        return torch.addmm(x, y, z, **kw) if twice else out
+    hits = [0]
+    real = fakecache._SHORTCUTS[torch.ops.aten.addmm.default]
+    fakecache._SHORTCUTS[torch.ops.aten.addmm.default] = _counting(real, hits)
+    try:
+        want = _run(FakeTensorMode(), fn, reals, grad)
+        got = _run(_FactMode(), fn, reals, grad)
+    finally:
+        fakecache._SHORTCUTS[torch.ops.aten.addmm.default] = real
+    assert got == want, (m, k, n, dtype, bias, scale)
+    _shortcut_stats["addmm"] += hits[0]
+
+
+_shortcut_stats = {"view": 0, "addmm": 0}
+
+
+def test_shortcuts_were_compared():
+    """Runs after the property tests (file order): the shortcuts were taken, many times."""
+    if not any(_shortcut_stats.values()):
+        pytest.skip("the property tests did not run")
+    assert _shortcut_stats["view"] >= 50 and _shortcut_stats["addmm"] >= 30, _shortcut_stats
+
+
+def test_memo_replays_what_fake_tensor_mode_made():
+    """Ops left to FakeTensorMode are memoized by argument metadata: the second call of each
+    replays (the argument itself, a view of its storage, a fresh tensor), and the results
+    match a stock FakeTensorMode's, views sharing their base's storage and version."""
+    calls = [lambda x: x.to(torch.float32), lambda x: x[:, 1:], lambda x: x[1],
+             lambda x: torch.addmm(x[0], x, x, beta=2), lambda x: x.new_empty((2, 3)),
+             lambda x: x.view(-1, 1), lambda x: x.t().reshape(-1)]
+    replays = [0]
+    for transposed in (False, True):
+        r = torch.randn(3, 3)
+        r = r.t() if transposed else r
+        fakecache._memo.clear()
+        for fn in calls:
+            want = _run(FakeTensorMode(), fn, [r], True)
+            first = _run(_FactMode(), fn, [r], True)
+            real = graph.replay
+            graph.replay = _counting(real, replays)
+            try:
+                second = _run(_FactMode(), fn, [r], True)
+            finally:
+                graph.replay = real
+            assert first == want and second == want
+    assert replays[0] >= 8, replays
