@@ -117,6 +117,8 @@ def test_numpy_node_of_the_graph_is_a_stand_in(dump_dir):
     """A graph calling one of the package's own callables (a NumPy node) names it as a
     global the dump binds to a stand-in: the file defines everything it reads."""
     np = pytest.importorskip("numpy")
+    if int(np.__version__.split(".")[0]) < 2:
+        pytest.skip("NumPy < 2: NumPy calls are not traced (value-based casting), no NumPy node")
 
     def g(x):
         return torch.from_numpy(np.sin(x.numpy())) + 1
