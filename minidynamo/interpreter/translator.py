@@ -184,6 +184,16 @@ class InstructionTranslator(GeneratorOps, LoadStoreOps, StackOps, BinaryOps, Jum
         return items
 
     # --- inlining ----------------------------------------------------------------
+    def call_directly(self, fn_var, args: list, kwargs: dict):
+        """`fn_var(*args, **kwargs)` made by the current instruction itself (a call, or a
+        protocol method such as `obj[key]`'s __getitem__, which lets what it raises through
+        unchanged): an exception its frames raise may be caught by this frame."""
+        self.direct_call = self.ip - 1
+        try:
+            return fn_var.call_function(self, args, kwargs)
+        finally:
+            self.direct_call = None
+
     def inline_call(self, fn_var, args: list, kwargs: dict):
         flags = fn_var.get_code().co_flags
         if flags & _NOT_PLAIN:

@@ -10,7 +10,6 @@ runs code of the class's (a property, a slot) declines the trace. A class's own
 from __future__ import annotations
 
 import collections
-import functools
 import inspect
 import logging
 import types
@@ -29,6 +28,7 @@ from .functions import UserFunctionVariable, UserMethodVariable
 from .contexts import make_context_manager
 from ..guards import Guard
 from .module_calls import call_module
+from .loggers import LOGGER_LEVELS, LoggedOnceVariable, LoggerCallVariable, logs_once
 
 
 class ModuleVariable(ObjectConstantVariable):
@@ -169,7 +169,7 @@ class UserObjectVariable(VariableTracker):
             return tx.wrap(inst_dict[name], self._attr_source(name))
         if static is not _ABSENT and self.source is not None:
             self._guard_class_attr(tx, name, static, shadowable=inst_dict is not None and not is_data_descriptor)
-        if isinstance(obj, logging.Logger) and name in _LOGGER_LEVELS and self.source is not None:
+        if isinstance(obj, logging.Logger) and name in LOGGER_LEVELS and self.source is not None:
             disabled_call = self._logger_method(tx, name)
             if disabled_call is not None:
                 return disabled_call
@@ -202,7 +202,7 @@ class UserObjectVariable(VariableTracker):
                             hint="read it before the optimized call and pass the value in")
             return UserFunctionVariable(static.fget).call_function(tx, [self], {})
         if hasattr(type(static), "__get__"):
-            if isinstance(obj, logging.Logger) and _logs_once(static) and self.source is not None:
+            if isinstance(obj, logging.Logger) and logs_once(static) and self.source is not None:
                 self.guard_class_function(tx, name, static)
                 guard_not_in_dict(tx, self.source, name, self._generic_class())
                 return LoggedOnceVariable(static, self)
@@ -409,14 +409,9 @@ class UserObjectVariable(VariableTracker):
             return protocol.getitem(tx, self, cls, key)
         method = self.var_getattr(tx, "__getitem__")
         if isinstance(method, UserMethodVariable):
-            # `obj[key]` calls the class's __getitem__ and lets what it raises through
-            # unchanged: a try of this frame may catch it (a Mapping's get() catching the
-            # KeyError of its own __getitem__), as for a direct call.
-            tx.direct_call = tx.ip - 1
-            try:
-                return method.call_function(tx, [key], {})
-            finally:
-                tx.direct_call = None
+            # a try of this frame may catch what it raises (a Mapping's get() catching the
+            # KeyError of its own __getitem__)
+            return tx.call_directly(method, [key], {})
         return method.call_function(tx, [key], {})
 
     def call_function(self, tx, args, kwargs):
@@ -531,91 +526,3 @@ class ModuleTablesSource(Source):
     @property
     def depth(self):
         return self.base.depth + 1
-
-
-# Logger methods whose whole effect, below the logger's level, is asking isEnabledFor
-# (`logging.debug()` and the other module functions are not: they may configure the root
-# logger first). None: the level is the call's first argument (`logger.log`).
-_LOGGER_LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "warning": logging.WARNING,
-                  "error": logging.ERROR, "exception": logging.ERROR, "critical": logging.CRITICAL,
-                  "log": None}
-
-
-@dataclass(frozen=True)
-class EnabledForSource(Source):
-    """`logger.isEnabledFor(level)`, asked again by the entry."""
-
-    base: Source
-    level: int
-
-    def expr(self, ns):
-        return f"{self.base.expr(ns)}.isEnabledFor({self.level!r})"
-
-    def name(self, naming=None):
-        return f"{self.base.name(naming)}.isEnabledFor({self.level!r})"
-
-    @property
-    def depth(self):
-        return self.base.depth + 3  # after the guards on the class's methods
-
-
-class LoggerCallVariable(UserMethodVariable):
-    """`logger.debug(...)` (info, warning, error, exception, critical, log): below the
-    logger's effective level the call does nothing, exactly (logging's own methods check
-    isEnabledFor first and return), so it is a no-op guarded on isEnabledFor being False;
-    at or above it, the record would be emitted: inlined, which declines as before."""
-
-    __slots__ = ("name",)
-
-    def __init__(self, logger, name):
-        super().__init__(UserFunctionVariable(getattr(logging.Logger, name)), logger)
-        self.name = name
-
-    def call_function(self, tx, args, kwargs):
-        logger = self.obj
-        try:  # the arguments must bind (a missing msg raises even below the level)
-            inspect.signature(self.func.fn).bind(logger.value, *args, **kwargs)
-        except TypeError:
-            return super().call_function(tx, args, kwargs)
-        level = _LOGGER_LEVELS[self.name]
-        if level is None:
-            if not args or not args[0].is_python_constant() or type(args[0].as_python_constant()) is not int:
-                return super().call_function(tx, args, kwargs)
-            level = args[0].as_python_constant()
-        if logger.value.isEnabledFor(level):  # reads the level (and fills logging's cache)
-            return super().call_function(tx, args, kwargs)
-        tx.output.guards.add(Guard("EQUALS_MATCH", EnabledForSource(logger.source, level), False))
-        return ConstantVariable(None)
-
-
-def _logs_once(static) -> bool:
-    """transformers' (and diffusers', accelerate's) `Logger.warning_once` / `info_once`: an
-    lru_cache over a method that logs, so a message is logged once per process."""
-    wrapped = getattr(static, "__wrapped__", None)
-    return type(static) is functools._lru_cache_wrapper and isinstance(wrapped, types.FunctionType) \
-        and wrapped.__name__ in ("warning_once", "info_once") \
-        and (wrapped.__module__ or "").split(".")[0] in ("transformers", "diffusers", "accelerate")
-
-
-class LoggedOnceVariable(VariableTracker):
-    """`logger.warning_once(msg)`: its only effect is output (a record logged the first time a
-    message is seen), so the trace does not break for it: the entry makes the same call after
-    the graph, in order with its other writes, and the lru_cache decides as in eager."""
-
-    __slots__ = ("fn", "logger")
-
-    def __init__(self, fn, logger):
-        super().__init__(None)
-        self.fn, self.logger = fn, logger
-
-    def call_function(self, tx, args, kwargs):
-        if not all(a.is_python_constant() for a in [*args, *kwargs.values()]):
-            unsupported("side_effect", f"{self.fn.__wrapped__.__name__}() with a value computed in the trace")
-        values = [a.as_python_constant() for a in args]
-        named = {k: v.as_python_constant() for k, v in kwargs.items()}
-        try:
-            hash((*values, *named.items()))  # lru_cache hashes them: an unhashable one raises
-        except TypeError:
-            unsupported("exceptions", f"TypeError: unhashable argument to {self.fn.__wrapped__.__name__}()")
-        tx.output.deferred_calls.append((self.fn, self.logger, values, named))
-        return ConstantVariable(None)

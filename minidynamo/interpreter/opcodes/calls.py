@@ -99,12 +99,7 @@ class CallOps:
             if fn.value in (str, repr) and isinstance(arg, ExceptionVariable):
                 return ConstantVariable(arg.text(fn.value))
         if isinstance(fn, (UserFunctionVariable, NestedFunctionVariable, UserMethodVariable)):
-            # Inlined directly: an exception its frames raise may be caught by this frame.
-            self.direct_call = self.ip - 1
-            try:
-                return fn.call_function(self, args, kwargs)
-            finally:
-                self.direct_call = None
+            return self.call_directly(fn, args, kwargs)  # its raises may be caught here
         return fn.call_function(self, args, kwargs)
 
     def KW_NAMES(self, inst):  # 3.11/3.12
