@@ -441,6 +441,13 @@ class _FactMode(FakeTensorMode):
 
     log = None
 
+    @classmethod
+    def _should_skip_dynamo(cls) -> bool:
+        # torch wraps a mode's __torch_dispatch__ in torch._disable_dynamo (two eval-frame
+        # switches a call, 2% of a model's first trace) so that Dynamo never traces it; this
+        # mode runs only inside minidynamo's own traces.
+        return False
+
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         log = self.log
         if log is not None:
