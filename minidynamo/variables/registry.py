@@ -79,6 +79,7 @@ WRAPPERS: tuple = (
     Wrapper(lambda v: v is typing.get_origin or v is typing.get_args,
             lambda tx, v, source: typing_forms.TypingQueryVariable(v, source)),
     Wrapper(identity_keys._is_set_of_classes, identity_keys._wrap_set_of_classes, identity=False),
+    Wrapper(identity_keys._is_dict_with_object_keys, identity_keys._wrap_dict, identity=False),
     Wrapper(dict_subclasses._modelled_instance, dict_subclasses._wrap_dict_object, identity=False),
     Wrapper(lambda v: type(v) is dataclasses.Field, dict_subclasses._wrap_field, identity=False),
     Wrapper(dict_subclasses._is_unbound, _builtin),
