@@ -266,3 +266,23 @@ def test_defaultdict_made_inside_with_each_kind_of_factory(factory):
         return dd["b"], dd, dd["a"] + dd["c"]
 
     check(fn, (torch.randn(2, 2),), kind="graph", graphs=1)
+
+
+class HashedByValue:
+    def __init__(self, n):
+        self.n = n  # __hash__ reads it: hashing the object before this line raises
+
+    def __hash__(self):
+        return hash(self.n)
+
+    def __eq__(self, other):
+        return isinstance(other, HashedByValue) and other.n == self.n
+
+
+def test_a_key_made_inside_whose_class_hashes_in_python_runs_as_eager():
+    def fn(x, d):
+        return x * d[HashedByValue(1)]
+
+    opt, _ = _opt(fn)
+    for _ in range(2):  # its __init__ is never hashed half made (the frame optimized on its own)
+        same_outcome(fn, opt, torch.ones(2), {HashedByValue(1): 2.0})
