@@ -148,14 +148,6 @@ def _identity_object(k) -> bool:
     return not isinstance(k, type) and cls.__hash__ is object.__hash__ and cls.__eq__ is object.__eq__
 
 
-def has_identity_keys(value) -> bool:
-    return any(not _value_key(k) for k in value)
-
-
-def _is_dict_with_object_keys(value) -> bool:
-    return type(value) is dict and has_identity_keys(value)
-
-
 def passed_in_keys(tx, value, source, kind) -> list:
     """The keys of dict `value` (of type `kind`) read from `source`, as a dict tracker holds
     them, and the guard on them: in order, each hashed by identity the very object."""

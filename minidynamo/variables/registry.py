@@ -12,7 +12,8 @@ every module that models a kind of object; none of them registers itself).
   classes).
 - `BUILTIN_HANDLERS`: builtins and C methods called in the trace whose handler lives with
   the model it needs, tried after builtins.py's own table.
-- `IDENTITY_KEYS`: trackers of objects hashed by identity as dict keys / set members.
+- `IDENTITY_KEYS`: trackers of objects hashed by identity as dict keys / set members;
+  `DICT_WITH_OBJECT_KEYS`: a plain dict passed in holding such keys.
 - `ITEM_PROTOCOLS`: objects passed in whose iteration and indexing are modelled (torch's
   module containers) → `ItemProtocol(container_class(obj), items(tx, var, cls),
   getitem(tx, var, cls, key))`.
@@ -79,7 +80,6 @@ WRAPPERS: tuple = (
     Wrapper(lambda v: v is typing.get_origin or v is typing.get_args,
             lambda tx, v, source: typing_forms.TypingQueryVariable(v, source)),
     Wrapper(identity_keys._is_set_of_classes, identity_keys._wrap_set_of_classes, identity=False),
-    Wrapper(identity_keys._is_dict_with_object_keys, identity_keys._wrap_dict, identity=False),
     Wrapper(dict_subclasses._modelled_instance, dict_subclasses._wrap_dict_object, identity=False),
     Wrapper(lambda v: type(v) is dataclasses.Field, dict_subclasses._wrap_field, identity=False),
     Wrapper(dict_subclasses._is_unbound, _builtin),
@@ -152,6 +152,8 @@ BUILTIN_HANDLERS: dict = {
 }
 
 IDENTITY_KEYS: tuple = (identity_keys.identity_key,)
+# A plain dict passed in with keys hashed by identity (the builder finds them scanning its keys).
+DICT_WITH_OBJECT_KEYS = identity_keys._wrap_dict
 
 ITEM_PROTOCOLS: tuple = (
     ItemProtocol(nn_modules.passed_container_class, nn_modules.container_items, nn_modules.container_getitem),
