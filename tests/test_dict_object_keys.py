@@ -35,6 +35,21 @@ def test_size_keyed_cache_filled_across_calls():
     assert backend.calls == 2  # the empty dict, then the one holding the size
 
 
+def test_size_keyed_cache_with_sizes_that_change():
+    def fn(x, cached):
+        if x.shape not in cached:
+            cached[x.shape] = x
+        return x + cached[x.shape]
+
+    opt, _ = _opt(fn)
+    eager, got = {}, {}
+    for n in (2, 4, 5, 4, 6, 2):  # sizes made dynamic on the way: the keys stay exact sizes
+        x = torch.randn(n, 3)
+        same(opt(x, got), fn(x, eager))
+        assert list(got) == list(eager)
+        assert all(type(k) is torch.Size for k in got)
+
+
 def test_size_keys_checked_by_value():
     def fn(x, cached):
         return x * cached.get(x.shape, 0.5)
