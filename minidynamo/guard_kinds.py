@@ -236,6 +236,20 @@ class LEN_MATCH(Guard):
         return f"{self.meta['type'].__name__} of length {self.expected}"
 
 
+def keys_are(d, keys: tuple, by_id: tuple) -> bool:
+    """Whether dict `d` has `keys` in order: the very objects where `by_id` says so, equal
+    keys of the same type elsewhere."""
+    if len(d) != len(keys):
+        return False
+    for actual, key, identity in zip(d, keys, by_id):
+        if identity:
+            if actual is not key:
+                return False
+        elif actual is not key and not (type(actual) is type(key) and actual == key):
+            return False
+    return True
+
+
 class DICT_KEYS(Guard):
     call_key = ("type({})", "tuple({})")
 
@@ -246,6 +260,9 @@ class DICT_KEYS(Guard):
         e = self.source.ref(ns)
         t = ns.bind(self.meta["type"], "type")
         keys = tuple(self.expected)
+        by_id = self.meta.get("by_id")
+        if by_id:  # keys hashed by identity (tensors, modules): those very objects
+            return f"type({e}) is {t} and {ns.bind(keys_are, 'keys_are')}({e}, {ns.bind(keys, 'keys')}, {by_id!r})"
         literal = all(type(k) in (int, str, bool, bytes) or k is None for k in keys)
         # Keys that do not read back from their repr (dtypes, enums) are bound objects.
         return f"type({e}) is {t} and tuple({e}) == {repr(keys) if literal else ns.bind(keys, 'keys')}"
@@ -262,7 +279,7 @@ class DICT_KEYS(Guard):
     def snapshot_role(self, module):
         # A plain dict of the snapshot's region (a module's `_modules` iterated): its keys
         # are checked when the snapshot is taken, then held by the dict's version tag.
-        return "keys" if self.meta["type"] is dict else None
+        return "keys" if self.meta["type"] is dict and not self.meta.get("by_id") else None
 
 
 class HASATTR(Guard):

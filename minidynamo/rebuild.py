@@ -101,6 +101,8 @@ class Rebuilder:
 
     def key(self, k) -> str:
         if type(k) is ObjectKey:  # an object hashed by identity: rebuilt from its tracker
-            return self.expr(k.var)
+            # (a key of a dict passed in the trace never read as a value: the object
+            # itself, which the entry's guards pin)
+            return self.expr(k.var) if k.has_var else self.ns.bind(k.obj, "k")
         return repr(k) if type(k) in (int, str, bool) or k is None else self.ns.bind(k, "k")
 

@@ -27,6 +27,9 @@ class TrackerServices:
     def contains(self, container, item):
         return operators.contains(self, container, item)
 
+    def getitem(self, obj, key):
+        return operators.getitem(self, obj, key)
+
     def binary_op(self, name: str, a, b, inplace: bool = False):
         return operators.binary_op(self, name, a, b, inplace)
 

@@ -115,10 +115,11 @@ def _wrap(tx, value, source):
             return TupleVariable((), source, tuple_type=type(value), lazy=items, size=len(value))
         return ListVariable((), source, lazy=items, size=len(value))
     if type(value) is dict:
-        # Keys hashed by value, or classes (hashed and compared by identity: a dict from
-        # types to backends, handlers...).
-        if not all(is_constant_value(k) or _identity_hashed_class(k) for k in value):
-            unsupported("construct", "a dict with keys that are not constants or classes")
+        # Keys hashed by value (torch.Size too), or classes (hashed and compared by identity:
+        # a dict from types to backends, handlers...). Others (tensors, modules hashed by
+        # identity): identity_keys.py.
+        if not all(is_constant_value(k) or type(k) is torch.Size or _identity_hashed_class(k) for k in value):
+            return tx.registry.DICT_WITH_OBJECT_KEYS(tx, value, source)
 
         def entries():
             # a snapshot: wrapping a value may import a module (sys.modules grows meanwhile)

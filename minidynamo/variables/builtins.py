@@ -8,6 +8,7 @@ import functools
 import itertools
 import math
 import operator
+import types
 
 import torch
 
@@ -541,6 +542,11 @@ def is_builtin_callable(value) -> bool:
 
 
 def _hashable(v):
+    """Whether `v` hashes, asked only of objects hashed in C: a class's own Python
+    `__hash__` is user code (never run by a trace; one may read attributes `__init__` has
+    not set yet), and no such object is a builtin."""
+    if isinstance(type(v).__hash__, types.FunctionType):
+        return False
     try:
         hash(v)
         return True

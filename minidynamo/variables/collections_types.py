@@ -15,8 +15,9 @@ from ..exc import unsupported
 from ..guards import Guard
 from ..sources import AttrSource, ItemSource
 from .base import ObjectConstantVariable, VariableTracker
-from .constant import ConstantVariable, is_constant_value
+from .constant import ConstantVariable
 from .dicts import DictVariable, _key, from_keys, key_var
+from .identity_keys import passed_in_keys
 from .functions import BoundMethodVariable, NestedFunctionVariable, PartialVariable, UserMethodVariable
 from .lists import pulled_one_by_one
 from .lists import TupleVariable
@@ -308,14 +309,12 @@ def _wrap_dict(tx, value, source):
         if seen is not None and seen[0] is value:
             tx.output.guards.add(Guard("ALIAS_MATCH", source, True, {"other": seen[2]}))
             return seen[1]
-    if not all(is_constant_value(k) for k in value):
-        unsupported("construct", f"a {type(value).__name__} with keys that are not constants")
     kind = type(value)
 
     def entries():
-        if source is not None:
-            tx.output.guards.add(Guard("DICT_KEYS", source, tuple(value), {"type": kind}))
-        return {k: tx.wrap(v, ItemSource(source, k) if source else None) for k, v in value.items()}
+        items = tuple(value.items())
+        keys = passed_in_keys(tx, value, source, kind)  # guarded, those hashed by identity as themselves
+        return {key: tx.wrap(v, ItemSource(source, k) if source else None) for key, (k, v) in zip(keys, items)}
 
     if source is None:
         if kind is defaultdict:

@@ -1,10 +1,11 @@
 """Dicts and sets. Like lists, only those created inside the traced function may be written.
 A dict's views and iterators read it live, as CPython's.
 
-Keys (and set members) are constants, hashed by value, or objects hashed by identity (a
-module, an object of a class without `__hash__`/`__eq__`): those are `ObjectKey`s, made by
-the models of objects hashed by identity (registry.IDENTITY_KEYS: identity_keys.py)."""
+Keys (and set members) are constants, hashed by value, or objects hashed by identity
+(`ObjectKey`s): dict_keys.py."""
 from __future__ import annotations
+
+from collections.abc import Mapping
 
 from ..exc import builtin_raises, unsupported
 from ..guards import Guard
@@ -13,100 +14,7 @@ from .base import VariableTracker
 from .constant import ConstantVariable, fold
 from .lazy_iterators import advanced
 from .lists import IteratorVariable, LiveItems, TupleVariable, items_equal, pulled_one_by_one
-
-
-class ObjectKey:
-    """A key hashed and compared by identity: `obj` (a real object, or the tracker of one
-    made in the trace) and `var`, the tracker the trace reads it as (and rebuilds it from)."""
-
-    __slots__ = ("obj", "var")
-
-    def __init__(self, obj, var: VariableTracker):
-        self.obj = obj
-        self.var = var
-
-    def __hash__(self):
-        return id(self.obj)
-
-    def __eq__(self, other):
-        return isinstance(other, ObjectKey) and other.obj is self.obj
-
-    def __repr__(self):
-        return f"ObjectKey({self.var.describe()})"
-
-
-def key_var(k) -> VariableTracker:
-    """The tracker of key `k` of a dict (member of a set) tracker."""
-    return k.var if type(k) is ObjectKey else ConstantVariable(k)
-
-
-def has_object_keys(keys) -> bool:
-    return any(type(k) is ObjectKey for k in keys)
-
-
-def _key(tx, k: VariableTracker):
-    if not k.is_python_constant():
-        for identity_key in tx.registry.IDENTITY_KEYS:
-            key = identity_key(tx, k)
-            if key is not None:
-                return key
-        unsupported("construct", f"dict key {k.describe()} (only constants and objects hashed by identity "
-                                 "are supported)")
-    value = k.as_python_constant()
-    try:
-        hash(value)
-    except TypeError:
-        unsupported("exceptions", f"TypeError: unhashable type: {type(value).__name__!r}")
-    return value
-
-
-class KeyItems(dict):
-    """A dict tracker's items (key -> tracker) that count the changes to its set of keys
-    (a value replaced under an existing key is not one), so an iterator can tell a dict
-    whose keys changed from one that kept them (CPython raises or moves on; see DictIteration)."""
-
-    __slots__ = ("key_changes",)
-
-    def __init__(self, *args, **kwargs):
-        super().__init__(*args, **kwargs)
-        self.key_changes = 0
-
-    def __setitem__(self, k, v):
-        if k not in self:
-            self.key_changes += 1
-        super().__setitem__(k, v)
-
-    def __delitem__(self, k):
-        super().__delitem__(k)
-        self.key_changes += 1
-
-    def pop(self, *args):
-        if args and args[0] in self:
-            self.key_changes += 1
-        return super().pop(*args)
-
-    def popitem(self):
-        item = super().popitem()
-        self.key_changes += 1
-        return item
-
-    def clear(self):
-        if self:
-            self.key_changes += 1
-        super().clear()
-
-    def setdefault(self, k, default=None):
-        if k not in self:
-            self.key_changes += 1
-        return super().setdefault(k, default)
-
-    def update(self, *args, **kwargs):
-        for k, v in dict(*args, **kwargs).items():
-            self[k] = v
-
-    def __ior__(self, other):
-        self.update(other)
-        return self
+from .dict_keys import KeyItems, ObjectKey as ObjectKey, _key as _key, has_object_keys, key_var as key_var
 
 
 _ABSENT = object()  # no such key (in a dict read one key at a time)
@@ -319,14 +227,26 @@ class DictVariable(VariableTracker):
         if isinstance(other, DictVariable):
             self.items.update(other.merge_items(tx))
         else:
-            if has_keys(other):  # CPython reads a mapping through keys() and [k]: not modeled
-                unsupported("construct", f"updating a dict from {other.describe()}, a mapping that is not a dict")
+            if has_keys(other):
+                self._update_from_mapping(tx, other)
+                return
             for i, pair in enumerate(pulled_one_by_one(tx, other)):  # a generator body sees each insertion
                 kv = pair.unpack_sequence(tx)
                 if len(kv) != 2:
                     unsupported("exceptions", f"ValueError: dictionary update sequence element #{i} has length "
                                               f"{len(kv)}; 2 is required")
                 self.items[_key(tx, kv[0])] = kv[1]
+
+    def _update_from_mapping(self, tx, other):
+        """CPython's dict_merge of a mapping that is not a dict: `list(other.keys())` first,
+        then `other[k]` for each (a MutableMapping's mixin methods traced like any code)."""
+        cls = other.python_type()
+        if getattr(cls, "keys", None) is Mapping.keys:  # KeysView(other): iterating it iterates other
+            keys = list(pulled_one_by_one(tx, other))
+        else:
+            keys = list(pulled_one_by_one(tx, other.var_getattr(tx, "keys").call_function(tx, [], {})))
+        for k in keys:
+            self.items[_key(tx, k)] = tx.getitem(other, k)
 
     def __repr__(self):
         return f"DictVariable({self.items!r})"

@@ -11,6 +11,11 @@ one guard, `same_objects(...)`: the same pattern of identities on every call it 
 (`m.a is m.b` as traced, and no two others the same). Their classes' `__hash__`/`__eq__`
 are guarded by identity (patching one in recompiles).
 
+Dicts passed in whose keys are such objects (a cache keyed by tensors or modules) or
+`torch.Size`s: keys guarded in order, those hashed by identity as the very objects (the
+entry holds them), each of them one of the sources `same_objects` pins (a key that is also
+the function's argument `x` is `x` on every call the entry serves, and no other is).
+
 Also: sets of classes passed in (a registry of types), guarded by their contents.
 """
 from __future__ import annotations
@@ -18,11 +23,13 @@ from __future__ import annotations
 import weakref
 from dataclasses import dataclass
 
+import torch
+
 from ..exc import unsupported
 from ..guards import Guard
-from ..sources import AttrSource, ObjectSource, Source
+from ..sources import AttrSource, ItemSource, ObjectSource, Source
 from .constant import is_constant_value
-from .dicts import ObjectKey, SetVariable
+from .dicts import DictVariable, ObjectKey, SetVariable
 from .nn_modules import NewContainerVariable
 from .objects import UserObjectVariable
 from .tensor import TensorVariable
@@ -124,6 +131,59 @@ def identity_key(tx, v):
         return ObjectKey(v, v)
     return None
 
+
+
+# --- dicts passed in with keys hashed by identity ------------------------------------------
+def _value_key(k) -> bool:
+    """A key hashed by value the trace can hold as it is: a constant, a torch.Size, a class."""
+    return is_constant_value(k) or type(k) is torch.Size or _identity_hashed_class(k)
+
+
+def _identity_object(k) -> bool:
+    """A key hashed by identity: a tensor (Tensor.__hash__ is id) or an object whose class
+    keeps object's __hash__ and __eq__ (a module, a plain object)."""
+    cls = type(k)
+    if isinstance(k, torch.Tensor):
+        return cls.__hash__ is torch.Tensor.__hash__
+    return not isinstance(k, type) and cls.__hash__ is object.__hash__ and cls.__eq__ is object.__eq__
+
+
+def passed_in_keys(tx, value, source, kind) -> list:
+    """The keys of dict `value` (of type `kind`) read from `source`, as a dict tracker holds
+    them, and the guard on them: in order, each hashed by identity the very object."""
+    keys = tuple(value)
+    by_id = tuple(not _value_key(k) for k in keys)
+    out = []
+    for i, (k, identity) in enumerate(zip(keys, by_id)):
+        if not identity:
+            out.append(k)
+            continue
+        if not _identity_object(k):
+            unsupported("construct", f"a {kind.__name__} with the key {type(k).__qualname__}(...) (only "
+                                     "constants, torch.Size, classes, tensors and objects hashed by identity "
+                                     "are supported)")
+        cls = type(k)
+        if not isinstance(k, torch.Tensor):
+            _guard_identity_hash(tx, cls)
+        key_source = ObjectSource(k, f"{source.name() if source else 'dict'}.keys()[{i}]")
+        note_identity(tx, key_source, k)
+        out.append(ObjectKey(k, make=lambda k=k, s=key_source: tx.wrap(k, s)))
+    if source is not None:
+        tx.output.guards.add(Guard("DICT_KEYS", source, keys, {"type": kind, "by_id": by_id if any(by_id) else None}))
+    return out
+
+
+def _wrap_dict(tx, value, source):
+    """A plain dict passed in with keys hashed by identity (see the module's docstring)."""
+    def entries():
+        items = tuple(value.items())  # a snapshot, as the builder's
+        keys = passed_in_keys(tx, value, source, dict)
+        return {key: tx.wrap(v, ItemSource(source, k) if source else None)
+                for key, (k, v) in zip(keys, items)}
+    if source is None:
+        return DictVariable(entries())
+    tx.output.guards.add(Guard("TYPE_MATCH", source, dict))
+    return DictVariable({}, source, lazy=entries, size=len(value), real=value)
 
 
 # --- sets of classes passed in ------------------------------------------------------------

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import functools
 
+import torch
+
 from ..exc import unsupported
 from .base import VariableTracker
 from .constant import ConstantVariable
@@ -16,7 +18,23 @@ from .constant import fold
 from .tuple_types import is_plain_tuple_type, namedtuple_base
 
 
+def constant_index(key: VariableTracker):
+    """`lst[t]` where tensor `t` was made from constants in the trace (`torch.as_tensor(2)`,
+    arithmetic on it): the int `t.__index__()` gives, known from the fake's constant (the
+    fake mode computes it with every op and drops it when the tensor is written). None
+    where not known."""
+    fake = getattr(key, "fake", None)
+    constant = getattr(fake, "constant", None)
+    if not isinstance(constant, torch.Tensor) or constant.numel() != 1 or \
+            constant.is_floating_point() or constant.is_complex():
+        return None
+    return constant.__index__()
+
+
 def _index(tx, key: VariableTracker, n: int, what: str):
+    known = constant_index(key)
+    if known is not None:
+        key = ConstantVariable(known)
     if not key.is_python_constant():
         unsupported("data_dependent", f"indexing {what} with {key.describe()}")
     k = key.as_python_constant()

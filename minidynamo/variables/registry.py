@@ -12,7 +12,8 @@ every module that models a kind of object; none of them registers itself).
   classes).
 - `BUILTIN_HANDLERS`: builtins and C methods called in the trace whose handler lives with
   the model it needs, tried after builtins.py's own table.
-- `IDENTITY_KEYS`: trackers of objects hashed by identity as dict keys / set members.
+- `IDENTITY_KEYS`: trackers of objects hashed by identity as dict keys / set members;
+  `DICT_WITH_OBJECT_KEYS`: a plain dict passed in holding such keys.
 - `ITEM_PROTOCOLS`: objects passed in whose iteration and indexing are modelled (torch's
   module containers) → `ItemProtocol(container_class(obj), items(tx, var, cls),
   getitem(tx, var, cls, key))`.
@@ -151,6 +152,8 @@ BUILTIN_HANDLERS: dict = {
 }
 
 IDENTITY_KEYS: tuple = (identity_keys.identity_key,)
+# A plain dict passed in with keys hashed by identity (the builder finds them scanning its keys).
+DICT_WITH_OBJECT_KEYS = identity_keys._wrap_dict
 
 ITEM_PROTOCOLS: tuple = (
     ItemProtocol(nn_modules.passed_container_class, nn_modules.container_items, nn_modules.container_getitem),

@@ -19,6 +19,7 @@ from .constant import ConstantVariable
 from .storages import storage_of
 from .functions import BoundMethodVariable
 from .lists import TupleVariable
+from .scalar_tensor_args import decompose_method
 from .symbolic import SymNodeVariable
 
 # Methods whose result is metadata, folded to a constant (no node).
@@ -212,6 +213,9 @@ class TensorVariable(VariableTracker):
         legacy = _legacy_tensor_type(args[0]) if name == "type" and args else None
         if legacy is not None:  # x.type(torch.HalfTensor)
             args = [ConstantVariable(legacy), *args[1:]]
+        decomposed = decompose_method(tx, self, name, args, kwargs)  # a 0-d tensor where a number goes
+        if decomposed is not None:
+            return decomposed
         return tx.output.call("call_method", name, [self, *args], kwargs, what=f"Tensor.{name}",
                               fold_metadata=name in _METADATA_METHODS)
 

@@ -13,6 +13,7 @@ from .base import ObjectConstantVariable
 from .constant import ConstantVariable, fold, is_constant_value
 from .contexts import GradModeVariable, _set_grad
 from .lists import BaseListVariable, TupleVariable
+from .scalar_tensor_args import decompose_call
 from .purity import is_compiler_disabled, is_operator, qualified_name
 from .torch_queries import query_of
 from .symbolic import SymNodeVariable
@@ -176,6 +177,9 @@ class TorchVariable(ObjectConstantVariable):
             if not args:  # torch.Tensor(torch.Size([])): 0-d, the default dtype
                 return tx.output.call("call_function", torch.empty, [TupleVariable([])], {},
                                       what=what, fold_metadata=False)
+        decomposed = decompose_call(tx, fn, args, kwargs)  # a 0-d tensor where a number goes
+        if decomposed is not None:
+            return decomposed
         tensor_in = _has_tensor(args) or _has_tensor(kwargs.values())
         return tx.output.call("call_function", fn, list(args), dict(kwargs),
                               what=what, fold_metadata=tensor_in)
