@@ -13,7 +13,7 @@ import torch
 from .dynamic import DynamicPolicy
 from .api import OptimizedFunction, OptimizedModule, _not_optimizable
 from .codegen import code_signature
-from .convert import BreakEntry, compile_call
+from .convert import BreakEntry, CallToCompile, compile_call
 from .exc import HINTS, BackendError
 from .user_names import plain
 from .backends import lookup_backend, backend_name
@@ -213,8 +213,9 @@ def explain(fn, backend=None):
         capture = _capturing(graphs, backend)
         reasons = []
         try:
-            entry = compile_call(fn, args, kwargs, capture, name=name, resumes=_no_resume,
-                                 dynamic=cache.dynamic.copy() if cache is not None else DynamicPolicy())
+            entry = compile_call(CallToCompile(
+                fn, args, kwargs, capture, name, resumes=_no_resume,
+                dynamic=cache.dynamic.copy() if cache is not None else DynamicPolicy()))
         except BackendError as e:
             gm = graphs[-1] if graphs else None
             reasons.append(BreakReason("backend", str(e), None, HINTS["backend"]))
