@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import functools
 import inspect
-import keyword
 import types
 import weakref
 
@@ -12,7 +11,7 @@ import torch
 from . import callees, optimizing
 from .backends import backend_name, lookup_backend
 from .cache import FunctionCache
-from .codegen import MISS, dispatcher
+from .codegen import MISS, dispatcher, entry_name
 from .user_names import for_module
 from .user_tracebacks import trimmed
 from ._compat import CO_ASYNC_GENERATOR, CO_COROUTINE, CO_GENERATOR
@@ -46,9 +45,7 @@ class OptimizedFunction:
         self._fn = fn
         code = fn.__code__
         where = f"{code.co_filename}:{code.co_firstlineno}"
-        # The name becomes the generated entry's def name: `<lambda>` is no identifier.
-        name = fn.__name__ if fn.__name__.isidentifier() and not keyword.iskeyword(fn.__name__) \
-            else "fn_" + "".join(c if c.isalnum() else "_" for c in fn.__name__).strip("_")
+        name = entry_name(fn)  # the generated entry's def name
         self._cache = FunctionCache(fn, backend, fullgraph, name, where,
                                     dynamic=_dynamic_for(backend, mode, dynamic), naming=naming)
         self._cache.on_change = self._install_call

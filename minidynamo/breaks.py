@@ -74,8 +74,8 @@ def why_no_break_at(inst, fullgraph: bool) -> str | None:
 
 
 class BreakTail:
-    """The part of a break entry after the graph. `lines(rebuilder)` renders it (called
-    twice by convert.py: once to learn the graph outputs, once with their final names)."""
+    """The part of a break entry after the graph. `lines(rebuilder)` renders it, once
+    (convert.py: the graph values it uses become the graph's outputs)."""
 
     def __init__(self, tx, index: int, resumes, continuation: bool, inside_call: bool = False,
                  backend=None):

@@ -19,7 +19,7 @@ from .codegen import MISS
 from .compile_report import note_entry, note_failure, note_limit, recorders
 from .config import config
 from .exc import InternalError, Raised
-from .convert import CacheEntry, compile_call
+from .convert import CacheEntry, CallToCompile, compile_call
 from .logs import compile_watch, get_logger
 from .sources import IteratorSource
 from .user_names import Naming, for_resume, plain
@@ -286,10 +286,10 @@ class FunctionCache:
                 return self.run_eagerly(args, kwargs)
             watch = compile_watch.begin(lambda: f"{self.naming.label()} (backend {backend_name(self.backend)!r})")
             try:
-                entry = compile_call(self.fn, args, kwargs, self.backend, name=self.name,
-                                     slow=self.call_slow, fullgraph=self.fullgraph,
-                                     resumes=None if self.fullgraph else self.resume_for,
-                                     continuation=self.continuation, dynamic=self.dynamic)
+                entry = compile_call(CallToCompile(
+                    self.fn, args, kwargs, self.backend, self.name, slow=self.call_slow,
+                    fullgraph=self.fullgraph, resumes=None if self.fullgraph else self.resume_for,
+                    continuation=self.continuation, dynamic=self.dynamic))
             finally:
                 compile_watch.end(watch)
             index = len(self.entries)

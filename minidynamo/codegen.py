@@ -11,7 +11,7 @@ import keyword
 import operator
 import types
 
-from .sources import Namespace
+from .sources import Namespace, identifier
 from .user_tracebacks import trimmed
 from .frame_hook import eager_call
 
@@ -62,6 +62,15 @@ def signature_parts(fn, ns: Namespace) -> tuple[str, str]:
     if saw_posonly:
         params.append("/")
     return ", ".join(params), ", ".join(call)
+
+
+def entry_name(fn) -> str:
+    """The generated entry's def name: fn's own, or where that is no identifier
+    (`<lambda>`) `fn_` and its letters."""
+    name = fn.__name__
+    if name.isidentifier() and not keyword.iskeyword(name):
+        return name
+    return "fn_" + identifier(name).strip("_")
 
 
 def pick_prefix(fn) -> str:

@@ -4,7 +4,6 @@ without running anything (tensor work runs on fake tensors, no backend is called
 one is given)."""
 from __future__ import annotations
 
-import keyword
 import re
 from dataclasses import dataclass, field
 
@@ -12,8 +11,8 @@ import torch
 
 from .dynamic import DynamicPolicy
 from .api import OptimizedFunction, OptimizedModule, _not_optimizable
-from .codegen import code_signature
-from .convert import BreakEntry, compile_call
+from .codegen import code_signature, entry_name
+from .convert import BreakEntry, CallToCompile, compile_call
 from .exc import HINTS, BackendError
 from .user_names import plain
 from .backends import lookup_backend, backend_name
@@ -167,13 +166,6 @@ class ExplainOutput:
         return "\n".join(lines)
 
 
-def _entry_name(fn) -> str:
-    name = fn.__name__
-    if name.isidentifier() and not keyword.iskeyword(name):
-        return name
-    return "fn_" + "".join(c if c.isalnum() else "_" for c in name).strip("_")
-
-
 def explain(fn, backend=None):
     """explain(fn)(*args, **kwargs) → ExplainOutput for that call.
 
@@ -190,7 +182,7 @@ def explain(fn, backend=None):
     why = _not_optimizable(fn)
     if why is not None:  # named as explain's, not optimize's
         raise TypeError(why.replace("minidynamo.optimize", "minidynamo.explain", 1))
-    name = _entry_name(fn)
+    name = entry_name(fn)
     code = fn.__code__
     where = f"{code.co_filename}:{code.co_firstlineno}"
     # Messages name the function as the user wrote it (a module: its forward, `self`, ...).
@@ -213,8 +205,9 @@ def explain(fn, backend=None):
         capture = _capturing(graphs, backend)
         reasons = []
         try:
-            entry = compile_call(fn, args, kwargs, capture, name=name, resumes=_no_resume,
-                                 dynamic=cache.dynamic.copy() if cache is not None else DynamicPolicy())
+            entry = compile_call(CallToCompile(
+                fn, args, kwargs, capture, name, resumes=_no_resume,
+                dynamic=cache.dynamic.copy() if cache is not None else DynamicPolicy()))
         except BackendError as e:
             gm = graphs[-1] if graphs else None
             reasons.append(BreakReason("backend", str(e), None, HINTS["backend"]))

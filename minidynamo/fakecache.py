@@ -338,7 +338,7 @@ def _plain_leaves(values, mode, flat: list) -> bool:
 # them) or a fresh tensor over an allocation of exactly its size. Anything else (a tuple,
 # a view of another argument, a constant, a symbolic size) is not kept.
 
-_memo: dict = {}
+_memo: dict = {}  # key -> _SAME, _View or _Fresh: how to make the result again
 
 
 def memo_key(mode, func, args, kwargs):
@@ -400,17 +400,49 @@ def _memo_parts(values, mode, storages: list, parts: list) -> bool:
     return True
 
 
+class _Same:
+    """The op returns its first argument itself (an in-place op)."""
+
+    __slots__ = ()
+
+    def replay(self, mode, args):
+        return args[0]
+
+
+_SAME = _Same()
+
+
+class _View:
+    """The op returns a view of its first argument: same dtype and device."""
+
+    __slots__ = ("size", "stride", "offset")
+
+    def __init__(self, size, stride, offset):
+        self.size, self.stride, self.offset = size, stride, offset
+
+    def replay(self, mode, args):
+        return _run_meta(mode, _AS_STRIDED, (args[0], self.size, self.stride, self.offset), {})
+
+
+class _Fresh:
+    """The op returns a new dense tensor of its own storage."""
+
+    __slots__ = ("size", "stride", "dtype", "device")
+
+    def __init__(self, size, stride, dtype, device):
+        self.size, self.stride, self.dtype, self.device = size, stride, dtype, device
+
+    def replay(self, mode, args):
+        return FakeTensor(mode, torch.empty_strided(self.size, self.stride, dtype=self.dtype, device=_META),
+                          self.device)
+
+
 def replay(mode, key, args):
     """The memoized result of the op `key` was made for, on these arguments, or SLOW."""
     entry = _memo.get(key)
     if entry is None:
         return SLOW
-    kind, size, stride, offset, dtype, device = entry
-    if kind == "same":
-        return args[0]
-    if kind == "view":
-        return _run_meta(mode, _AS_STRIDED, (args[0], size, stride, offset), {})
-    return FakeTensor(mode, torch.empty_strided(size, stride, dtype=dtype, device=_META), device)
+    return entry.replay(mode, args)
 
 
 def learn(key, args, kwargs, result) -> None:
@@ -419,7 +451,7 @@ def learn(key, args, kwargs, result) -> None:
         _memo.clear()
     first = args[0] if args else None
     if result is first and type(first) is FakeTensor:
-        _memo[key] = ("same", None, None, None, None, None)
+        _memo[key] = _SAME
         return
     # Not kept either: a result with autograd history or view tracking (an op reached above
     # autograd made it through a decomposition; as_strided below autograd would not).
@@ -430,17 +462,16 @@ def learn(key, args, kwargs, result) -> None:
     size, stride, offset = tuple(result.shape), result.stride(), result.storage_offset()
     s = result.untyped_storage()._cdata
     if type(first) is FakeTensor and first.untyped_storage()._cdata == s:
-        kind = "view"
         if first.dtype != result.dtype or first.device != result.device:
             return
+        _memo[key] = _View(size, stride, offset)
     else:
         if any(e.untyped_storage()._cdata == s for e in _tensors((args, tuple(kwargs.values())))) or offset != 0:
             return
         span = 0 if 0 in size else 1 + sum((n - 1) * st for n, st in zip(size, stride))
         if span * result.element_size() != result.untyped_storage().nbytes():
             return
-        kind = "fresh"
-    _memo[key] = (kind, size, stride, offset, result.dtype, result.device)
+        _memo[key] = _Fresh(size, stride, result.dtype, result.device)
 
 
 def _tensors(values):

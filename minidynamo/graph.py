@@ -41,7 +41,7 @@ from .dynamic import (has_symbolic, is_symbolic, new_shape_env, shape_guard_expr
                       symbolic_int)
 from .fakecache import SLOW, direct, input_fake, learn, memo_key, op_key, op_result, remember, replay
 from .guards import Guard, GuardSet, shape_guard, tensor_guard
-from .sources import Source
+from .sources import Source, identifier
 from .triton.capture import KernelTable, direct_launches
 from .variables.base import VariableTracker
 from .variables.contexts import mark_inference_views
@@ -345,7 +345,7 @@ def aliased_values(node: fx.Node) -> list | None:
 
 def _placeholder_name(source: Source, n: int) -> str:
     raw = source.name().replace("global ", "G_").replace("closure ", "C_")
-    cleaned = "".join(c if c.isalnum() else "_" for c in raw).strip("_") or "input"
+    cleaned = identifier(raw).strip("_") or "input"
     if cleaned[0].isdigit():
         cleaned = "i_" + cleaned
     return f"L_{cleaned}" if not cleaned.isidentifier() else cleaned

@@ -19,15 +19,15 @@ from .variables.lists import ListVariable, TupleVariable
 
 class Rebuilder:
     """`expr(tracker)` → an expression; `prelude` holds the statements it needs first
-    (temporaries for mutable containers). A graph output is `out_name[i]`, or with
-    `node_ref` the name the inlined graph code gives that node; `nodes` lists them."""
+    (temporaries for mutable containers). A graph output is named `node_ref(node)`: the
+    entry's local for it, which the graph's code (or the unpacking of the compiled graph's
+    outputs) assigns; `nodes` lists them, in the order first named."""
 
-    def __init__(self, ns: Namespace, out_name: str, node_ref=None):
+    def __init__(self, ns: Namespace, node_ref):
         self.ns = ns
-        self.out_name = out_name
         self.node_ref = node_ref
         self.nodes: list = []
-        self._index: dict = {}
+        self._named: set = set()  # the nodes in `nodes`
         self.prelude: list[str] = []
         self._built: dict = {}  # id(tracker) → temporary holding the object built for it
         self._keep: list = []  # the trackers behind _built's ids
@@ -42,6 +42,8 @@ class Rebuilder:
 
     def temp(self) -> str:
         name = f"{self.ns.prefix}t{next(self._temps)}"
+        while name in self.ns.values:  # an object bound after a hint of "t" (`_md_t2`)
+            name = f"{self.ns.prefix}t{next(self._temps)}"
         self.ns.reserve(name)
         return name
 
@@ -53,11 +55,10 @@ class Rebuilder:
         object; anything else is one of the graph's outputs."""
         if v.node.op == "placeholder" and v.source is not None:
             return v.source.expr(self.ns)
-        i = self._index.get(v.node)
-        if i is None:
-            i = self._index[v.node] = len(self.nodes)
+        if v.node not in self._named:
+            self._named.add(v.node)
             self.nodes.append(v.node)
-        return f"{self.out_name}[{i}]" if self.node_ref is None else self.node_ref(v.node)
+        return self.node_ref(v.node)
 
     def built_once(self, v) -> str:
         """An object made in the trace (`v.rebuild_new`), built once into a temporary, so two

@@ -122,10 +122,13 @@ def _curve(x1: float, y1: float, x2: float, y2: float) -> str:
     return f"C{x1:.1f},{y1 + bend:.1f} {x2:.1f},{y2 - bend:.1f} {x2:.1f},{y2}"
 
 
+def _is_launch(node) -> bool:
+    return node.op == "call_function" and getattr(node.target, "__name__", "").startswith("triton_kernel_wrapper")
+
+
 def _kind(node) -> str:
-    if node.op == "call_function" and getattr(node.target, "__name__", "").startswith("triton_kernel_wrapper"):
-        return "triton"
-    return node.op
+    """The node's colour class: fx's op, or a Triton launch."""
+    return "triton" if _is_launch(node) else node.op
 
 
 def _layers(nodes, inputs) -> dict:
@@ -153,7 +156,7 @@ def _after_writes(nodes, kernels) -> dict:
         for p in n.all_input_nodes:
             if p in written and written[p] is not n:
                 after.setdefault(n, []).append(written[p])
-        if _kind(n) == "triton":
+        if _is_launch(n):
             index, args = n.kwargs.get("kernel_idx"), n.kwargs.get("kwargs") or {}
             record = records[index] if isinstance(index, int) and index < len(records) else None
             names = record.written_tensors() if record is not None else None

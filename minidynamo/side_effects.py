@@ -65,7 +65,7 @@ def writeback_lines(rb, output) -> list[str]:
     contents, applies = [], []
     for var, _ in output.mutated.values():
         target = var.source.expr(rb.ns)
-        custom = getattr(var, "writeback", None)  # other containers (deque): (contents, how to apply them)
+        custom = var.writeback  # other containers (deque): (contents, how to apply them)
         if custom is not None:
             temp = rb.temp()
             content, apply = custom(rb, target, temp)
@@ -196,13 +196,13 @@ def _replaced_sources(output) -> set:
         if owner is None:
             continue
         holder = owner[0]
-        if getattr(holder, "replaces", None) is not None:  # a cell the trace assigned (functions.py)
+        if holder.replaces is not None:  # a cell the trace assigned (functions.py)
             if holder.replaces(source, var):
                 replaced.add(source)
         elif isinstance(holder, UserObjectVariable):
             if isinstance(source, AttrSource) and source.attr in holder.stored and holder.stored[source.attr] is not var:
                 replaced.add(source)
-        elif isinstance(source, ItemSource) and getattr(holder, "writeback", None) is None:
+        elif isinstance(source, ItemSource) and holder.writeback is None:
             if not _holds(holder, source.key, var):
                 replaced.add(source)
     return replaced

@@ -8,8 +8,9 @@ against its own specialisation function where it can be found).
 """
 from __future__ import annotations
 
+import ast
 import inspect
-import re
+import textwrap
 from dataclasses import dataclass
 
 from .entry import entry_call
@@ -29,10 +30,21 @@ class Decline(Exception):
 
 # Triton's own call, in 3.x: kernel.run(grid_0, grid_1, grid_2, stream, kernel.function,
 # kernel.packed_metadata, launch_metadata, <enter hook>, <exit hook>, *bound_args.values())
-_RUN_CALL = re.compile(
-    r"kernel\.run\(\s*grid_0\s*,\s*grid_1\s*,\s*grid_2\s*,\s*stream\s*,\s*kernel\.function\s*,"
-    r"\s*kernel\.packed_metadata\s*,\s*launch_metadata\s*,\s*[\w.]*launch_enter_hook\s*,"
-    r"\s*[\w.]*launch_exit_hook\s*,\s*\*bound_args\.values\(\)\s*\)")
+_RUN_ARGS = ("grid_0", "grid_1", "grid_2", "stream", "kernel.function", "kernel.packed_metadata",
+             "launch_metadata")
+
+
+def _launches_as_expected(src: str) -> bool:
+    """Whether JITFunction.run's source (`src`) makes Triton's own call above, read from
+    its syntax tree."""
+    for node in ast.walk(ast.parse(textwrap.dedent(src))):
+        if not (isinstance(node, ast.Call) and ast.unparse(node.func) == "kernel.run") or node.keywords:
+            continue
+        args = [ast.unparse(a) for a in node.args]
+        if (len(args) == 10 and tuple(args[:7]) == _RUN_ARGS and args[7].endswith("launch_enter_hook")
+                and args[8].endswith("launch_exit_hook") and args[9] == "*bound_args.values()"):
+            return True
+    return False
 
 
 @dataclass
@@ -65,7 +77,7 @@ def _probe() -> Internals:
         from triton.runtime.jit import JITFunction
         info.JITFunction, info.Autotuner, info.Heuristics = JITFunction, Autotuner, Heuristics
         src = inspect.getsource(JITFunction.run)
-        if not _RUN_CALL.search(src):
+        if not _launches_as_expected(src):
             raise Decline("unrecognised CompiledKernel.run call in JITFunction.run")
         if "get_current_stream(device)" not in src:
             raise Decline("JITFunction.run does not take the stream from the driver")

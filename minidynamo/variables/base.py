@@ -81,6 +81,13 @@ class VariableTracker:
     # making it, `rebuild_fill(rb, name)` the statements filling it once bound to `name`
     # (what it holds may refer back to it). Rebuilder.built_once makes it once.
     rebuild_new = None
+    # An object from outside the trace that the trace changed (side_effects.py):
+    # `writeback(rb, target, temp)` gives (its final contents, the statement putting them
+    # into `target`) where the write-back of a list, a dict or an object's attributes does
+    # not fit (a deque, a cell); `replaces(source, var)` says whether that write-back makes
+    # `source` name another object than `var`. None: the ordinary write-back.
+    writeback = None
+    replaces = None
 
     def rebuild_fill(self, rb, name: str) -> list:
         return []

@@ -283,10 +283,6 @@ class GeneratorVariable(IteratorVariable):
         return f"GeneratorVariable({self.describe()}, {self.state})"
 
 
-def is_generator(v) -> bool:
-    return isinstance(v, GeneratorVariable)
-
-
 def check_at_trace_end(output, where: str) -> None:
     """Decline when a generator the trace made is left suspended inside a try or with
     block: CPython runs that cleanup when the generator goes away, at a time the trace

@@ -81,11 +81,6 @@ def _python_type(v):
         return None
 
 
-def _is_module_value(v) -> bool:
-    t = _python_type(v)
-    return isinstance(t, type) and issubclass(t, _Module)
-
-
 class NewUserModuleVariable(NewObjectVariable):
     """A user nn.Module made by the trace: its instance attributes (`attrs`, `training`
     among them once Module.__init__ ran), its submodules (`children`, name -> tracker,
