@@ -4,7 +4,10 @@ profiler's `record_function` regions, and `contextlib.contextmanager` applied in
 
 `record_function(name)` is a no-op region, as torch.compile traces it by default
 (`capture_profiler_record_function` off): the graph gets no profiler event, and a graph
-break inside it leaves it, as a nullcontext is left. `contextlib.contextmanager(fn)` made
+break inside it leaves it, as a nullcontext is left. `torch.profiler.profile(...)` and
+`torch.autograd.profiler.profile(...)` made in the trace are no-op regions too, as under
+torch.compile (its arguments are ignored; the profiler is never started): the object the
+`with` gives may only be dropped, anything read from it declines. `contextlib.contextmanager(fn)` made
 in the trace is the helper function contextlib returns, kept as the generator function it
 wraps: calling it makes contexts.py's GeneratorContextVariable, the same model as for a
 helper decorated at import time.
@@ -56,6 +59,42 @@ class RecordFunctionVariable(ContextManagerVariable):
 
     def describe(self):
         return f"torch.profiler.record_function({self.name!r})"
+
+
+PROFILE_CLASSES = (torch.profiler.profile, torch.autograd.profiler.profile)
+
+
+class ProfileVariable(ContextManagerVariable):
+    """`torch.profiler.profile(...)` / `torch.autograd.profiler.profile(...)` made in the
+    trace: a no-op region; entered, it gives itself, which nothing may be read from."""
+
+    def __init__(self, manager_type):
+        super().__init__(None)
+        self.manager_type = manager_type
+
+    def enter(self, tx):
+        return self
+
+    def exit(self, tx):
+        pass
+
+    def var_getattr(self, tx, name):
+        if name in ("__enter__", "__exit__"):
+            return super().var_getattr(tx, name)
+        unsupported("call", f"attribute {name!r} of {self.describe()}: the profiler is not run in a trace",
+                    hint="profile around the optimized call")
+
+    def close_at_break(self, graph):
+        pass
+
+    def why_not_across_break(self):
+        return None
+
+    def reenter(self, rb):
+        return [], rb.ns.bind(null_exit, "exit")
+
+    def describe(self):
+        return f"{self.manager_type.__module__}.profile()"
 
 
 def make_record_function(args: list, kwargs: dict) -> "RecordFunctionVariable | None":

@@ -115,6 +115,8 @@ WRAPPERS: tuple = (
 CONSTRUCTORS: tuple = (
     Constructor(lambda cls: cls is torch.autograd.profiler.record_function,
                 lambda tx, cls, args, kwargs: library_contexts.make_record_function(args, kwargs)),
+    Constructor(lambda cls: cls in library_contexts.PROFILE_CLASSES,
+                lambda tx, cls, args, kwargs: library_contexts.ProfileVariable(cls)),
     Constructor(lambda cls: cls in iterutils._FACTORIES, iterutils._construct),
     Constructor(lambda cls: namedtuples.namedtuple_base(cls) is not None, namedtuples._make_namedtuple),
     Constructor(builder.is_structseq, builder.make_structseq),
