@@ -168,9 +168,11 @@ class UserObjectVariable(VariableTracker):
             return tx.wrap(cls, self._attr_source(name))  # guarded by identity, as `type(obj)` is
         inst_dict = instance_dict(obj)
         static = on_class(cls, name)
-        if isinstance(obj, torch.nn.Module) and static is _ABSENT and not (inst_dict and name in inst_dict):
+        if isinstance(obj, torch.nn.Module) and static is _ABSENT and not (inst_dict and name in inst_dict) \
+                and inspect.getattr_static(cls, "__getattr__") is torch.nn.Module.__getattr__:
             # Module.__getattr__, which object's lookup reaches only past the instance
-            # dictionary and the class (a class attribute shadows a submodule of its name)
+            # dictionary and the class (a class attribute shadows a submodule of its name;
+            # a class's own __getattr__ answers instead: _getattr_hook)
             for table in ("_parameters", "_buffers", "_modules"):
                 d = obj.__dict__.get(table)
                 if d is not None and name in d:
@@ -191,7 +193,8 @@ class UserObjectVariable(VariableTracker):
             from .torch import SETTINGS_TYPES, TorchSettingsVariable  # a cycle: torch builds on this module
             if cls in SETTINGS_TYPES and self.source is not None:  # `from torch.backends.cuda import matmul`
                 return TorchSettingsVariable(obj, self.source).var_getattr(tx, name)
-            if hasattr(cls, "__getattr__") and not isinstance(obj, torch.nn.Module):
+            if hasattr(cls, "__getattr__") and (not isinstance(obj, torch.nn.Module) or inspect.getattr_static(
+                    cls, "__getattr__") is not torch.nn.Module.__getattr__):
                 return self._getattr_hook(tx, name)
             if self.source is not None and not self._generic_class():
                 guard_generic_miss(tx, self.source, name)  # (hasattr() would run the class's hook)
