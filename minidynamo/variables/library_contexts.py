@@ -1,6 +1,7 @@
 """Library context managers beside the state-changing ones of contexts.py: the
 profiler's `record_function` regions, and `contextlib.contextmanager` applied in the trace
-(a generator function defined inside the traced function and decorated there).
+(a generator function defined inside the traced function and decorated there), and
+`torch.autograd.graph.disable_saved_tensors_hooks(message)` regions.
 
 `record_function(name)` is a no-op region, as torch.compile traces it by default
 (`capture_profiler_record_function` off): the graph gets no profiler event, and a graph
@@ -20,9 +21,9 @@ import inspect
 import torch
 
 from ..exc import unsupported
-from .base import VariableTracker
+from .base import RealValueVariable, VariableTracker
 from .constant import ConstantVariable
-from .contexts import ContextManagerVariable, GeneratorContextVariable, null_exit
+from .contexts import ContextManagerVariable, GeneratorContextVariable, enter_real, null_exit
 from .functions import BaseFunctionVariable
 
 RECORD_FUNCTION = torch.autograd.profiler.record_function  # torch.profiler.record_function too
@@ -165,3 +166,96 @@ class ContextManagerFunctionVariable(VariableTracker):
 
     def rebuild_new(self, rb):
         return f"{rb.ns.bind(contextlib.contextmanager, 'contextmanager')}({rb.expr(self.fn)})"
+
+
+# --- torch.autograd.graph.disable_saved_tensors_hooks(message) ----------------------------
+DISABLE_SAVED_TENSORS_HOOKS = torch.autograd.graph.disable_saved_tensors_hooks
+# (a backend's dead-code elimination keeps these nodes: they change the thread's state)
+_has_side_effect = getattr(torch.fx.node, "has_side_effect", lambda fn: fn)
+
+
+@_has_side_effect
+def saved_tensors_hooks_off(message: str):
+    """The graph's entry into the region: what the manager's __enter__ does (raising where
+    hooks are registered now, as eager does); returns the message it replaces."""
+    prev = torch._C._autograd._saved_tensors_hooks_get_disabled_error_message()
+    try:
+        torch._C._autograd._saved_tensors_hooks_disable(message)
+    except BaseException:  # (it sets the message, then raises): the manager's finally
+        saved_tensors_hooks_restore(prev)
+        raise
+    return prev
+
+
+@_has_side_effect
+def saved_tensors_hooks_restore(prev) -> None:
+    """The graph's way out of the region: the state before it (its __exit__)."""
+    if prev is None:
+        torch._C._autograd._saved_tensors_hooks_enable()
+    else:
+        torch._C._autograd._saved_tensors_hooks_disable(prev)
+
+
+class DisableSavedTensorsHooksFunction(RealValueVariable):
+    """`torch.autograd.graph.disable_saved_tensors_hooks` itself (guarded by identity):
+    called with a constant message it makes the region below."""
+
+    __slots__ = ()
+    rebuild = RealValueVariable.rebuild_as_itself
+
+    def describe(self):
+        return "torch.autograd.graph.disable_saved_tensors_hooks"
+
+    def call_function(self, tx, args, kwargs):
+        values = list(args) + list(kwargs.values())
+        if len(values) != 1 or set(kwargs) - {"error_message"} or not values[0].is_python_constant() \
+                or not isinstance(values[0].as_python_constant(), str):
+            unsupported("call", "disable_saved_tensors_hooks with other than one constant message")
+        return SavedTensorsHooksOffVariable(values[0].as_python_constant())
+
+
+class SavedTensorsHooksOffVariable(ContextManagerVariable):
+    """`with torch.autograd.graph.disable_saved_tensors_hooks(message):` (or the decorator
+    form): entered for real while tracing, and in the graph as a pair of nodes (the state it
+    found, given back on the way out), as torch.compile records it."""
+
+    manager_type = contextlib._GeneratorContextManager
+    exits_quietly = True
+
+    def __init__(self, message: str):
+        super().__init__(None)
+        self.message = message
+        self.real = None
+        self.node = None
+
+    def enter(self, tx):
+        self.real = DISABLE_SAVED_TENSORS_HOOKS(self.message)
+        try:
+            self.real.__enter__()
+        except RuntimeError as e:  # saved-tensor hooks registered now: eager raises it
+            unsupported("exceptions", f"RuntimeError: {e}", raised=RuntimeError)
+        tx.output.entered.append(self.real)  # left by the cache if the trace stops inside
+        self.node = tx.output.graph.create_node("call_function", saved_tensors_hooks_off, (self.message,), {})
+        return ConstantVariable(None)
+
+    def exit(self, tx):
+        self.close_at_break(tx.output.graph)
+        tx.output.entered.remove(self.real)
+        self.real.__exit__(None, None, None)
+
+    def close_at_break(self, graph):
+        graph.create_node("call_function", saved_tensors_hooks_restore, (self.node,), {})
+
+    def clone(self):
+        return SavedTensorsHooksOffVariable(self.message)
+
+    def describe(self):
+        return f"disable_saved_tensors_hooks({self.message!r})"
+
+    def why_not_across_break(self):
+        return None if self.node is not None else "disable_saved_tensors_hooks region not entered"
+
+    def reenter(self, rb):
+        name = rb.temp()
+        made = f"{rb.ns.bind(DISABLE_SAVED_TENSORS_HOOKS, 'disable_saved_tensors_hooks')}({self.message!r})"
+        return [f"{name} = {rb.ns.bind(enter_real, 'enter')}({made})"], name

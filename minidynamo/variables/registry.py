@@ -108,6 +108,8 @@ WRAPPERS: tuple = (
     Wrapper(triton.is_triton_kernel, triton._wrap_kernel),
     Wrapper(triton.is_triton_builder, triton._wrap_builder),
     Wrapper(triton.is_triton_pure_function, triton._wrap_pure_function),
+    Wrapper(lambda v: v is library_contexts.DISABLE_SAVED_TENSORS_HOOKS,
+            lambda tx, value, source: library_contexts.DisableSavedTensorsHooksFunction(value, source)),
     Wrapper(lambda v: type(v) in attribute_builtins.C_DESCRIPTOR_TYPES,
             lambda tx, value, source: attribute_builtins.CDescriptorVariable(value, source)),
     # Last: any other C callable, kept opaque (passed around, rebuilt; calling it declines).

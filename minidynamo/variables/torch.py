@@ -107,6 +107,8 @@ class TorchVariable(ObjectConstantVariable):
                                          "could not be guarded here")
             tx.output.guards.add(Guard("ID_MATCH", source, attr))
             return TorchSettingsVariable(attr, source)
+        if attr is torch.autograd.graph.disable_saved_tensors_hooks:
+            return tx.wrap(attr, source)  # a region (library_contexts.py, through the registry)
         if callable(attr) or isinstance(attr, types.ModuleType):
             return TorchVariable(attr, source)
         return tx.wrap(attr, None)
