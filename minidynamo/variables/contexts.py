@@ -228,7 +228,8 @@ def wrap_exit(value) -> "_Method":
 def _set_grad(tx, enabled: bool) -> bool:
     """Grad mode on or off from here on, in the trace and in the graph; the mode before."""
     prev = torch.is_grad_enabled()
-    tx.output.graph.create_node("call_function", torch._C._set_grad_enabled, (enabled,), {})
+    if enabled != prev:  # (setting the mode it has changes nothing: no node, as torch.compile)
+        tx.output.graph.create_node("call_function", torch._C._set_grad_enabled, (enabled,), {})
     torch._C._set_grad_enabled(enabled)
     _note_grad(tx)
     return prev
