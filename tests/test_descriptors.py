@@ -240,3 +240,27 @@ def test_a_descriptor_of_another_class_raises_as_eager():
     with pytest.raises(TypeError) as got:
         opt(Slotted.x, torch.ones(1))
     assert str(got.value) == str(eager.value)
+
+
+def test_an_instance_attribute_shadowing_a_non_data_descriptor_is_not_stale():
+    opt = minidynamo.optimize(backend="eager")(read_non_data_descriptor)
+    obj = WithScaled()
+    assert torch.equal(opt(torch.ones(1), obj), torch.full((1,), 6.0))
+    obj.__dict__["value"] = 100
+    assert torch.equal(opt(torch.ones(1), obj), read_non_data_descriptor(torch.ones(1), obj))
+
+
+def test_a_subclass_shadowing_the_descriptor_later_is_not_stale():
+    class Base:
+        field = Doubling()
+
+    class Sub(Base):
+        def __init__(self):
+            self.__dict__["field"] = 0
+
+    opt = minidynamo.optimize(backend="eager")(set_through_descriptor)
+    assert torch.equal(opt(torch.zeros(1), Sub()), torch.full((1,), 20.0))
+    Sub.field = SetOnly()
+    a, b = Sub(), Sub()
+    assert torch.equal(opt(torch.zeros(1), a), set_through_descriptor(torch.zeros(1), b))
+    assert vars(a) == vars(b)

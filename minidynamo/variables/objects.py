@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import torch
 
 from ..exc import exception_made, Raised, Unsupported, unsupported
-from ..sources import AttrSource, ItemSource, ObjectSource, Source
+from ..sources import AttrSource, InDictSource, ItemSource, ObjectSource, Source
 from .attribute_protocols import (GenericAttrSource, InstanceDictView,
                                   call_getattribute, call_setattr, dict_source, guard_generic_miss, guard_not_in_dict,
                                   instance_dict, overrides_instance_dict, own_getattribute, own_setattr,
@@ -72,11 +72,15 @@ def _python_descriptor(static, method: str) -> bool:
     return isinstance(inspect.getattr_static(type(static), method, None), types.FunctionType)
 
 
-def _class_dict_source(cls, name: str):
+def _class_dict_source(tx, cls, name: str):
     """Where the guards read a class attribute without running its `__get__`: the dict
-    entry of the class that defines it (the instance's class is pinned by TYPE_MATCH)."""
-    klass = next(k for k in cls.__mro__ if name in vars(k))
-    return ItemSource(AttrSource(ObjectSource(klass, klass.__qualname__), "__dict__"), name)
+    entry of the class that defines it (the instance's class is pinned by TYPE_MATCH), the
+    classes before it in the MRO guarded to keep lacking the name."""
+    for klass in cls.__mro__:
+        klass_dict = AttrSource(ObjectSource(klass, klass.__qualname__), "__dict__")
+        if name in vars(klass):
+            return ItemSource(klass_dict, name)
+        tx.output.guards.add(Guard("EQUALS_MATCH", InDictSource(klass_dict, name), False))
 
 
 _SLOT_READS = (types.MemberDescriptorType, type(collections.namedtuple("_Field", "a").a))
@@ -230,8 +234,11 @@ class UserObjectVariable(VariableTracker):
                 # through the object by the guards too
                 return tx.wrap(getattr(obj, name), self._attr_source(name))
             if self.source is not None and _python_descriptor(static, "__get__"):
-                # a descriptor class of the user's: its __get__(obj, type(obj)) inlined
-                descriptor = tx.wrap(static, _class_dict_source(cls, name))
+                # a descriptor class of the user's: its __get__(obj, type(obj)) inlined (one
+                # without __set__ is shadowed by an instance attribute of its name: pinned absent)
+                if not is_data_descriptor and inst_dict is not None:
+                    guard_not_in_dict(tx, self.source, name, self._generic_class())
+                descriptor = tx.wrap(static, _class_dict_source(tx, cls, name))
                 owner = tx.wrap(cls, self._class_source())
                 return descriptor.var_getattr(tx, "__get__").call_function(tx, [self, owner], {})
             unsupported("construct", f"descriptor {name!r} of {cls.__qualname__} is not traced")
@@ -278,7 +285,7 @@ class UserObjectVariable(VariableTracker):
             if isinstance(static, property):
                 UserFunctionVariable(static.fset).call_function(tx, [self, value], {})
                 return
-            descriptor = tx.wrap(static, _class_dict_source(cls, name))
+            descriptor = tx.wrap(static, _class_dict_source(tx, cls, name))
             descriptor.var_getattr(tx, "__set__").call_function(tx, [self, value], {})
             return
         why = self._why_not_stored(name, value)
