@@ -83,3 +83,17 @@ def test_a_class_changed_to_take_the_write_is_not_stale():
     Local.c = property(lambda self: 0, lambda self, v: seen.append(v))
     tup = opt(pair(Local))
     assert len(seen) == 1 and "c" not in vars(tup)
+
+
+def set_one_read_other(x, t1, t2):
+    t1.c = 5
+    return x + 1, hasattr(t2, "c")
+
+
+def test_the_same_instance_under_two_names_is_not_stale():
+    opt = minidynamo.optimize(backend="eager")(set_one_read_other)
+    assert opt(torch.ones(1), pair(), pair())[1] is False
+    t = pair()
+    got = opt(torch.ones(1), t, t)
+    u = pair()
+    assert got[1] is set_one_read_other(torch.ones(1), u, u)[1] is True
