@@ -2,8 +2,12 @@
 and torch.autograd.profiler.profile(...) are no-op regions, as under torch.compile (the
 profiler is not started; the region's work goes into the graph). A graph break inside one
 (alone or around a record_function) splits the function as a nullcontext is split. The
-object the `with` gives cannot be read in a trace: reading it declines. Each is compared
+object the `with` gives cannot be read in a trace: reading it declines. A profiler given an
+`on_trace_ready` callback is not a no-op: the callback runs as in eager. Each is compared
 with eager (values, printed output)."""
+import contextlib
+import io
+
 import pytest
 import torch
 from helpers import check
@@ -109,3 +113,20 @@ def test_the_profiler_is_left_as_it_was():
     x = torch.randn(3)
     minidynamo.optimize(backend="eager")(profile_break_inside)(x)
     assert not torch.autograd.profiler._is_profiler_enabled
+
+
+def profile_with_callback(x):
+    with torch.profiler.profile(on_trace_ready=lambda p: print("ready")):
+        y = x * 2
+    return y + 1
+
+
+def test_a_profiler_callback_runs_as_in_eager():
+    # its callback is user code the profiler runs when it stops: not a no-op region
+    opt = minidynamo.optimize(backend="eager")(profile_with_callback)
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        got = opt(torch.ones(2))
+    assert out.getvalue() == "ready\n"
+    assert torch.equal(got, profile_with_callback(torch.ones(2)))
+    assert all(e.kind != "graph" or e.resumes for e in opt.cache_entries())

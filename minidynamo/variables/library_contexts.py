@@ -7,8 +7,9 @@ profiler's `record_function` regions, and `contextlib.contextmanager` applied in
 (`capture_profiler_record_function` off): the graph gets no profiler event, and a graph
 break inside it leaves it, as a nullcontext is left. `torch.profiler.profile(...)` and
 `torch.autograd.profiler.profile(...)` made in the trace are no-op regions too, as under
-torch.compile (its arguments are ignored; the profiler is never started): the object the
-`with` gives may only be dropped, anything read from it declines. `contextlib.contextmanager(fn)` made
+torch.compile (its arguments are ignored; the profiler is never started; one given an
+`on_trace_ready` callback is not modelled): the object the `with` gives may only be
+dropped, anything read from it declines. `contextlib.contextmanager(fn)` made
 in the trace is the helper function contextlib returns, kept as the generator function it
 wraps: calling it makes contexts.py's GeneratorContextVariable, the same model as for a
 helper decorated at import time.
@@ -96,6 +97,17 @@ class ProfileVariable(ContextManagerVariable):
 
     def describe(self):
         return f"{self.manager_type.__module__}.profile()"
+
+
+def make_profile(cls, args: list, kwargs: dict) -> "ProfileVariable | None":
+    """A no-op profile region, unless the profiler is given a callback: `on_trace_ready`
+    runs user code when it stops (None: not modelled, the call declines)."""
+    ready = kwargs.get("on_trace_ready")
+    if ready is not None and not (ready.is_python_constant() and ready.as_python_constant() is None):
+        return None
+    if cls is torch.profiler.profile and len(args) >= 3:  # (activities, schedule, on_trace_ready, ...)
+        return None
+    return ProfileVariable(cls)
 
 
 def make_record_function(args: list, kwargs: dict) -> "RecordFunctionVariable | None":

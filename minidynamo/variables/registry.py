@@ -120,7 +120,7 @@ CONSTRUCTORS: tuple = (
     Constructor(lambda cls: cls is torch.autograd.profiler.record_function,
                 lambda tx, cls, args, kwargs: library_contexts.make_record_function(args, kwargs)),
     Constructor(lambda cls: cls in library_contexts.PROFILE_CLASSES,
-                lambda tx, cls, args, kwargs: library_contexts.ProfileVariable(cls)),
+                lambda tx, cls, args, kwargs: library_contexts.make_profile(cls, args, kwargs)),
     Constructor(lambda cls: cls in iterutils._FACTORIES, iterutils._construct),
     Constructor(lambda cls: namedtuples.namedtuple_base(cls) is not None, namedtuples._make_namedtuple),
     Constructor(builder.is_structseq, builder.make_structseq),
