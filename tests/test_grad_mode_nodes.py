@@ -1,6 +1,6 @@
 """A grad-mode region that sets the mode the trace already has records no node (as
 torch.compile): `with torch.no_grad()` under no_grad, `set_grad_enabled(True)` with grad
-on. The values, the grad mode inside and after, and `requires_grad` of the results stay
+on; a call of `torch._C._set_grad_enabled` itself is always one. The values, the grad mode inside and after, and `requires_grad` of the results stay
 eager's; a region that changes the mode still records its nodes."""
 import pytest
 import torch
@@ -32,6 +32,14 @@ def region_with_break(a, b):
         print("grad inside:", torch.is_grad_enabled())
         x = x + b
     return x, torch.is_grad_enabled(), x.requires_grad
+
+
+def raw_calls(a):
+    prev = torch.is_grad_enabled()
+    torch._C._set_grad_enabled(prev)
+    y = a * 2
+    torch._C._set_grad_enabled(prev)
+    return y, y.requires_grad
 
 
 def _grad_nodes(fn, *args):
@@ -69,3 +77,11 @@ def test_op_count_under_no_grad():
     with torch.no_grad():
         minidynamo.optimize(backend=backend)(no_grad_region)(torch.randn(2), torch.randn(2))
     assert backend.calls == 1
+
+
+@pytest.mark.parametrize("grad", [False, True])
+def test_raw_set_grad_enabled_calls_are_nodes(grad):
+    a = torch.randn(3, requires_grad=True)
+    with torch.set_grad_enabled(grad):
+        check(raw_calls, (a,), kind="graph")
+        assert _grad_nodes(raw_calls, a) == 2

@@ -273,7 +273,7 @@ def _set_grad_enabled(tx, fn, args, kwargs):
     if type(mode) is not bool:
         unsupported("exceptions", f"TypeError: set_grad_enabled(): argument 'enabled' must be bool, not "
                                   f"{type(mode).__name__}")
-    _set_grad(tx, mode)
+    _set_grad(tx, mode, always=True)
     return ConstantVariable(None)
 
 
