@@ -28,7 +28,7 @@ from .guards import Guard
 from .sources import AttrSource, ItemSource, ReadBeforeWrites, iterator_state
 from .variables.constant import ConstantVariable
 from .variables.dicts import DictVariable
-from .variables.lists import IteratorVariable, ListVariable
+from .variables.lists import IteratorVariable, ListVariable, TupleVariable
 from .variables.objects import UserObjectVariable
 
 # The types of outside objects whose trackers the trace changes (dict trackers model the
@@ -43,7 +43,7 @@ def mutation_guards(output) -> None:
     if not output.mutated:
         return
     others = [(source, value, var) for source, (value, var) in output.wrapped.items()
-              if type(value) in _CONTAINER_TYPES or isinstance(var, UserObjectVariable)]
+              if type(value) in _CONTAINER_TYPES or isinstance(var, (UserObjectVariable, TupleVariable))]
     for var, what in output.mutated.values():
         mine = next(((s, v) for s, (v, w) in output.wrapped.items() if w is var), None)
         if mine is None:

@@ -56,6 +56,14 @@ def class_attribute(cls, name):
     return next((vars(klass)[name] for klass in cls.__mro__ if name in vars(klass)), None)
 
 
+def overrides_instance_dict(static) -> bool:
+    """Whether a class attribute wins over the instance dictionary on a read: a data
+    descriptor (`__set__` or `__delete__`) that has a `__get__` (one without is passed
+    over for the dictionary's value, as CPython's lookup does)."""
+    t = type(static)
+    return hasattr(t, "__get__") and (hasattr(t, "__set__") or hasattr(t, "__delete__"))
+
+
 def instance_dict(obj):
     """The object's `__dict__` as object's descriptor gives it (past the class's hooks), or None."""
     try:
@@ -185,7 +193,10 @@ def plain_writeback(obj, rb, target: str, temp: str) -> tuple[str, str]:
     names = list(obj.stored)
     content = "(" + "".join(f"{rb.expr(obj.stored[n])}, " for n in names) + ")"
     setattr_ = rb.ns.bind(object.__setattr__, "object_setattr")
-    apply = "; ".join(f"{setattr_}({target}, {n!r}, {temp}[{i}])" for i, n in enumerate(names))
+    raw = getattr(obj, "raw_stores", ())
+    getattr_ = rb.ns.bind(_object_getattribute, "object_getattribute") if raw else None
+    apply = "; ".join(f"{getattr_}({target}, '__dict__')[{n!r}] = {temp}[{i}]" if n in raw
+                      else f"{setattr_}({target}, {n!r}, {temp}[{i}])" for i, n in enumerate(names))
     return content, apply or "pass"
 
 
@@ -266,9 +277,9 @@ class InstanceDictView(VariableTracker):
         return None
 
     def var_getattr(self, tx, name):
-        if name in ("get", "__getitem__", "__contains__"):
+        if name in ("get", "__getitem__", "__contains__", "__setitem__"):
             return self.method_getattr(tx, name)
-        unsupported("construct", f"{name!r} of {self.describe()} (only reads by key are traced)")
+        unsupported("construct", f"{name!r} of {self.describe()} (only reads and writes by key are traced)")
 
     def call_method(self, tx, name, args, kwargs):
         if name == "get" and 1 <= len(args) <= 2 and not kwargs:
@@ -281,7 +292,16 @@ class InstanceDictView(VariableTracker):
             return found
         if name == "__contains__" and len(args) == 1 and not kwargs:
             return ConstantVariable(self._lookup(tx, args[0], value=False) is not None)
-        unsupported("construct", f"{name!r} of {self.describe()} (only reads by key are traced)")
+        if name == "__setitem__" and len(args) == 2 and not kwargs:
+            key = args[0]
+            if not key.is_python_constant() or not isinstance(key.as_python_constant(), str):
+                unsupported("side_effect", f"item assignment on {self.describe()} with {key.describe()}")
+            self.owner.set_in_dict(tx, key.as_python_constant(), args[1])
+            return ConstantVariable(None)
+        unsupported("construct", f"{name!r} of {self.describe()} (only reads and writes by key are traced)")
+
+    def setitem(self, tx, key, value):
+        self.call_method(tx, "__setitem__", [key, value], {})
 
     def getitem(self, tx, key):
         return self.call_method(tx, "__getitem__", [key], {})

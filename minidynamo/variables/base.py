@@ -70,6 +70,10 @@ class VariableTracker:
         it = tx.user_iterator(self)  # an object of a user class: its __iter__
         if it is not None:
             return tx.drain(it)
+        if self.is_python_constant():
+            t = type(self.as_python_constant())
+            if not hasattr(t, "__iter__") and not hasattr(t, "__getitem__"):  # iter() raises, as in eager
+                unsupported("exceptions", f"TypeError: {t.__name__!r} object is not iterable", raised=TypeError)
         unsupported("construct", f"iterating over {self.describe()}")
 
     def unpack_sequence(self, tx) -> list:

@@ -225,10 +225,13 @@ def wrap_exit(value) -> "_Method":
     return method
 
 
-def _set_grad(tx, enabled: bool) -> bool:
-    """Grad mode on or off from here on, in the trace and in the graph; the mode before."""
+def _set_grad(tx, enabled: bool, always: bool = False) -> bool:
+    """Grad mode on or off from here on, in the trace and in the graph; the mode before.
+    A grad-mode manager setting the mode there is records no node (as torch.compile
+    coalesces them); a call of `torch._C._set_grad_enabled` itself (`always`) is one."""
     prev = torch.is_grad_enabled()
-    tx.output.graph.create_node("call_function", torch._C._set_grad_enabled, (enabled,), {})
+    if enabled != prev or always:
+        tx.output.graph.create_node("call_function", torch._C._set_grad_enabled, (enabled,), {})
     torch._C._set_grad_enabled(enabled)
     _note_grad(tx)
     return prev

@@ -1,10 +1,15 @@
 """Library context managers beside the state-changing ones of contexts.py: the
 profiler's `record_function` regions, and `contextlib.contextmanager` applied in the trace
-(a generator function defined inside the traced function and decorated there).
+(a generator function defined inside the traced function and decorated there), and
+`torch.autograd.graph.disable_saved_tensors_hooks(message)` regions.
 
 `record_function(name)` is a no-op region, as torch.compile traces it by default
 (`capture_profiler_record_function` off): the graph gets no profiler event, and a graph
-break inside it leaves it, as a nullcontext is left. `contextlib.contextmanager(fn)` made
+break inside it leaves it, as a nullcontext is left. `torch.profiler.profile(...)` and
+`torch.autograd.profiler.profile(...)` made in the trace are no-op regions too, as under
+torch.compile (its arguments are ignored; the profiler is never started; one given an
+`on_trace_ready` callback is not modelled): the object the `with` gives may only be
+dropped, anything read from it declines. `contextlib.contextmanager(fn)` made
 in the trace is the helper function contextlib returns, kept as the generator function it
 wraps: calling it makes contexts.py's GeneratorContextVariable, the same model as for a
 helper decorated at import time.
@@ -17,9 +22,9 @@ import inspect
 import torch
 
 from ..exc import unsupported
-from .base import VariableTracker
+from .base import RealValueVariable, VariableTracker
 from .constant import ConstantVariable
-from .contexts import ContextManagerVariable, GeneratorContextVariable, null_exit
+from .contexts import ContextManagerVariable, GeneratorContextVariable, enter_real, null_exit
 from .functions import BaseFunctionVariable
 
 RECORD_FUNCTION = torch.autograd.profiler.record_function  # torch.profiler.record_function too
@@ -56,6 +61,53 @@ class RecordFunctionVariable(ContextManagerVariable):
 
     def describe(self):
         return f"torch.profiler.record_function({self.name!r})"
+
+
+PROFILE_CLASSES = (torch.profiler.profile, torch.autograd.profiler.profile)
+
+
+class ProfileVariable(ContextManagerVariable):
+    """`torch.profiler.profile(...)` / `torch.autograd.profiler.profile(...)` made in the
+    trace: a no-op region; entered, it gives itself, which nothing may be read from."""
+
+    def __init__(self, manager_type):
+        super().__init__(None)
+        self.manager_type = manager_type
+
+    def enter(self, tx):
+        return self
+
+    def exit(self, tx):
+        pass
+
+    def var_getattr(self, tx, name):
+        if name in ("__enter__", "__exit__"):
+            return super().var_getattr(tx, name)
+        unsupported("call", f"attribute {name!r} of {self.describe()}: the profiler is not run in a trace",
+                    hint="profile around the optimized call")
+
+    def close_at_break(self, graph):
+        pass
+
+    def why_not_across_break(self):
+        return None
+
+    def reenter(self, rb):
+        return [], rb.ns.bind(null_exit, "exit")
+
+    def describe(self):
+        return f"{self.manager_type.__module__}.profile()"
+
+
+def make_profile(cls, args: list, kwargs: dict) -> "ProfileVariable | None":
+    """A no-op profile region, unless the profiler is given a callback: `on_trace_ready`
+    runs user code when it stops (None: not modelled, the call declines)."""
+    ready = kwargs.get("on_trace_ready")
+    if ready is not None and not (ready.is_python_constant() and ready.as_python_constant() is None):
+        return None
+    if cls is torch.profiler.profile and len(args) >= 3:  # (activities, schedule, on_trace_ready, ...)
+        return None
+    return ProfileVariable(cls)
 
 
 def make_record_function(args: list, kwargs: dict) -> "RecordFunctionVariable | None":
@@ -126,3 +178,96 @@ class ContextManagerFunctionVariable(VariableTracker):
 
     def rebuild_new(self, rb):
         return f"{rb.ns.bind(contextlib.contextmanager, 'contextmanager')}({rb.expr(self.fn)})"
+
+
+# --- torch.autograd.graph.disable_saved_tensors_hooks(message) ----------------------------
+DISABLE_SAVED_TENSORS_HOOKS = torch.autograd.graph.disable_saved_tensors_hooks
+# (a backend's dead-code elimination keeps these nodes: they change the thread's state)
+_has_side_effect = getattr(torch.fx.node, "has_side_effect", lambda fn: fn)
+
+
+@_has_side_effect
+def saved_tensors_hooks_off(message: str):
+    """The graph's entry into the region: what the manager's __enter__ does (raising where
+    hooks are registered now, as eager does); returns the message it replaces."""
+    prev = torch._C._autograd._saved_tensors_hooks_get_disabled_error_message()
+    try:
+        torch._C._autograd._saved_tensors_hooks_disable(message)
+    except BaseException:  # (it sets the message, then raises): the manager's finally
+        saved_tensors_hooks_restore(prev)
+        raise
+    return prev
+
+
+@_has_side_effect
+def saved_tensors_hooks_restore(prev) -> None:
+    """The graph's way out of the region: the state before it (its __exit__)."""
+    if prev is None:
+        torch._C._autograd._saved_tensors_hooks_enable()
+    else:
+        torch._C._autograd._saved_tensors_hooks_disable(prev)
+
+
+class DisableSavedTensorsHooksFunction(RealValueVariable):
+    """`torch.autograd.graph.disable_saved_tensors_hooks` itself (guarded by identity):
+    called with a constant message it makes the region below."""
+
+    __slots__ = ()
+    rebuild = RealValueVariable.rebuild_as_itself
+
+    def describe(self):
+        return "torch.autograd.graph.disable_saved_tensors_hooks"
+
+    def call_function(self, tx, args, kwargs):
+        values = list(args) + list(kwargs.values())
+        if len(values) != 1 or set(kwargs) - {"error_message"} or not values[0].is_python_constant() \
+                or not isinstance(values[0].as_python_constant(), str):
+            unsupported("call", "disable_saved_tensors_hooks with other than one constant message")
+        return SavedTensorsHooksOffVariable(values[0].as_python_constant())
+
+
+class SavedTensorsHooksOffVariable(ContextManagerVariable):
+    """`with torch.autograd.graph.disable_saved_tensors_hooks(message):` (or the decorator
+    form): entered for real while tracing, and in the graph as a pair of nodes (the state it
+    found, given back on the way out), as torch.compile records it."""
+
+    manager_type = contextlib._GeneratorContextManager
+    exits_quietly = True
+
+    def __init__(self, message: str):
+        super().__init__(None)
+        self.message = message
+        self.real = None
+        self.node = None
+
+    def enter(self, tx):
+        self.real = DISABLE_SAVED_TENSORS_HOOKS(self.message)
+        try:
+            self.real.__enter__()
+        except RuntimeError as e:  # saved-tensor hooks registered now: eager raises it
+            unsupported("exceptions", f"RuntimeError: {e}", raised=RuntimeError)
+        tx.output.entered.append(self.real)  # left by the cache if the trace stops inside
+        self.node = tx.output.graph.create_node("call_function", saved_tensors_hooks_off, (self.message,), {})
+        return ConstantVariable(None)
+
+    def exit(self, tx):
+        self.close_at_break(tx.output.graph)
+        tx.output.entered.remove(self.real)
+        self.real.__exit__(None, None, None)
+
+    def close_at_break(self, graph):
+        graph.create_node("call_function", saved_tensors_hooks_restore, (self.node,), {})
+
+    def clone(self):
+        return SavedTensorsHooksOffVariable(self.message)
+
+    def describe(self):
+        return f"disable_saved_tensors_hooks({self.message!r})"
+
+    def why_not_across_break(self):
+        return None if self.node is not None else "disable_saved_tensors_hooks region not entered"
+
+    def reenter(self, rb):
+        name = rb.temp()
+        made = f"{rb.ns.bind(DISABLE_SAVED_TENSORS_HOOKS, 'disable_saved_tensors_hooks')}({self.message!r})"
+        return [f"{name} = {rb.ns.bind(enter_real, 'enter')}({made})"], name

@@ -161,11 +161,14 @@ class BaseListVariable(VariableTracker):
 
 
 class TupleVariable(BaseListVariable):
-    __slots__ = ("tuple_type",)
+    # stored: attributes the trace set on a namedtuple subclass's instance passed in (its
+    # __dict__), name → tracker, set on it after the graph (side_effects.py)
+    __slots__ = ("tuple_type", "stored")
 
     def __init__(self, items, source=None, tuple_type=tuple, lazy=None, size=None):
         super().__init__(items, source, lazy, size)
         self.tuple_type = tuple_type
+        self.stored = None
 
     def python_type(self):
         return self.tuple_type
@@ -192,11 +195,21 @@ class TupleVariable(BaseListVariable):
 
     def var_getattr(self, tx, name):
         if self.tuple_type is not tuple:
-            from .namedtuples import namedtuple_getattr  # a cycle: namedtuples builds on lists
-            found = namedtuple_getattr(tx, self, name)
+            found = _namedtuples().namedtuple_getattr(tx, self, name)
             if found is not None:
                 return found
         return self.method_getattr(tx, name)
+
+    def store_attr(self, tx, name, value):
+        """`p.name = v` on an instance of a namedtuple subclass passed in (its __dict__)."""
+        _namedtuples().namedtuple_setattr(tx, self, name, value)
+
+    @property
+    def writeback(self):
+        """The attributes set on a namedtuple passed in, through setattr (side_effects.py)."""
+        if not self.stored:
+            return None
+        return lambda rb, target, temp: _namedtuples().attribute_writeback(self, rb, target, temp)
 
     def new_like(self, items):
         # Slicing or repeating a torch.Size gives a torch.Size; a namedtuple gives a tuple.
@@ -207,6 +220,11 @@ class TupleVariable(BaseListVariable):
 
     def __repr__(self):
         return f"TupleVariable({self.items!r})"
+
+
+def _namedtuples():
+    from . import namedtuples  # a cycle: namedtuples builds on lists
+    return namedtuples
 
 
 def _size_or_tuple(tuple_type):

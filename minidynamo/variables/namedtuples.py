@@ -12,12 +12,13 @@ import types
 from ..exc import READS_FRAME, unsupported
 from ..guards import Guard
 from ..sources import AttrSource, ObjectSource
+from .attribute_protocols import overrides_instance_dict
 from .constant import ConstantVariable, is_constant_value
 from .dicts import DictVariable
 from .call_binding import bind_arguments
 from .functions import UserFunctionVariable, UserMethodVariable
 from .lists import TupleVariable
-from .objects import ClassVariable
+from .objects import ClassVariable, record_store
 from .namedtuple_classes import make_class
 from .tuple_types import _TUPLEGETTER, _STOCK_CODES, _stock_name, namedtuple_base, is_plain_tuple_type
 
@@ -42,11 +43,13 @@ def namedtuple_getattr(tx, tup: TupleVariable, name: str):
     source = tup.source
     if name == "__class__":
         return tx.wrap(cls, None)  # the instance's type is guarded already
+    if tup.stored and name in tup.stored:  # set by the trace (namedtuple_setattr)
+        return tup.stored[name]
     try:
         static = inspect.getattr_static(cls, name)
     except AttributeError:
         static = None
-    data_descriptor = static is not None and hasattr(type(static), "__set__")
+    data_descriptor = static is not None and overrides_instance_dict(static)
     if cls.__dictoffset__ and not data_descriptor:  # instances of this class have a __dict__
         found = _instance_attribute(tx, tup, name)
         if found is not None:
@@ -97,6 +100,51 @@ def _instance_attribute(tx, tup: TupleVariable, name: str):
         return tx.wrap(inst_dict[name], AttrSource(tup.source, name))
     tx.output.guards.add(Guard("NOT_IN_DICT", tup.source, None, {"attr": name}))
     return None
+
+
+def namedtuple_setattr(tx, tup: TupleVariable, name: str, value) -> None:
+    """`p.name = v` on an instance of a namedtuple subclass passed in whose class gives it a
+    __dict__: kept in `tup.stored` (later reads see it) and set after the graph. Guarded:
+    the class's `__setattr__` and what the class has under `name` (absent, or the same
+    plain value or function, never a descriptor that would take the write)."""
+    cls = tup.tuple_type
+    static = _ABSENT
+    for klass in cls.__mro__:
+        if name in vars(klass):
+            static = vars(klass)[name]
+            break
+    why = None
+    if namedtuple_base(cls) is None or not cls.__dictoffset__:
+        why = "its class gives it no instance dictionary"
+    elif tup.source is None:
+        why = "it is not reachable from the function's inputs"
+    elif inspect.getattr_static(cls, "__setattr__") is not object.__setattr__:
+        why = f"{cls.__qualname__}.__setattr__ is not traced"
+    elif static is not _ABSENT and hasattr(type(static), "__get__") and not isinstance(static, types.FunctionType):
+        why = f"{name!r} is a {type(static).__name__} of its class"
+    if why is not None:
+        unsupported("side_effect", f"setting attribute {name!r} on {tup.describe()}, which outlives the call: {why}")
+    class_source = _class_source(cls, tup.source)
+    tx.output.guards.add(Guard("ID_MATCH", AttrSource(class_source, "__setattr__"), object.__setattr__))
+    if static is _ABSENT:
+        tx.output.guards.add(Guard("HASATTR", class_source, False, {"attr": name}))
+    else:
+        tx.output.guards.add(Guard("ID_MATCH", AttrSource(class_source, name), static))
+    record_store(tx.output, tup)
+    if tup.stored is None:
+        tup.stored = {}
+    tup.stored[name] = value
+
+
+def attribute_writeback(tup: TupleVariable, rb, target: str, temp: str) -> tuple[str, str]:
+    """(the values, the statements setting them) for the attributes the trace set."""
+    names = list(tup.stored)
+    content = "(" + "".join(f"{rb.expr(tup.stored[n])}, " for n in names) + ")"
+    setattr_ = rb.ns.bind(object.__setattr__, "object_setattr")
+    return content, "; ".join(f"{setattr_}({target}, {n!r}, {temp}[{i}])" for i, n in enumerate(names))
+
+
+_ABSENT = object()
 
 
 def _class_source(cls, instance_source):

@@ -18,10 +18,11 @@ from dataclasses import dataclass
 import torch
 
 from ..exc import exception_made, Raised, Unsupported, unsupported
-from ..sources import AttrSource, ItemSource, ObjectSource, Source
+from ..sources import AttrSource, InDictSource, ItemSource, ObjectSource, Source
 from .attribute_protocols import (GenericAttrSource, InstanceDictView,
                                   call_getattribute, call_setattr, dict_source, guard_generic_miss, guard_not_in_dict,
-                                  instance_dict, own_getattribute, own_setattr, plain_writeback)
+                                  instance_dict, overrides_instance_dict, own_getattribute, own_setattr,
+                                  plain_writeback)
 from .base import ObjectConstantVariable, VariableTracker
 from .constant import ConstantVariable
 from .functions import UserFunctionVariable, UserMethodVariable
@@ -66,6 +67,22 @@ def construct(tx, cls, args, kwargs):
 
 
 # Data descriptors that only read the object's own storage (C code, no code of the user's).
+def _python_descriptor(static, method: str) -> bool:
+    """Whether the class attribute's type defines `method` (`__get__`, `__set__`) in Python."""
+    return isinstance(inspect.getattr_static(type(static), method, None), types.FunctionType)
+
+
+def _class_dict_source(tx, cls, name: str):
+    """Where the guards read a class attribute without running its `__get__`: the dict
+    entry of the class that defines it (the instance's class is pinned by TYPE_MATCH), the
+    classes before it in the MRO guarded to keep lacking the name."""
+    for klass in cls.__mro__:
+        klass_dict = AttrSource(ObjectSource(klass, klass.__qualname__), "__dict__")
+        if name in vars(klass):
+            return ItemSource(klass_dict, name)
+        tx.output.guards.add(Guard("EQUALS_MATCH", InDictSource(klass_dict, name), False))
+
+
 _SLOT_READS = (types.MemberDescriptorType, type(collections.namedtuple("_Field", "a").a))
 
 
@@ -111,12 +128,13 @@ class UserObjectVariable(VariableTracker):
     Attributes the trace sets on it are in `stored` (name → tracker, in the order first
     set): later reads see them, and the entry sets them on the object after the graph."""
 
-    __slots__ = ("value", "stored")
+    __slots__ = ("value", "stored", "raw_stores")
 
     def __init__(self, value, source=None):
         super().__init__(source)
         self.value = value
         self.stored: dict = {}
+        self.raw_stores: set = set()  # names of `stored` written as `obj.__dict__[name] = v`
 
     def python_type(self):
         return type(self.value)
@@ -154,14 +172,16 @@ class UserObjectVariable(VariableTracker):
             return tx.wrap(cls, self._attr_source(name))  # guarded by identity, as `type(obj)` is
         inst_dict = instance_dict(obj)
         static = on_class(cls, name)
-        if isinstance(obj, torch.nn.Module) and static is _ABSENT and not (inst_dict and name in inst_dict):
+        if isinstance(obj, torch.nn.Module) and static is _ABSENT and not (inst_dict and name in inst_dict) \
+                and inspect.getattr_static(cls, "__getattr__") is torch.nn.Module.__getattr__:
             # Module.__getattr__, which object's lookup reaches only past the instance
-            # dictionary and the class (a class attribute shadows a submodule of its name)
+            # dictionary and the class (a class attribute shadows a submodule of its name;
+            # a class's own __getattr__ answers instead: _getattr_hook)
             for table in ("_parameters", "_buffers", "_modules"):
                 d = obj.__dict__.get(table)
                 if d is not None and name in d:
                     return tx.wrap(d[name], self._attr_source(name))
-        is_data_descriptor = static is not _ABSENT and hasattr(type(static), "__set__")
+        is_data_descriptor = static is not _ABSENT and overrides_instance_dict(static)
         if name == "__dict__" and isinstance(inst_dict, dict) and type(static) is types.GetSetDescriptorType \
                 and self.source is not None and not self.is_module():
             return InstanceDictView(self)  # read key by key (`vars(obj).get(k)`)
@@ -177,7 +197,8 @@ class UserObjectVariable(VariableTracker):
             from .torch import SETTINGS_TYPES, TorchSettingsVariable  # a cycle: torch builds on this module
             if cls in SETTINGS_TYPES and self.source is not None:  # `from torch.backends.cuda import matmul`
                 return TorchSettingsVariable(obj, self.source).var_getattr(tx, name)
-            if hasattr(cls, "__getattr__") and not isinstance(obj, torch.nn.Module):
+            if hasattr(cls, "__getattr__") and (not isinstance(obj, torch.nn.Module) or inspect.getattr_static(
+                    cls, "__getattr__") is not torch.nn.Module.__getattr__):
                 return self._getattr_hook(tx, name)
             if self.source is not None and not self._generic_class():
                 guard_generic_miss(tx, self.source, name)  # (hasattr() would run the class's hook)
@@ -212,6 +233,14 @@ class UserObjectVariable(VariableTracker):
                 # a `__slots__` member or a namedtuple field: the value it gives now, read
                 # through the object by the guards too
                 return tx.wrap(getattr(obj, name), self._attr_source(name))
+            if self.source is not None and _python_descriptor(static, "__get__"):
+                # a descriptor class of the user's: its __get__(obj, type(obj)) inlined (one
+                # without __set__ is shadowed by an instance attribute of its name: pinned absent)
+                if not is_data_descriptor and inst_dict is not None:
+                    guard_not_in_dict(tx, self.source, name, self._generic_class())
+                descriptor = tx.wrap(static, _class_dict_source(tx, cls, name))
+                owner = tx.wrap(cls, self._class_source())
+                return descriptor.var_getattr(tx, "__get__").call_function(tx, [self, owner], {})
             unsupported("construct", f"descriptor {name!r} of {cls.__qualname__} is not traced")
         return tx.wrap(static, self._attr_source(name))
 
@@ -244,6 +273,20 @@ class UserObjectVariable(VariableTracker):
         hook = own_setattr(cls)
         if hook is not None and not self.is_module() and self.source is not None:
             call_setattr(tx, self, name, value, hook)
+            return
+        static = on_class(cls, name)
+        if static is not _ABSENT and hook is None and not self.is_module() and self.source is not None and (
+                _python_descriptor(static, "__set__") or isinstance(static, property)
+                and isinstance(static.fset, types.FunctionType)):
+            # a data descriptor takes the write: its Python __set__ (a property's setter) inlined
+            tx.output.guards.add(Guard("ID_MATCH", AttrSource(self._class_source(), "__setattr__"),
+                                       inspect.getattr_static(cls, "__setattr__")))
+            self._guard_class_attr(tx, name, static, shadowable=False)
+            if isinstance(static, property):
+                UserFunctionVariable(static.fset).call_function(tx, [self, value], {})
+                return
+            descriptor = tx.wrap(static, _class_dict_source(tx, cls, name))
+            descriptor.var_getattr(tx, "__set__").call_function(tx, [self, value], {})
             return
         why = self._why_not_stored(name, value)
         if why is not None:
@@ -278,12 +321,38 @@ class UserObjectVariable(VariableTracker):
         record_store(tx.output, self)
         self.stored[name] = value
 
+    def set_in_dict(self, tx, name, value):
+        """`obj.__dict__[name] = value`: the instance dictionary written past the class's
+        descriptors (set_plain's rules otherwise); written back the same way. A name whose
+        class attribute reads past the dictionary (a data descriptor with a `__get__`)
+        declines: `stored` answers reads first."""
+        static = on_class(type(self.value), name)
+        why = None
+        if self.source is None or not isinstance(instance_dict(self.value), dict) or self.is_module():
+            why = "only the __dict__ of a plain object passed in is written"
+        elif static is not _ABSENT and overrides_instance_dict(static):
+            why = f"{name!r} is a {type(static).__name__} of its class, which reads past the dictionary"
+        if why is not None:
+            unsupported("side_effect", f"item assignment on the __dict__ of {self.describe()}: {why}")
+        read = tx.output.wrapped.get(ItemSource(dict_source(self.source), name))
+        if read is not None and not isinstance(read[1], ConstantVariable):
+            unsupported("side_effect", f"writing {name!r} into the __dict__ of {self.describe()} after reading "
+                                       "it there (that read is rebuilt after the write)")
+        guards, class_source = tx.output.guards, self._class_source()
+        if static is _ABSENT:
+            guards.add(Guard("HASATTR", class_source, False, {"attr": name}))
+        else:
+            guards.add(Guard("ID_MATCH", AttrSource(class_source, name), getattr(type(self.value), name)))
+        record_store(tx.output, self)
+        self.stored[name] = value
+        self.raw_stores.add(name)
+
     @property
     def writeback(self):
         """How side_effects.py writes the attributes the trace set: None, `obj.name = v`;
         where the class's own __setattr__ (traced already) would run again, through
         object.__setattr__ (`attribute_protocols.plain_writeback`)."""
-        if self.is_module() or own_setattr(type(self.value)) is None:
+        if self.is_module() or own_setattr(type(self.value)) is None and not self.raw_stores:
             return None
         return lambda rb, target, temp: plain_writeback(self, rb, target, temp)
 

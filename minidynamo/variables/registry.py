@@ -37,8 +37,8 @@ from typing import Callable, NamedTuple
 import torch
 
 from .. import regions
-from . import (builder, c_callables, collections_types, copying, deques, dict_subclasses, distributed, environ,
-               identity_keys, iterutils, library_contexts, namedtuple_classes, namedtuples, nn_modules,
+from . import (attribute_builtins, builder, c_callables, collections_types, copying, deques, dict_subclasses,
+               distributed, environ, identity_keys, iterutils, library_contexts, namedtuple_classes, namedtuples, nn_modules,
                numpy_interop,
                object_builtins, storages, torch as torch_trackers, triton, typing_forms, user_modules,
                user_objects)
@@ -109,6 +109,10 @@ WRAPPERS: tuple = (
     Wrapper(triton.is_triton_kernel, triton._wrap_kernel),
     Wrapper(triton.is_triton_builder, triton._wrap_builder),
     Wrapper(triton.is_triton_pure_function, triton._wrap_pure_function),
+    Wrapper(lambda v: v is library_contexts.DISABLE_SAVED_TENSORS_HOOKS,
+            lambda tx, value, source: library_contexts.DisableSavedTensorsHooksFunction(value, source)),
+    Wrapper(lambda v: type(v) in attribute_builtins.C_DESCRIPTOR_TYPES,
+            lambda tx, value, source: attribute_builtins.CDescriptorVariable(value, source)),
     # Last: any other C callable, kept opaque (passed around, rebuilt; calling it declines).
     Wrapper(c_callables.is_untraced_c_callable, c_callables._wrap, identity=False),
 )
@@ -116,6 +120,8 @@ WRAPPERS: tuple = (
 CONSTRUCTORS: tuple = (
     Constructor(lambda cls: cls is torch.autograd.profiler.record_function,
                 lambda tx, cls, args, kwargs: library_contexts.make_record_function(args, kwargs)),
+    Constructor(lambda cls: cls in library_contexts.PROFILE_CLASSES,
+                lambda tx, cls, args, kwargs: library_contexts.make_profile(cls, args, kwargs)),
     Constructor(lambda cls: cls in iterutils._FACTORIES, iterutils._construct),
     Constructor(lambda cls: namedtuples.namedtuple_base(cls) is not None, namedtuples._make_namedtuple),
     Constructor(builder.is_structseq, builder.make_structseq),

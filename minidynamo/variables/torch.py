@@ -108,6 +108,8 @@ class TorchVariable(ObjectConstantVariable):
                                          "could not be guarded here")
             tx.output.guards.add(Guard("ID_MATCH", source, attr))
             return TorchSettingsVariable(attr, source)
+        if attr is torch.autograd.graph.disable_saved_tensors_hooks:
+            return tx.wrap(attr, source)  # a region (library_contexts.py, through the registry)
         if callable(attr) or isinstance(attr, types.ModuleType):
             return TorchVariable(attr, source)
         return tx.wrap(attr, None)
@@ -275,7 +277,7 @@ def _set_grad_enabled(tx, fn, args, kwargs):
     if type(mode) is not bool:
         unsupported("exceptions", f"TypeError: set_grad_enabled(): argument 'enabled' must be bool, not "
                                   f"{type(mode).__name__}")
-    _set_grad(tx, mode)
+    _set_grad(tx, mode, always=True)
     return ConstantVariable(None)
 
 

@@ -19,16 +19,16 @@ from dataclasses import dataclass
 
 import torch
 
-from ..exc import unsupported
+from ..exc import builtin_raises, unsupported
 from ..guards import Guard
-from ..sources import AttrSource, ObjectSource, Source
+from ..sources import AttrSource, ItemSource, ObjectSource, Source
 from .attribute_protocols import (GenericGetattribute, PlainSetattr, call_getattribute, class_attribute,
                                   own_getattribute)
 from .base import VariableTracker
 from .constant import ConstantVariable
 from .dicts import DictVariable
 from .functions import UserFunctionVariable, UserMethodVariable
-from .objects import ClassVariable, UserObjectVariable
+from .objects import ClassVariable, ModuleTablesSource, UserObjectVariable
 
 # Class attributes that make an object something `object.__new__` + `__dict__` cannot
 # rebuild, or whose lifetime has effects of its own.
@@ -396,6 +396,9 @@ class SuperVariable(VariableTracker):
                 return self.obj.builtin_attr(tx, name, klass)  # dict's own, on a dict subclass's object
             if klass is not object:
                 _guard_attr(tx, klass, name, attr)
+            if attr is torch.nn.Module.__getattr__ and isinstance(self.obj, UserObjectVariable) \
+                    and self.obj.is_module() and self.obj.source is not None:
+                return _ModuleGetattr(self.obj)  # from a module class's own __getattr__
             if isinstance(attr, types.FunctionType):
                 return UserMethodVariable(UserFunctionVariable(attr), self.obj)
             if isinstance(attr, staticmethod):
@@ -411,6 +414,32 @@ class SuperVariable(VariableTracker):
 
     def call_method(self, tx, name, args, kwargs):
         return self.var_getattr(tx, name).call_function(tx, args, kwargs)
+
+
+class _ModuleGetattr(VariableTracker):
+    """nn.Module.__getattr__ bound to a module passed in (`super().__getattr__(name)` in its
+    class's own hook): the parameter, buffer or submodule of that name, else the
+    AttributeError it raises (catchable in the trace). The tables are guarded to keep
+    (or keep lacking) the name."""
+
+    __slots__ = ("obj",)
+
+    def __init__(self, obj):
+        super().__init__(None)
+        self.obj = obj
+
+    def call_function(self, tx, args, kwargs):
+        if kwargs or len(args) != 1 or not isinstance(args[0].as_python_constant()
+                                                       if args[0].is_python_constant() else None, str):
+            unsupported("construct", "nn.Module.__getattr__ called with other than one constant name")
+        name, module = args[0].as_python_constant(), self.obj.value
+        for table in ("_parameters", "_buffers", "_modules"):
+            d = module.__dict__.get(table)
+            if d is not None and name in d:
+                return tx.wrap(d[name], ItemSource(AttrSource(self.obj.source, table), name))
+        tx.output.guards.add(Guard("EQUALS_MATCH", ModuleTablesSource(self.obj.source, name), False))
+        msg = f"'{type(module).__name__}' object has no attribute '{name}'"
+        builtin_raises(AttributeError, [ConstantVariable(msg)], f"AttributeError: {msg}")
 
 
 class _ObjectInit(VariableTracker):
