@@ -95,6 +95,7 @@ def guard_block(guard_exprs: list[str], miss: str, ok: str, indent: str = "    "
             *(f"{indent}    {line}" for line in fast.fetch),
             f"{indent}    {values} = {fast.name}.fresh({', '.join(fast.roots)})",
             f"{indent}    if {values} is not None:",
+            f"{indent}        {targets} = {fast.pick}({values})" if fast.pick else
             f"{indent}        {targets}, = {values}" if len(fast.targets) == 1 else
             f"{indent}        {targets} = {values}" if fast.targets else f"{indent}        pass",
             f"{indent}        {ok} = ({residual})",

@@ -469,6 +469,8 @@ def _entry_functions(fn, name, params, call_args, checks, body, ns, miss, slow, 
     miss_name = ns.bind(guard_miss, "miss")
     miss_call = f"{miss_name}({call_args})"
     checks, fast_tier = checks if isinstance(checks, tuple) else (checks, None)
+    if fast_tier is not None:
+        fast_tier = fast_tier.used_by(body, ns)
     guards = codegen.guard_block(checks, miss_call, ns.prefix + "ok", fast=fast_tier)
     run, text = codegen.build_function(name, params, guards + body, ns, filename, fn.__qualname__)
     fast = None

@@ -10,6 +10,9 @@ explained against.
 """
 from __future__ import annotations
 
+import re
+from operator import itemgetter
+
 import torch
 
 from .config import config
@@ -233,11 +236,29 @@ class GuardSet:
 
 
 class FastTier:
-    """What codegen.guard_block renders as the entry's first tier (see GuardSet.fast_tier)."""
+    """What codegen.guard_block renders as the entry's first tier (see GuardSet.fast_tier).
+    `pick`: where set, the name of an itemgetter that picks from the snapshot's values
+    those the entry reads after it (`used_by`), bound to `targets`."""
 
-    def __init__(self, name, snapshots, fetch, roots, values, targets, residual):
+    def __init__(self, name, snapshots, fetch, roots, values, targets, residual, pick=None):
         self.name, self.snapshots, self.fetch = name, snapshots, fetch
         self.roots, self.values, self.targets, self.residual = roots, values, targets, residual
+        self.pick = pick
+
+    def used_by(self, body: list[str], ns: Namespace) -> FastTier:
+        """This tier binding only the values that its residual checks or `body` (the entry's
+        code after the guards) read: a model's modules and tables are read by the snapshot
+        alone, and a local per value bound on every call costs time for nothing."""
+        words = set(_WORD.findall("\n".join(self.residual + body)))
+        keep = [i for i, t in enumerate(self.targets) if t in words]
+        if len(keep) == len(self.targets):
+            return self
+        pick = ns.bind(itemgetter(*keep), "pick") if keep else None  # one key: the item itself
+        return FastTier(self.name, self.snapshots, self.fetch, self.roots, self.values,
+                        [self.targets[i] for i in keep], self.residual, pick)
+
+
+_WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 # Fewer sources than this: the precise guards alone (a snapshot would not pay for itself).
 _MIN_REGION = 16
