@@ -469,8 +469,12 @@ def _entry_functions(fn, name, params, call_args, checks, body, ns, miss, slow, 
     miss_name = ns.bind(guard_miss, "miss")
     miss_call = f"{miss_name}({call_args})"
     checks, fast_tier = checks if isinstance(checks, tuple) else (checks, None)
-    if fast_tier is not None:
+    if fast_tier is not None:  # the precise tier: a function of its own (codegen.precise_block)
         fast_tier = fast_tier.used_by(body, ns)
+        precise, _ = codegen.build_function(name + "_guards", params,
+                                            codegen.precise_block(checks, ns.prefix + "ok", fast_tier), ns,
+                                            filename)
+        fast_tier.precise, fast_tier.call = ns.bind(precise, "precise"), call_args
     guards = codegen.guard_block(checks, miss_call, ns.prefix + "ok", fast=fast_tier)
     run, text = codegen.build_function(name, params, guards + body, ns, filename, fn.__qualname__)
     fast = None

@@ -10,6 +10,7 @@ explained against.
 """
 from __future__ import annotations
 
+import copy
 import re
 from operator import itemgetter
 
@@ -232,7 +233,7 @@ class GuardSet:
             if rep in region:
                 region[s] = region[rep]
         return FastTier(ns.bind(snaps, "snapshots"), snaps, fetch, roots, values, targets,
-                        self._render(residual, ns, region))
+                        self._render(residual, ns, region), list(self._plan.values()))
 
 
 class FastTier:
@@ -240,22 +241,29 @@ class FastTier:
     `pick`: where set, the name of an itemgetter that picks from the snapshot's values
     those the entry reads after it (`used_by`), bound to `targets`."""
 
-    def __init__(self, name, snapshots, fetch, roots, values, targets, residual, pick=None):
+    def __init__(self, name, snapshots, fetch, roots, values, targets, residual, hoisted):
         self.name, self.snapshots, self.fetch = name, snapshots, fetch
         self.roots, self.values, self.targets, self.residual = roots, values, targets, residual
-        self.pick = pick
+        self.hoisted = hoisted  # every local the precise tier assigns
+        self.pick = None
+        self.carry = []  # the locals the precise tier hands back (used_by)
+        self.precise = self.call = None  # its function's name, and the arguments it is called with
 
     def used_by(self, body: list[str], ns: Namespace) -> FastTier:
         """This tier binding only the values that its residual checks or `body` (the entry's
         code after the guards) read: a model's modules and tables are read by the snapshot
-        alone, and a local per value bound on every call costs time for nothing."""
+        alone, and a local per value bound on every call costs time for nothing. `carry`:
+        those `body` reads, which the precise tier hands back."""
+        new = copy.copy(self)
         words = set(_WORD.findall("\n".join(self.residual + body)))
         keep = [i for i, t in enumerate(self.targets) if t in words]
-        if len(keep) == len(self.targets):
-            return self
-        pick = ns.bind(itemgetter(*keep), "pick") if keep else None  # one key: the item itself
-        return FastTier(self.name, self.snapshots, self.fetch, self.roots, self.values,
-                        [self.targets[i] for i in keep], self.residual, pick)
+        if len(keep) < len(self.targets):
+            new.pick = ns.bind(itemgetter(*keep), "pick") if keep else None  # one key: the item itself
+            new.targets = [self.targets[i] for i in keep]
+        fetched = {line.split(" = ", 1)[0] for line in self.fetch}
+        body_words = set(_WORD.findall("\n".join(body)))
+        new.carry = [n for n in self.hoisted if n in body_words and n not in fetched]
+        return new
 
 
 _WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
