@@ -18,7 +18,7 @@ import torch
 
 from .config import config
 from .dynamic import is_symbolic, static_or_none
-from .guard_snapshot import VERSIONED, Plan, Snapshots
+from .guard_snapshot import Plan, Snapshots
 from .guard_kinds import Guard, chain
 from .sources import (LocalSource, Namespace, ObjectSource, ReadBeforeWrites, Source, TensorsSource,
                       TermsSource)
@@ -198,7 +198,7 @@ class GuardSet:
                                           {"attr": g.meta["attr"]}))
             elif role == "tensor":
                 tensors.append(g)
-            elif role == "keys" and VERSIONED:  # (without version tags the keys' order could change unseen)
+            elif role == "keys":  # held by version tags, else read back (guard_snapshot.py)
                 keyed.append((g.source, tuple(g.expected)))
             elif role == "alias" and g.meta["other"] in plan.steps:
                 if g.expected:  # both fixed by the snapshot, as one object: checks of one are of both
