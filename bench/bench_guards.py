@@ -59,6 +59,54 @@ def _bert():
     return BertModel(config), torch.randint(0, 1000, (1, 16))
 
 
+def _vit():
+    """torchvision's VisionTransformer, 4 layers, 32x32 images in 8x8 patches."""
+    from torchvision.models import VisionTransformer
+    torch.manual_seed(0)
+    return VisionTransformer(image_size=32, patch_size=8, num_layers=4, num_heads=2, hidden_dim=64,
+                             mlp_dim=128, num_classes=10), _image()
+
+
+def _timm_kw(name, **kw):
+    def build():
+        import timm
+        return timm.create_model(name, pretrained=False, num_classes=10, **kw), _image()
+    return build
+
+
+def _gpt2():
+    """GPT-2, 6 layers, hidden 64, 16 tokens."""
+    from transformers import GPT2Config, GPT2Model
+    torch.manual_seed(0)
+    config = GPT2Config(vocab_size=1000, n_positions=128, n_embd=64, n_layer=6, n_head=2)
+    return GPT2Model(config), torch.randint(0, 1000, (1, 16))
+
+
+def _llama():
+    """Llama, 4 layers, hidden 64, grouped-query attention, 16 tokens."""
+    from transformers import LlamaConfig, LlamaModel
+    torch.manual_seed(0)
+    config = LlamaConfig(vocab_size=1000, hidden_size=64, intermediate_size=128, num_hidden_layers=4,
+                         num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=128)
+    return LlamaModel(config), torch.randint(0, 1000, (1, 16))
+
+
+# Models beyond the table's (`--extra`): other architectures, for a wider look.
+EXTRA = {
+    "tv_vgg11": _torchvision("vgg11"),
+    "tv_efficientnet_b0": _torchvision("efficientnet_b0"),
+    "tv_shufflenet_v2_x0_5": _torchvision("shufflenet_v2_x0_5"),
+    "tv_squeezenet1_1": _torchvision("squeezenet1_1"),
+    "tv_mnasnet0_5": _torchvision("mnasnet0_5"),
+    "tv_regnet_y_400mf": _torchvision("regnet_y_400mf"),
+    "tv_vit_4_layers": _vit,
+    "timm_efficientnet_b0": _timm("efficientnet_b0"),
+    "timm_convnext_atto": _timm("convnext_atto"),
+    "timm_vit_tiny": _timm_kw("vit_tiny_patch16_224", img_size=32, patch_size=8),
+    "hf_gpt2_6_layers": _gpt2,
+    "hf_llama_4_layers": _llama,
+}
+
 MODELS = {
     "tv_mobilenet_v3_small": _torchvision("mobilenet_v3_small"),
     "tv_resnet18": _torchvision("resnet18"),
@@ -134,13 +182,19 @@ def compile_guard_function(model, x):
     return lambda: manager.check(frame)
 
 
+# The clock calls are timed by: wall time, or with `--cpu-time` the process's CPU time (one
+# thread: the same where the cores are free; on shared cores it leaves out the time other
+# processes held the core, the larger part of the noise).
+clock = time.perf_counter
+
+
 def time_min(fn, rounds, calls) -> float:
     best = float("inf")
     for _ in range(rounds):
-        t0 = time.perf_counter()
+        t0 = clock()
         for _ in range(calls):
             fn()
-        best = min(best, (time.perf_counter() - t0) / calls * 1e3)
+        best = min(best, (clock() - t0) / calls * 1e3)
     return best
 
 
@@ -157,47 +211,74 @@ def test_model_call(benchmark, name, peer):
         benchmark(fn, x)
 
 
-def table(rounds: int = 7, calls: int = 50) -> str:
+def table(rounds: int = 7, calls: int = 50, names=None, stream: bool = False) -> str:
     torch.set_num_threads(1)
     lines = ["| model | eager ms | minidynamo ms (over eager) | torch.compile ms (over eager) | guards "
              "(checks per call) | guard check ms | torch.compile's guard check ms |",
              "|---|---:|---:|---:|---:|---:|---:|"]
-    for name in MODELS:
+    if stream:
+        print("\n".join(lines), flush=True)
+    for name in names or MODELS:
         try:
-            model, x = MODELS[name]()
+            line = row(name, rounds, calls)
         except ImportError:
             continue
-        model.eval()
-        fns = {peer: runner(peer, model) for peer in PEERS}
-        best = dict.fromkeys(PEERS, float("inf"))
-        with torch.no_grad():
-            for fn in fns.values():
-                fn(x)
-                fn(x)
-            md_guards = guard_function(fns["minidynamo"])
-            tc_guards = compile_guard_function(model, x)
-            assert md_guards(x) is True
-            if tc_guards is not None and tc_guards() is not True:  # not its frame: not measured
-                tc_guards = None
-            checks = {"minidynamo": lambda: md_guards(x), "torch.compile": tc_guards}
-            check_ms = dict.fromkeys(checks, float("inf"))
-            for _ in range(rounds):  # interleaved: the machine's noise hits every peer alike
-                for peer, fn in fns.items():
-                    t0 = time.perf_counter()
-                    for _ in range(calls):
-                        fn(x)
-                    best[peer] = min(best[peer], (time.perf_counter() - t0) / calls * 1e3)
-                for peer, check in checks.items():
-                    if check is not None:
-                        check_ms[peer] = min(check_ms[peer], time_min(check, 1, calls))
-        md = fns["minidynamo"]
-        lines.append(f"| {name} | {best['eager']:.2f} | "
-                     f"{best['minidynamo']:.2f} ({best['minidynamo'] - best['eager']:+.2f}) | "
-                     f"{best['torch.compile']:.2f} ({best['torch.compile'] - best['eager']:+.2f}) | "
-                     f"{guards_of(md):,} ({checks_per_call(md)}) | {check_ms['minidynamo']:.3f} | "
-                     + (f"{check_ms['torch.compile']:.3f} |" if tc_guards else "n/a |"))
+        except Exception as e:  # a model the run could not measure: say why, go on
+            line = f"| {name} | failed: {type(e).__name__}: {str(e)[:120]} |"
+        if line is not None:
+            lines.append(line)
+            if stream:
+                print(line, flush=True)
     return "\n".join(lines)
 
 
+def row(name: str, rounds: int, calls: int) -> str:
+    model, x = {**MODELS, **EXTRA}[name]()
+    model.eval()
+    fns = {peer: runner(peer, model) for peer in PEERS}
+    best = dict.fromkeys(PEERS, float("inf"))
+    with torch.no_grad():
+        for fn in fns.values():
+            fn(x)
+            fn(x)
+        md = fns["minidynamo"]
+        one_entry = len(md.cache_entries()) == 1
+        md_guards = guard_function(md) if one_entry else None
+        tc_guards = compile_guard_function(model, x)
+        if md_guards is not None:
+            assert md_guards(x) is True
+        if tc_guards is not None and tc_guards() is not True:  # not its frame: not measured
+            tc_guards = None
+        checks = {"minidynamo": md_guards and (lambda: md_guards(x)), "torch.compile": tc_guards}
+        check_ms = dict.fromkeys(checks, float("inf"))
+        for _ in range(rounds):  # interleaved: the machine's noise hits every peer alike
+            for peer, fn in fns.items():
+                t0 = clock()
+                for _ in range(calls):
+                    fn(x)
+                best[peer] = min(best[peer], (clock() - t0) / calls * 1e3)
+            for peer, check in checks.items():
+                if check is not None:
+                    check_ms[peer] = min(check_ms[peer], time_min(check, 1, calls))
+    guards = f"{guards_of(md):,} ({checks_per_call(md)})" if one_entry else f"{len(md.cache_entries())} entries"
+    return (f"| {name} | {best['eager']:.2f} | "
+            f"{best['minidynamo']:.2f} ({best['minidynamo'] - best['eager']:+.2f}) | "
+            f"{best['torch.compile']:.2f} ({best['torch.compile'] - best['eager']:+.2f}) | "
+            f"{guards} | " + (f"{check_ms['minidynamo']:.3f} | " if md_guards else "n/a | ")
+            + (f"{check_ms['torch.compile']:.3f} |" if tc_guards else "n/a |"))
+
+
 if __name__ == "__main__":
-    print(table())
+    import argparse
+    parser = argparse.ArgumentParser(description="Per-call overhead of guards on whole models.")
+    parser.add_argument("--table", action="store_true", help="print the markdown table (the default)")
+    parser.add_argument("--rounds", type=int, default=7, help="interleaved rounds (default 7)")
+    parser.add_argument("--calls", type=int, default=50, help="calls per round (default 50)")
+    parser.add_argument("--extra", action="store_true", help="the other models too (EXTRA)")
+    parser.add_argument("--models", nargs="*", help="only these models (names of MODELS or EXTRA)")
+    parser.add_argument("--cpu-time", action="store_true", help="time by the process's CPU time, not wall time")
+    args = parser.parse_args()
+    if args.cpu_time:
+        clock = time.process_time
+    chosen = args.models or list(MODELS) + (list(EXTRA) if args.extra else [])
+    table(args.rounds, args.calls, chosen, stream=True)

@@ -85,7 +85,8 @@ def pick_prefix(fn) -> str:
 def guard_block(guard_exprs: list[str], miss: str, ok: str, indent: str = "    ", fast=None) -> list[str]:
     """Lines checking the guards; where one fails (or raises), `return {miss}`. With `fast`
     (guards.FastTier), a first tier: where a snapshot of the roots holds, bind its values
-    and check the rest; else every guard, then snapshot what they read.
+    and check the rest; else call `fast.precise` (`precise_block`: every guard, then a
+    snapshot of what they read), which returns the values the entry reads after, or None.
 
     NOTE: the miss call stays outside the `try`: it may run the user's function (a new
     trace, an eager entry), and an exception it raises is the user's own, to propagate
@@ -98,17 +99,20 @@ def guard_block(guard_exprs: list[str], miss: str, ok: str, indent: str = "    "
     else:
         values = ok + "_values"
         targets = ", ".join(fast.targets)
-        take = f"{fast.name}.take(({', '.join(fast.roots)},), ({', '.join(fast.values)},))"
         residual = join.join(f"({e})" for e in fast.residual) or "True"
+        carry = ", ".join(fast.carry)
         checks = [
             *(f"{indent}    {line}" for line in fast.fetch),
             f"{indent}    {values} = {fast.name}.fresh({', '.join(fast.roots)})",
             f"{indent}    if {values} is not None:",
+            f"{indent}        {targets} = {fast.pick}({values})" if fast.pick else
             f"{indent}        {targets}, = {values}" if len(fast.targets) == 1 else
             f"{indent}        {targets} = {values}" if fast.targets else f"{indent}        pass",
             f"{indent}        {ok} = ({residual})",
             f"{indent}    else:",
-            f"{indent}        {ok} = ({join.join(f'({e})' for e in guard_exprs)} and\n{indent}            {take})",
+            f"{indent}        {values} = {fast.precise}({fast.call})",
+            f"{indent}        {ok} = {values} is not None",
+            *([f"{indent}        if {ok}:", f"{indent}            {carry}, = {values}"] if fast.carry else []),
         ]
     return [
         f"{indent}try:",
@@ -117,6 +121,26 @@ def guard_block(guard_exprs: list[str], miss: str, ok: str, indent: str = "    "
         f"{indent}    {ok} = False",
         f"{indent}if not {ok}:",
         f"{indent}    return {miss}",
+    ]
+
+
+def precise_block(guard_exprs: list[str], ok: str, fast, indent: str = "    ") -> list[str]:
+    """The body of an entry's second tier (guard_block's `fast.precise`), a function of its
+    own: every guard, each value read fetched once into a local, then a snapshot of them
+    taken; returns the values the entry reads after the guards (`fast.carry`), or None
+    where a guard fails. Its own function, not a branch of the entry's: a model's guards
+    read thousands of values, and a frame with a local for each costs every call its
+    allocation (3.11 gets a fresh chunk of its frame stack for one over 16 KiB)."""
+    join = " and\n" + indent + "        "
+    take = f"{fast.name}.take(({', '.join(fast.roots)},), ({', '.join(fast.values)},))"
+    carry = "".join(f"{name}, " for name in fast.carry)
+    return [
+        f"{indent}try:",
+        *(f"{indent}    {line}" for line in fast.fetch),
+        f"{indent}    {ok} = ({join.join(f'({e})' for e in guard_exprs)} and\n{indent}        {take})",
+        f"{indent}except Exception:",
+        f"{indent}    {ok} = False",
+        f"{indent}return ({carry}) if {ok} else None",
     ]
 
 

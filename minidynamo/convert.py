@@ -507,9 +507,16 @@ class _EntryBuilder:
         miss_name = ns.bind(guard_miss, "miss")
         miss_call = f"{miss_name}({self.call_args})"
         checks, fast_tier = checks if isinstance(checks, tuple) else (checks, None)
+        filename = filename or f"<minidynamo entry {self.call.name}>"
+        if fast_tier is not None:  # the precise tier: a function of its own (codegen.precise_block)
+            fast_tier = fast_tier.used_by(body, ns)
+            precise, _ = codegen.build_function(self.call.name + "_guards", self.params,
+                                                codegen.precise_block(checks, ns.prefix + "ok", fast_tier), ns,
+                                                filename)
+            fast_tier.precise, fast_tier.call = ns.bind(precise, "precise"), self.call_args
         guards = codegen.guard_block(checks, miss_call, ns.prefix + "ok", fast=fast_tier)
         run, text = codegen.build_function(self.call.name, self.params, guards + body, ns,
-                                           filename or f"<minidynamo entry {self.call.name}>", fn.__qualname__)
+                                           filename, fn.__qualname__)
         fast = None
         if self.call.slow is not None and fn.__defaults__ is None and fn.__kwdefaults__ is None:
             fast = codegen.rebind(run, miss_name, self.call.slow)

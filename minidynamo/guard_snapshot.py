@@ -172,8 +172,8 @@ class Snapshot:
     """What the guards read for one root, as vectors checked in C (see the module doc)."""
 
     __slots__ = ("root_refs", "root_types", "root_dicts", "values", "getters", "gdicts", "expected", "absent_dicts", "absent_keys",
-                 "mods", "types", "mdicts", "hook_dicts", "tensors", "tensor_check", "sized", "sizes",
-                 "vdicts", "versions", "__weakref__")
+                 "mods", "types", "mdicts", "hook_dicts", "hook_getters", "hook_owners", "tensors", "tensor_check",
+                 "sized", "sizes", "keyed_dicts", "keyed_keys", "vdicts", "versions", "__weakref__")
 
     def holds(self, roots) -> bool:
         for root, ref, cls, d in zip(roots, self.root_refs, self.root_types, self.root_dicts):
@@ -190,10 +190,14 @@ class Snapshot:
                 and (self.tensor_check is None or self.tensor_check(*self.tensors)))
 
     def read_back(self) -> bool:
-        """The dicts read give the same objects, and lack the names found absent."""
+        """The dicts read give the same objects, and lack the names found absent; the
+        modules' hook dicts (those they hold now) are empty; the dicts whose keys were
+        guarded have them in order. (With version tags, `holds` needs none of this.)"""
         return (all(map(_is, _flat(map(_call, self.getters, self.gdicts)), self.expected))
                 and list(map(len, self.sized)) == self.sizes
-                and not any(map(dict.__contains__, self.absent_dicts, self.absent_keys)))
+                and not any(map(dict.__contains__, self.absent_dicts, self.absent_keys))
+                and not any(_flat(map(map, self.hook_getters, self.hook_owners)))
+                and list(map(tuple, self.keyed_dicts)) == self.keyed_keys)
 
 
 class Snapshots:
@@ -324,13 +328,23 @@ class Snapshots:
             else:  # item of a plain dict (a module's table, or a dict guarded as one)
                 if type(base) not in _PLAIN_DICTS or not found(base, step[1], v):
                     raise _Refuse
-        hook_dicts = {}  # read from the module's __dict__ like any value (identity), then empty
+        # With version tags, a module's hook dicts are read from its __dict__ like any value
+        # (identity, held by the version), then checked empty. Without, the dicts the
+        # module holds now are checked empty, whichever they are: one look-up each, no
+        # comparison (nothing else reads them).
+        hook_dicts = {}
+        hook_owners: dict = {}  # name -> {id(module __dict__): module __dict__}
         for i, names in self.hooks:
             d = module(values[i])
             for name in names:
                 hook = d[name]
-                read(d, name, hook)
-                hook_dicts[id(hook)] = hook
+                if hook:
+                    raise _Refuse
+                if _dict_version is not None:
+                    read(d, name, hook)
+                    hook_dicts[id(hook)] = hook
+                if _dict_version is None:
+                    hook_owners.setdefault(name, {})[id(d)] = d
         for i, name, tables in self.absent:  # tables: Module.__getattr__'s too (a hasattr() that was False)
             d = module(values[i])
             places = [d]
@@ -342,14 +356,12 @@ class Snapshots:
                 if type(t) not in _PLAIN_DICTS or name in t:
                     raise _Refuse
                 absent[(id(t), name)] = t
-        keyed = {}  # the dicts whose keys the guards list: versions hold them (VERSIONED)
+        keyed = {}  # the dicts whose keys the guards list: versions hold them, else read back
         for i, keys in self.keyed:
             d = values[i]
-            if type(d) is not dict or tuple(d) != keys:
+            if type(d) is not dict or tuple(d) != keys:  # (its type: fixed by its identity)
                 raise _Refuse
-            keyed[id(d)] = d
-        if keyed and not VERSIONED:
-            raise _Refuse
+            keyed[id(d)] = (d, keys)
         for v in values:  # their classes are checked (TYPE_MATCH implied)
             if plain_module_class(type(v)):
                 module(v)
@@ -379,6 +391,10 @@ class Snapshots:
         snap.types = [type(m) for m in snap.mods]
         snap.mdicts = [_instance_dict(m) for m in snap.mods]  # holds() below: attrgetter agrees
         snap.hook_dicts = list(hook_dicts.values())
+        snap.hook_getters = [operator.itemgetter(name) for name in hook_owners]  # one name: the item
+        snap.hook_owners = [list(owners.values()) for owners in hook_owners.values()]
+        snap.keyed_dicts = [d for d, _ in keyed.values()]
+        snap.keyed_keys = [keys for _, keys in keyed.values()]
         snap.tensors = tuple(values[i] for i in self.tensors)
         snap.tensor_check = _tensor_check(snap.tensors, self.tensor_meta) if snap.tensors else None
         if snap.tensors and snap.tensor_check is None:
@@ -390,7 +406,7 @@ class Snapshots:
             vdicts = {id(d): d for d in snap.gdicts}
             vdicts.update((id(d), d) for d in snap.absent_dicts)
             vdicts.update((id(d), d) for d in snap.sized)
-            vdicts.update(keyed)
+            vdicts.update((i, d) for i, (d, _) in keyed.items())
             snap.vdicts = list(vdicts.values())
             snap.versions = list(map(_dict_version, snap.vdicts))
         return snap

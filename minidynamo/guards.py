@@ -10,11 +10,15 @@ explained against.
 """
 from __future__ import annotations
 
+import copy
+import re
+from operator import itemgetter
+
 import torch
 
 from .config import config
 from .dynamic import is_symbolic, static_or_none
-from .guard_snapshot import VERSIONED, Plan, Snapshots
+from .guard_snapshot import Plan, Snapshots
 from .guard_kinds import Guard, chain
 from .sources import (LocalSource, Namespace, ObjectSource, ReadBeforeWrites, Source, TensorsSource,
                       TermsSource)
@@ -194,7 +198,7 @@ class GuardSet:
                                           {"attr": g.meta["attr"]}))
             elif role == "tensor":
                 tensors.append(g)
-            elif role == "keys" and VERSIONED:  # (without version tags the keys' order could change unseen)
+            elif role == "keys":  # held by version tags, else read back (guard_snapshot.py)
                 keyed.append((g.source, tuple(g.expected)))
             elif role == "alias" and g.meta["other"] in plan.steps:
                 if g.expected:  # both fixed by the snapshot, as one object: checks of one are of both
@@ -229,15 +233,40 @@ class GuardSet:
             if rep in region:
                 region[s] = region[rep]
         return FastTier(ns.bind(snaps, "snapshots"), snaps, fetch, roots, values, targets,
-                        self._render(residual, ns, region))
+                        self._render(residual, ns, region), list(self._plan.values()))
 
 
 class FastTier:
-    """What codegen.guard_block renders as the entry's first tier (see GuardSet.fast_tier)."""
+    """What codegen.guard_block renders as the entry's first tier (see GuardSet.fast_tier).
+    `pick`: where set, the name of an itemgetter that picks from the snapshot's values
+    those the entry reads after it (`used_by`), bound to `targets`."""
 
-    def __init__(self, name, snapshots, fetch, roots, values, targets, residual):
+    def __init__(self, name, snapshots, fetch, roots, values, targets, residual, hoisted):
         self.name, self.snapshots, self.fetch = name, snapshots, fetch
         self.roots, self.values, self.targets, self.residual = roots, values, targets, residual
+        self.hoisted = hoisted  # every local the precise tier assigns
+        self.pick = None
+        self.carry = []  # the locals the precise tier hands back (used_by)
+        self.precise = self.call = None  # its function's name, and the arguments it is called with
+
+    def used_by(self, body: list[str], ns: Namespace) -> FastTier:
+        """This tier binding only the values that its residual checks or `body` (the entry's
+        code after the guards) read: a model's modules and tables are read by the snapshot
+        alone, and a local per value bound on every call costs time for nothing. `carry`:
+        those `body` reads, which the precise tier hands back."""
+        new = copy.copy(self)
+        words = set(_WORD.findall("\n".join(self.residual + body)))
+        keep = [i for i, t in enumerate(self.targets) if t in words]
+        if len(keep) < len(self.targets):
+            new.pick = ns.bind(itemgetter(*keep), "pick") if keep else None  # one key: the item itself
+            new.targets = [self.targets[i] for i in keep]
+        fetched = {line.split(" = ", 1)[0] for line in self.fetch}
+        body_words = set(_WORD.findall("\n".join(body)))
+        new.carry = [n for n in self.hoisted if n in body_words and n not in fetched]
+        return new
+
+
+_WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 # Fewer sources than this: the precise guards alone (a snapshot would not pay for itself).
 _MIN_REGION = 16

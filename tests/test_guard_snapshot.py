@@ -83,7 +83,8 @@ def test_the_fast_tier_is_used_and_checks_the_whole_tree():
 @pytest.mark.parametrize("change", [
     "replace_parameter", "set_data_other_shape", "requires_grad", "forward_hook", "shadow_in_dict",
     "plain_attribute", "replace_submodule", "class_changed", "class_method_patched", "hook_dict_replaced",
-    "modulelist_item", "buffer_replaced", "delete_attribute",
+    "modulelist_item", "buffer_replaced", "delete_attribute", "hook_written_into_dict", "pre_hook",
+    "modules_reordered",
 ])
 def test_a_change_fails_the_snapshot(change):
     torch.manual_seed(0)
@@ -122,6 +123,15 @@ def test_a_change_fails_the_snapshot(change):
         block.shift = torch.full((4,), 7.0)
     elif change == "delete_attribute":
         del block.scale
+    elif change == "hook_written_into_dict":  # no handle: only the dict's content says so
+        block.norm._forward_hooks[12345] = lambda m, i, o: o - 1
+    elif change == "pre_hook":
+        block.lin.register_forward_pre_hook(lambda m, args: (args[0] * 2,))
+    elif change == "modules_reordered":  # the same keys and modules, iterated in another order
+        table = model.blocks._modules
+        items = list(table.items())
+        table.clear()
+        table.update(reversed(items))
     try:
         if change != "class_method_patched":  # a class's attribute: checked beside the snapshot
             assert not fast(opt, model)
@@ -135,6 +145,23 @@ def test_a_change_fails_the_snapshot(change):
     finally:
         if change == "class_method_patched":
             torch.nn.ReLU.forward = original
+
+
+def test_a_hook_dict_replaced_by_an_empty_one_and_then_filled():
+    """The hook dicts checked are those the modules hold now: one replaced by an empty dict
+    serves as before, and a hook put in the new one is seen."""
+    torch.manual_seed(0)
+    model, x = Model(), torch.randn(2, 4)
+    opt, _ = optimized(model)
+    check(opt, model, x)
+    act = model.blocks[0].act
+    act._forward_hooks = collections.OrderedDict()
+    check(opt, model, x)
+    assert fast(opt, model)
+    act._forward_hooks[7] = lambda m, i, o: o + 3
+    assert not fast(opt, model)
+    check(opt, model, x)
+    assert any("hooks" in str(f) for f in opt.guard_failures())
 
 
 def test_an_equal_value_set_again_takes_a_new_snapshot_without_tracing():
