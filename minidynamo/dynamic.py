@@ -111,7 +111,9 @@ class DynamicPolicy:
         if self.mode is True:
             return True
         seen = self.ints.setdefault(name, value)
-        if seen is not None and seen != value:
+        # An argument that was a tensor in an earlier call varies by kind: its int is symbolic
+        # at once (as torch.compile's automatic dynamic treats a changed kind).
+        if seen is not None and (seen != value or name in self.seen):
             self.ints[name] = seen = None
         return seen is None
 

@@ -616,3 +616,24 @@ def test_min_and_max_of_sizes_stay_symbolic():
         assert torch.equal(got[0], expected[0]) and got[1:] == expected[1:]
         assert type(got[1]) is int and type(got[2]) is int
     assert len(opt.cache_entries()) == 1  # as torch.compile: sym_min/sym_max in the graph
+
+
+def test_an_argument_that_was_a_tensor_is_a_symbolic_int_when_an_int():
+    """An argument passed as a tensor, then an int, then a tensor again: its int is symbolic
+    from its first int call (its kind varied), so a later int reuses that entry (3 traces for
+    the 7 calls, as torch.compile's automatic dynamic), every result eager's."""
+    def foo(x, y):
+        return x * y
+
+    backend = CountingBackend()
+    opt = minidynamo.optimize(foo, backend=backend)
+    calls = [(torch.randn(2), torch.randn(2)), (torch.randn(3), 3), (torch.randn(4), torch.randn(4)),
+             (torch.randn(4), torch.randn(4)), (torch.randn(5), 4), (torch.randn(5), 4),
+             (torch.randn(6), torch.randn(6))]
+    for args in calls:
+        same(opt(*args), foo(*args))
+    assert len(opt.cache_entries()) == 3 and backend.calls == 3
+    # an int argument that was only ever an int stays static until it changes
+    opt2 = minidynamo.optimize(foo, backend=CountingBackend())
+    opt2(torch.randn(3), 3)
+    assert not any(e.symbolic for e in opt2.cache_entries())

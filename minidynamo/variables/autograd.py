@@ -19,6 +19,7 @@ runs it in when `.backward()` is called outside autocast.
 """
 from __future__ import annotations
 
+import dis
 import functools
 import inspect
 import types
@@ -39,7 +40,7 @@ from .lists import BaseListVariable, TupleVariable
 from .symbolic import SymNodeVariable
 from .tensor import TensorVariable
 from ..guards import Guard
-from ..sources import AttrSource
+from ..sources import AttrSource, ObjectSource
 from .torch_graph_break import torch_allowed_function
 
 _BASE = torch.autograd.Function
@@ -86,6 +87,53 @@ class FunctionApplyVariable(VariableTracker):
                                        getattr(self.fn_cls, method)))
         with torch_allowed_function(self.fn_cls):
             return capture_apply(tx, self.fn_cls, list(args), dict(kwargs), self.cls_source)
+
+
+# torch's Function.__init__ only warns that Function objects are deprecated (through torch
+# 2.15); a torch whose __init__ raises, or does more, is not modelled.
+_INIT_ONLY_WARNS = {i.opname for i in dis.get_instructions(_BASE.__init__)}.isdisjoint(
+    {"RAISE_VARARGS", "STORE_ATTR"}) and "warn" in _BASE.__init__.__code__.co_names
+
+
+def is_plain_function_class(cls) -> bool:
+    """A Function subclass whose objects are torch's own (no __init__/__new__ of the user's):
+    `MyFn()` only makes a handle whose `apply` is the class's."""
+    return _INIT_ONLY_WARNS and is_function_class(cls) and cls.__init__ is _BASE.__init__ \
+        and cls.__new__ is _BASE.__new__
+
+
+def make_function_object(tx, cls, args, kwargs):
+    """`MyFn()` in the trace (the older style `MyFn().apply(x)`), or None with arguments.
+    The trace runs nothing for real, so torch's DeprecationWarning about such objects is not
+    given by the optimized call (as under torch.compile); an eager run (a fallback) gives it."""
+    if args or kwargs:
+        return None
+    return FunctionObjectVariable(cls)
+
+
+class FunctionObjectVariable(VariableTracker):
+    """An object of a Function subclass made in the trace: its `apply` is the class's
+    (a classmethod); anything else it is asked for is declined, and so is letting it escape."""
+
+    __slots__ = ("fn_cls",)
+
+    def __init__(self, fn_cls):
+        super().__init__(None)
+        self.fn_cls = fn_cls
+
+    def python_type(self):
+        return self.fn_cls
+
+    def describe(self):
+        return f"a {self.fn_cls.__qualname__} object"
+
+    def var_getattr(self, tx, name):
+        if name != "apply":
+            unsupported("construct", f"attribute {name!r} of {self.describe()} made while tracing")
+        # The class is the one the trace called (pinned where it was read); its methods are
+        # guarded by FunctionApplyVariable when apply is called.
+        cls_source = ObjectSource(self.fn_cls, self.fn_cls.__qualname__)
+        return FunctionApplyVariable(self.fn_cls, AttrSource(cls_source, "apply"), cls_source)
 
 
 class FunctionCtxVariable(VariableTracker):

@@ -37,7 +37,7 @@ from typing import Callable, NamedTuple
 import torch
 
 from .. import regions
-from . import (attribute_builtins, builder, c_callables, collections_types, copying, deques, dict_subclasses,
+from . import (attribute_builtins, autograd, builder, c_callables, collections_types, copying, deques, dict_subclasses,
                distributed, environ, identity_keys, iterutils, library_contexts, namedtuple_classes, namedtuples, nn_modules,
                numpy_interop,
                object_builtins, storages, torch as torch_trackers, triton, typing_forms, user_modules,
@@ -135,6 +135,7 @@ CONSTRUCTORS: tuple = (
                 torch_trackers.make_parameter),
     Constructor(nn_modules._is_torch_nn_class, nn_modules._construct),
     Constructor(torch_trackers._is_distribution_class, torch_trackers._make_distribution),
+    Constructor(autograd.is_plain_function_class, autograd.make_function_object),
     Constructor(user_objects.is_user_class, user_objects._construct),
     Constructor(user_modules.is_user_module_class, user_modules._construct),
 )
