@@ -200,6 +200,9 @@ class EQUALS_MATCH(Guard):
         if type(v) is float and v == 0.0:  # 0.0 == -0.0, but copysign/1/x tell them apart
             sign = ns.bind(math.copysign, "copysign")
             return f"type({e}) is {t} and {e} == 0.0 and {sign}(1.0, {e}) == {math.copysign(1.0, v)!r}"
+        if type(v) in _CONTAINERS and _holds_type_blind_items(v):  # (1,) == (True,): the items' types too
+            return f"type({e}) is {t} and {e} == {lit} and {ns.bind(typed_key, 'typed_key')}({e}) == " \
+                   f"{ns.bind(typed_key(v), 'typed')}"
         return f"type({e}) is {t} and {e} == {lit}"
 
     def mismatch(self, actual, naming=None):
@@ -265,7 +268,10 @@ class DICT_KEYS(Guard):
             return f"type({e}) is {t} and {ns.bind(keys_are, 'keys_are')}({e}, {ns.bind(keys, 'keys')}, {by_id!r})"
         literal = all(type(k) in (int, str, bool, bytes) or k is None for k in keys)
         # Keys that do not read back from their repr (dtypes, enums) are bound objects.
-        return f"type({e}) is {t} and tuple({e}) == {repr(keys) if literal else ns.bind(keys, 'keys')}"
+        check = f"type({e}) is {t} and tuple({e}) == {repr(keys) if literal else ns.bind(keys, 'keys')}"
+        if not _all_str(keys):  # 1 == 1.0 == True: equal keys of other types are other keys to the trace
+            check += f" and tuple(map(type, {e})) == {ns.bind(tuple(map(type, keys)), 'key_types')}"
+        return check
 
     def mismatch(self, actual, naming=None):
         t, name = self.meta["type"], self.source.name(naming)
@@ -279,7 +285,12 @@ class DICT_KEYS(Guard):
     def snapshot_role(self, module):
         # A plain dict of the snapshot's region (a module's `_modules` iterated): its keys
         # are checked when the snapshot is taken, then held by the dict's version tag.
-        return "keys" if self.meta["type"] is dict and not self.meta.get("by_id") else None
+        return "keys" if self.meta["type"] is dict and not self.meta.get("by_id") and _all_str(self.expected) \
+            else None
+
+
+def _all_str(keys) -> bool:
+    return all(type(k) is str for k in keys)
 
 
 class HASATTR(Guard):
@@ -573,6 +584,32 @@ def describe_object(obj) -> str:
     if isinstance(obj, (types.FunctionType, types.BuiltinFunctionType, types.MethodType)):
         return f"function {getattr(obj, '__qualname__', obj.__name__)!r}"
     return f"{type(obj).__name__} {_short(obj)}"
+
+
+def typed_key(v):
+    """`v` with the type of every item beside it: equal only where the items are equal and of
+    the same types (1 == 1.0 == True, yet a trace that read one has not read the others)."""
+    t = type(v)
+    if t is tuple or t is list:
+        return t, tuple(typed_key(x) for x in v)
+    if t is frozenset or t is set:  # a set is guarded by a frozen copy; its own type is checked apart
+        return frozenset, frozenset(typed_key(x) for x in v)
+    if t is dict:
+        return t, tuple((typed_key(k), typed_key(x)) for k, x in v.items())
+    return t, v
+
+
+_CONTAINERS = (tuple, list, frozenset, set, dict)
+
+
+def _holds_type_blind_items(v) -> bool:
+    """A container whose items (at any depth) include numbers: equality alone misses a change
+    of their types (strings, bytes and None are equal only to their own type)."""
+    if type(v) in (tuple, list, frozenset, set):
+        return any(_holds_type_blind_items(x) for x in v)
+    if type(v) is dict:
+        return any(_holds_type_blind_items(k) or _holds_type_blind_items(x) for k, x in v.items())
+    return type(v) not in (str, bytes, type(None))
 
 
 def _short(v) -> str:

@@ -301,3 +301,22 @@ def test_a_key_made_inside_whose_class_hashes_in_python_runs_as_eager():
     opt, _ = _opt(fn)
     for _ in range(2):  # its __init__ is never hashed half made (the frame optimized on its own)
         same_outcome(fn, opt, torch.ones(2), {HashedByValue(1): 2.0})
+
+
+# --- constant keys equal across types -----------------------------------------------------
+@pytest.mark.parametrize("first,then", [(1, True), (True, 1), (1, 1.0), (0, False), (2.0, 2)])
+def test_keys_equal_but_of_another_type_recompile(first, then):
+    """1 == 1.0 == True: a dict whose key is equal to the traced one but of another type is
+    another dict to the trace (what it reads of the key, its repr or type, differs)."""
+    def fn(x, d):
+        out = []
+        for k in d:
+            out.append((repr(k), type(k).__name__))
+        return x + len(out), out
+
+    opt, backend = _opt(fn)
+    x = torch.ones(2)
+    for d in ({first: "a", "b": 2}, {then: "a", "b": 2}, {first: "a", "b": 2}):
+        same_outcome(fn, opt, x, d)
+    assert len(opt.cache_entries()) == 2
+    assert "keys changed" in str(opt.guard_failures()[0])
