@@ -35,9 +35,12 @@ from typing import ClassVar
 import torch
 
 from .dynamic import render
+from .guard_values import holds_type_blind_items, is_immutable, keys_are, typed_key, unequal_to_itself
 from .tensor_checks import contiguous_strides, dispatch_keys, layout_checks, single_gpu
 from .sources import Namespace, Source
 from .triton.kernels import kernel_name
+
+_HEAPTYPE = 1 << 9  # Py_TPFLAGS_HEAPTYPE: a class made by a class statement
 
 KINDS: dict[str, type[Guard]] = {}  # kind name -> its class
 
@@ -195,12 +198,12 @@ class EQUALS_MATCH(Guard):
             return f"{e} is {v!r}"
         exact = type(v) in (int, str, bytes) or (type(v) is float and v == v and abs(v) != float("inf"))
         lit = repr(v) if exact else ns.bind(v, "const")
-        if _unequal_to_itself(v):  # NaN (float, complex, NumPy scalars) never equals itself
+        if unequal_to_itself(v):  # NaN (float, complex, NumPy scalars) never equals itself
             return f"type({e}) is {t} and {e} != {e}"
         if type(v) is float and v == 0.0:  # 0.0 == -0.0, but copysign/1/x tell them apart
             sign = ns.bind(math.copysign, "copysign")
             return f"type({e}) is {t} and {e} == 0.0 and {sign}(1.0, {e}) == {math.copysign(1.0, v)!r}"
-        if type(v) in _CONTAINERS and _holds_type_blind_items(v):  # (1,) == (True,): the items' types too
+        if type(v) in (tuple, list, frozenset, set, dict) and holds_type_blind_items(v):  # (1,) == (True,)
             return f"type({e}) is {t} and {e} == {lit} and {ns.bind(typed_key, 'typed_key')}({e}) == " \
                    f"{ns.bind(typed_key(v), 'typed')}"
         return f"type({e}) is {t} and {e} == {lit}"
@@ -239,20 +242,6 @@ class LEN_MATCH(Guard):
         return f"{self.meta['type'].__name__} of length {self.expected}"
 
 
-def keys_are(d, keys: tuple, by_id: tuple) -> bool:
-    """Whether dict `d` has `keys` in order: the very objects where `by_id` says so, equal
-    keys of the same type elsewhere."""
-    if len(d) != len(keys):
-        return False
-    for actual, key, identity in zip(d, keys, by_id):
-        if identity:
-            if actual is not key:
-                return False
-        elif actual is not key and not (type(actual) is type(key) and actual == key):
-            return False
-    return True
-
-
 class DICT_KEYS(Guard):
     call_key = ("type({})", "tuple({})")
 
@@ -269,8 +258,8 @@ class DICT_KEYS(Guard):
         literal = all(type(k) in (int, str, bool, bytes) or k is None for k in keys)
         # Keys that do not read back from their repr (dtypes, enums) are bound objects.
         check = f"type({e}) is {t} and tuple({e}) == {repr(keys) if literal else ns.bind(keys, 'keys')}"
-        if not _all_str(keys):  # 1 == 1.0 == True: equal keys of other types are other keys to the trace
-            check += f" and tuple(map(type, {e})) == {ns.bind(tuple(map(type, keys)), 'key_types')}"
+        if holds_type_blind_items(keys):  # 1 == 1.0 == True: equal keys of other types are other keys
+            check += f" and {ns.bind(typed_key, 'typed_key')}(tuple({e})) == {ns.bind(typed_key(keys), 'typed')}"
         return check
 
     def mismatch(self, actual, naming=None):
@@ -285,12 +274,8 @@ class DICT_KEYS(Guard):
     def snapshot_role(self, module):
         # A plain dict of the snapshot's region (a module's `_modules` iterated): its keys
         # are checked when the snapshot is taken, then held by the dict's version tag.
-        return "keys" if self.meta["type"] is dict and not self.meta.get("by_id") and _all_str(self.expected) \
-            else None
-
-
-def _all_str(keys) -> bool:
-    return all(type(k) is str for k in keys)
+        return "keys" if self.meta["type"] is dict and not self.meta.get("by_id") \
+            and not holds_type_blind_items(self.expected) else None
 
 
 class HASATTR(Guard):
@@ -528,17 +513,6 @@ class TENSOR_ALIASING(Guard):
         return [s for source in self.source.sources for s in chain(source)]
 
 
-_HEAPTYPE = 1 << 9  # Py_TPFLAGS_HEAPTYPE: a class made by a class statement
-_IMMUTABLE = (int, float, complex, str, bytes, bool, type(None), torch.dtype, torch.device, range)
-
-
-def is_immutable(value) -> bool:
-    """Whether `value` (and all it holds) cannot change behind an unchanged identity."""
-    if type(value) in (tuple, frozenset):
-        return all(is_immutable(v) for v in value)
-    return type(value) in _IMMUTABLE
-
-
 def chain(source) -> list:
     """`source` and the sources it is read through, outermost first (`m`, `m.layers`, ...)."""
     out = []
@@ -586,42 +560,6 @@ def describe_object(obj) -> str:
     return f"{type(obj).__name__} {_short(obj)}"
 
 
-def typed_key(v):
-    """`v` with the type of every item beside it: equal only where the items are equal and of
-    the same types (1 == 1.0 == True, yet a trace that read one has not read the others)."""
-    t = type(v)
-    if t is tuple or t is list:
-        return t, tuple(typed_key(x) for x in v)
-    if t is frozenset or t is set:  # a set is guarded by a frozen copy; its own type is checked apart
-        return frozenset, frozenset(typed_key(x) for x in v)
-    if t is dict:
-        return t, tuple((typed_key(k), typed_key(x)) for k, x in v.items())
-    return t, v
-
-
-_CONTAINERS = (tuple, list, frozenset, set, dict)
-
-
-def _holds_type_blind_items(v) -> bool:
-    """A container whose items (at any depth) include numbers: equality alone misses a change
-    of their types (strings, bytes and None are equal only to their own type)."""
-    if type(v) in (tuple, list, frozenset, set):
-        return any(_holds_type_blind_items(x) for x in v)
-    if type(v) is dict:
-        return any(_holds_type_blind_items(k) or _holds_type_blind_items(x) for k, x in v.items())
-    return type(v) not in (str, bytes, type(None))
-
-
 def _short(v) -> str:
     r = repr(v)
     return r if len(r) <= 60 else r[:57] + "..."
-
-
-def _unequal_to_itself(v) -> bool:
-    """A NaN of any scalar type: `v != v`."""
-    if isinstance(v, (tuple, frozenset, str, bytes)):
-        return False
-    try:
-        return bool(v != v)
-    except Exception:  # a value whose != is not a truth value
-        return False

@@ -39,7 +39,7 @@ from collections import OrderedDict
 import torch
 
 from ._compat import PY312
-from .guard_kinds import is_immutable
+from .guard_values import is_immutable
 from .sources import AttrSource, ClosureSource, GlobalSource, ItemSource, LocalSource, ObjectSource
 
 __all__ = ["VERSIONED", "Plan", "Snapshots", "plain_module_class"]

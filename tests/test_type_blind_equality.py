@@ -54,3 +54,9 @@ def test_strings_keep_plain_equality():
     opt = _run(reads_items, {"a", "b"}, {"a", "b"})
     assert len(opt.cache_entries()) == 1
     assert "typed_key" not in opt.cache_entries()[0].source_text
+
+
+def test_tuple_keys_holding_numbers():
+    """The keys' types at every depth: (1, 'a') and (True, 'a') are equal keys of one type."""
+    opt = _run(reads_items, {(1, "a"): 0}, {(True, "a"): 0}, {(1, "a"): 0})
+    assert len(opt.cache_entries()) == 2
