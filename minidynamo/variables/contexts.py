@@ -79,6 +79,13 @@ class ContextManagerVariable(VariableTracker):
         as eager entered it; the expression is its exit for the resume function's stack."""
         raise NotImplementedError
 
+    def leave_real(self, tx) -> None:
+        """The exit of a region whose real manager (`self.real`) the trace entered and put in
+        `output.entered`: the graph's closing node (close_at_break), then the manager left."""
+        self.close_at_break(tx.output.graph)
+        tx.output.entered.remove(self.real)
+        self.real.__exit__(None, None, None)
+
     def call_function(self, tx, args, kwargs):
         """`@torch.inference_mode()`, `@my_contextmanager()` over a function defined in the
         traced code: the decorated function (grad mode's: torch.py)."""
@@ -282,11 +289,8 @@ class InferenceModeVariable(ContextManagerVariable):
         return ConstantVariable(None)
 
     def exit(self, tx):
-        output = tx.output
-        self.close_at_break(output.graph)
-        output.inference_regions -= self.mode
-        output.entered.remove(self.real)
-        self.real.__exit__(None, None, None)
+        tx.output.inference_regions -= self.mode
+        self.leave_real(tx)
         _note_grad(tx)
 
     def close_at_break(self, graph):
@@ -364,9 +368,7 @@ class AutocastVariable(ContextManagerVariable):
         return ConstantVariable(None)
 
     def exit(self, tx):
-        self.close_at_break(tx.output.graph)
-        tx.output.entered.remove(self.real)
-        self.real.__exit__(None, None, None)
+        self.leave_real(tx)
 
     def close_at_break(self, graph):
         graph.create_node("call_function", autocast_mode._exit_autocast, (self.node,), {})

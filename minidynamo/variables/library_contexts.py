@@ -30,7 +30,27 @@ from .functions import BaseFunctionVariable
 RECORD_FUNCTION = torch.autograd.profiler.record_function  # torch.profiler.record_function too
 
 
-class RecordFunctionVariable(ContextManagerVariable):
+class _NoOpRegion(ContextManagerVariable):
+    """A region the graph does not mark (what eager does there is not part of the result):
+    entered, it gives itself; a graph break inside splits it as a nullcontext."""
+
+    def enter(self, tx):
+        return self
+
+    def exit(self, tx):
+        pass
+
+    def close_at_break(self, graph):
+        pass
+
+    def why_not_across_break(self):
+        return None
+
+    def reenter(self, rb):
+        return [], rb.ns.bind(null_exit, "exit")
+
+
+class RecordFunctionVariable(_NoOpRegion):
     """`torch.profiler.record_function(name, args=None)`: entered, it gives itself."""
 
     manager_type = RECORD_FUNCTION
@@ -39,25 +59,10 @@ class RecordFunctionVariable(ContextManagerVariable):
         super().__init__(None)
         self.name, self.args = name, args
 
-    def enter(self, tx):
-        return self
-
-    def exit(self, tx):
-        pass
-
     def var_getattr(self, tx, name):
         if name in ("name", "args"):
             return ConstantVariable(getattr(self, name))
         return super().var_getattr(tx, name)
-
-    def close_at_break(self, graph):
-        pass
-
-    def why_not_across_break(self):
-        return None
-
-    def reenter(self, rb):
-        return [], rb.ns.bind(null_exit, "exit")
 
     def describe(self):
         return f"torch.profiler.record_function({self.name!r})"
@@ -66,7 +71,7 @@ class RecordFunctionVariable(ContextManagerVariable):
 PROFILE_CLASSES = (torch.profiler.profile, torch.autograd.profiler.profile)
 
 
-class ProfileVariable(ContextManagerVariable):
+class ProfileVariable(_NoOpRegion):
     """`torch.profiler.profile(...)` / `torch.autograd.profiler.profile(...)` made in the
     trace: a no-op region; entered, it gives itself, which nothing may be read from."""
 
@@ -74,26 +79,11 @@ class ProfileVariable(ContextManagerVariable):
         super().__init__(None)
         self.manager_type = manager_type
 
-    def enter(self, tx):
-        return self
-
-    def exit(self, tx):
-        pass
-
     def var_getattr(self, tx, name):
         if name in ("__enter__", "__exit__"):
             return super().var_getattr(tx, name)
         unsupported("call", f"attribute {name!r} of {self.describe()}: the profiler is not run in a trace",
                     hint="profile around the optimized call")
-
-    def close_at_break(self, graph):
-        pass
-
-    def why_not_across_break(self):
-        return None
-
-    def reenter(self, rb):
-        return [], rb.ns.bind(null_exit, "exit")
 
     def describe(self):
         return f"{self.manager_type.__module__}.profile()"
@@ -251,9 +241,7 @@ class SavedTensorsHooksOffVariable(ContextManagerVariable):
         return ConstantVariable(None)
 
     def exit(self, tx):
-        self.close_at_break(tx.output.graph)
-        tx.output.entered.remove(self.real)
-        self.real.__exit__(None, None, None)
+        self.leave_real(tx)
 
     def close_at_break(self, graph):
         graph.create_node("call_function", saved_tensors_hooks_restore, (self.node,), {})
