@@ -3,6 +3,7 @@
 kept through arithmetic and in-place ops); a tensor whose value is data (an input, an
 argmax) still runs as eager. Differential against eager."""
 import torch
+from kernels.capture_kernels import DEVICE, tl, triton
 
 import minidynamo
 from helpers import CountingBackend, check, same_outcome
@@ -54,3 +55,29 @@ def test_an_index_read_from_data_is_not_known():
     opt = minidynamo.optimize(g, backend=CountingBackend())
     for x in (torch.tensor([0.0, 5.0, 1.0]), torch.tensor([9.0, 5.0, 1.0])):
         same_outcome(g, opt, x)
+
+
+@triton.jit
+def _store_two(ptr):
+    tl.store(ptr, 2)
+
+
+def test_a_kernel_writing_the_index_tensor_forgets_its_constant():
+    """FakeTensorMode forgets a constant when an aten op writes its tensor; a Triton kernel's
+    write it never sees. The index must be read as data after the kernel (eager picks
+    items[2]), not as the constant 0 it was made from: a view written counts too."""
+    def whole(a, b):
+        items = [a, b, a * 2, b * 3]
+        i = torch.tensor([0], device=DEVICE)
+        _store_two[(1,)](i)
+        return items[i]
+
+    def through_a_view(a, b):
+        items = [a, b, a * 2, b * 3]
+        i = torch.tensor([0, 1], device=DEVICE)
+        _store_two[(1,)](i[1:])
+        return items[i[1]]
+
+    for fn in (through_a_view, whole):
+        opt = minidynamo.optimize(fn, backend=CountingBackend())
+        same_outcome(fn, opt, torch.randn(3), torch.randn(3))

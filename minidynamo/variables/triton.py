@@ -239,8 +239,21 @@ def emit_launch(tx, kv: TritonKernelVariable, grid_var, args: list, kwargs: dict
                                     name=f"{name}_launch")
     node.meta["writes"] = _launch_writes(node, record)
     node.meta["aliases"] = ()  # a launch returns None
+    _forget_written_constants(output.fake_mode, fx_kwargs, record)
     output.op_count += 1
     return ConstantVariable(None)
+
+
+def _forget_written_constants(mode, fx_kwargs: dict, record) -> None:
+    """A fake tensor made from constants (`torch.tensor(1)`) carries its value, which the
+    trace reads (a list indexed by it); FakeTensorMode forgets it when an aten op writes the
+    tensor or a view of it, but it never sees a kernel's writes: forget it here, for the
+    tensor and every fake sharing its storage."""
+    names = record.written_tensors()
+    for n in fx_kwargs if names is None else names:
+        v = fx_kwargs.get(n)
+        if isinstance(v, TensorVariable) and v.fake.constant is not None:
+            mode.fake_tensor_converter.invalidate_constant_aliases(v.fake.constant)
 
 
 def _launch_writes(node, record) -> tuple:
