@@ -320,3 +320,37 @@ def test_keys_equal_but_of_another_type_recompile(first, then):
         same_outcome(fn, opt, x, d)
     assert len(opt.cache_entries()) == 2
     assert "keys changed" in str(opt.guard_failures()[0])
+
+
+# --- function keys ------------------------------------------------------------------------
+def _double(t):
+    return t * 2
+
+
+def _triple(t):
+    return t * 3
+
+
+HANDLERS = {_double: 1, _triple: 2, len: 3}
+
+
+def test_function_keys_found_by_the_function_itself():
+    """A function is hashed by identity; `fn in d` and `d[fn]` over a dict passed in (or a
+    global) whose keys are functions find the real key: eager's answer, not a miss."""
+    def fn(x, f, table):
+        hit = f in table
+        return (x + table[f] if hit else x - 5), HANDLERS[_triple], len in HANDLERS, _double in table
+
+    check(fn, (torch.randn(3), _double, {_double: 1}), (torch.randn(3), _triple, {_double: 1}),
+          kind="graph", same_entry=False)
+
+
+def test_another_function_as_the_key_recompiles():
+    def fn(x, table):
+        return x + table.get(_double, 0)
+
+    opt, backend = _opt(fn)
+    x = torch.randn(3)
+    same_outcome(fn, opt, x, {_double: 1})
+    same_outcome(fn, opt, x, {_triple: 1})  # same keys' count and types, another function
+    assert backend.calls == 2

@@ -20,6 +20,7 @@ Also: sets of classes passed in (a registry of types), guarded by their contents
 """
 from __future__ import annotations
 
+import types
 import weakref
 from dataclasses import dataclass
 
@@ -135,8 +136,15 @@ def identity_key(tx, v):
 
 # --- dicts passed in with keys hashed by identity ------------------------------------------
 def _value_key(k) -> bool:
-    """A key hashed by value the trace can hold as it is: a constant, a torch.Size, a class."""
-    return is_constant_value(k) or type(k) is torch.Size or _identity_hashed_class(k)
+    """A key the trace holds as it is: a constant, a torch.Size, a class, or a function — a
+    function is hashed by identity, and its tracker is that very object as a constant, so
+    a lookup by it (`fn in d`, `d[fn]`) finds the real key."""
+    return is_constant_value(k) or type(k) is torch.Size or _identity_hashed_class(k) or _plain_function(k)
+
+
+def _plain_function(k) -> bool:
+    return type(k) is types.FunctionType or (
+        type(k) is types.BuiltinFunctionType and (k.__self__ is None or isinstance(k.__self__, types.ModuleType)))
 
 
 def _identity_object(k) -> bool:
