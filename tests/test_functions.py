@@ -7,7 +7,9 @@ import types
 import pytest
 import torch
 
-from helpers import Args, assert_uses, by_version, check
+from helpers import Args, CountingBackend, assert_uses, by_version, check, same_outcome
+
+import minidynamo
 
 
 def t(*shape):
@@ -294,6 +296,39 @@ def test_partial_attributes():
         return p.func(x), len(p.args), p.keywords["k"]
 
     check(f, t(), kind="graph")
+
+
+def test_partial_of_a_partial_is_flat_and_its_keywords_are_one_dict():
+    def f(x):
+        p = functools.partial(helper, k=3)
+        q = functools.partial(p, x)
+        r = functools.partial(q, k=5)
+        kw = r.keywords
+        kw["k"] = 6  # the partial reads its dict at each call
+        return r(), r.func is helper, r.args[0] is x, sorted(kw), p.keywords, q.keywords
+
+    check(f, t(), kind="graph")
+
+
+def test_keywords_of_a_partial_passed_in_written_back():
+    def f(p, x):
+        p.keywords["k"] = p.keywords["k"] + 1
+        return p(x)
+
+    check(f, (functools.partial(helper, k=2), t()), kind="graph")
+
+
+class MyPartial(functools.partial):
+    def __call__(self, *args, **kwargs):
+        return super().__call__(*args, **kwargs) * 10
+
+
+def test_partial_subclass_keeps_its_own_call():
+    def f(p, x):
+        return p(x)
+
+    opt = minidynamo.optimize(f, backend=CountingBackend())
+    same_outcome(f, opt, MyPartial(helper, k=2), t())
 
 
 # --- methods of plain objects ----------------------------------------------------------------

@@ -114,6 +114,8 @@ def compare(tx, op: str, a: VariableTracker, b: VariableTracker):
         equal = type(a) is type(b) and len(a.items) == len(b.items) and all(
             is_same(x, y, tx) or compare(tx, "==", x, y).truthy(tx) for x, y in zip(a.items, b.items))
         return ConstantVariable(equal if op == "==" else not equal)
+    if op in _ORDERINGS and _same_sequence_kind(a, b):
+        return _sequence_order(tx, op, a, b)
     if isinstance(a, DictVariable) and isinstance(b, DictVariable) and op in ("==", "!="):
         equal = a.equals(tx, b)  # values as CPython compares them; two OrderedDicts by order too
         return ConstantVariable(equal if op == "==" else not equal)
@@ -127,6 +129,26 @@ def compare(tx, op: str, a: VariableTracker, b: VariableTracker):
         if same is not None:
             return ConstantVariable(same if op == "==" else not same)
     unsupported("construct", f"comparing {a.describe()} {op} {b.describe()}")
+
+
+_ORDERINGS = ("<", "<=", ">", ">=")
+
+
+def _same_sequence_kind(a, b) -> bool:
+    """Two tuples (named or not) or two lists: what CPython orders item by item."""
+    return (isinstance(a, TupleVariable) and isinstance(b, TupleVariable)) or (
+        type(a) is ListVariable and type(b) is ListVariable)
+
+
+def _sequence_order(tx, op: str, a, b):
+    """CPython's sequence ordering: the first pair of items that are not identical and not
+    equal (`==` read as a bool, as CPython does) decides with `op`; if one sequence runs
+    out first, the lengths decide."""
+    for x, y in zip(a.items, b.items):
+        if is_same(x, y, tx) or compare(tx, "==", x, y).truthy(tx):
+            continue
+        return compare(tx, op, x, y)
+    return ConstantVariable(COMPARE[op](len(a.items), len(b.items)))
 
 
 def is_same(a: VariableTracker, b: VariableTracker, tx=None):

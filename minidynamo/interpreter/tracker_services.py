@@ -1,6 +1,7 @@
 """What the trackers ask of the translator (`tx`) that lives above them: the generic
 operators (interpreter/operators.py), which tracker models which real object
-(variables/registry.py), iterating a user object (iteration_protocol.py),
+(variables/registry.py), iterating a user object (iteration_protocol.py), sorting
+(builtins.sort_items),
 folded results (builder.wrap_constant_result) and `x.numpy()` (numpy_interop.py).
 Each of those modules imports the trackers, so a tracker module cannot import it: it
 calls `tx.compare(...)` instead, as it calls `tx.wrap(...)`."""
@@ -8,6 +9,7 @@ from __future__ import annotations
 
 from ..variables import numpy_interop, registry
 from ..variables.builder import wrap_constant_result
+from ..variables.builtins import sort_items
 from ..variables.iteration_protocol import drain, user_iterator
 from . import operators
 
@@ -35,6 +37,10 @@ class TrackerServices:
 
     def unary_op(self, name: str, a):
         return operators.unary_op(self, name, a)
+
+    def sort_items(self, items: list, key=None, reverse=None) -> list:
+        """`items` in the order list.sort(key=, reverse=) leaves them."""
+        return sort_items(self, items, key, reverse)
 
     def user_iterator(self, v):
         """iter(v) for an object of a user class with a Python `__iter__`, else None."""

@@ -31,6 +31,7 @@ from .opcodes.exceptions import ExceptionOps
 from .opcodes.generators import GeneratorOps
 from .opcodes.jumps import JumpOps
 from .opcodes.load_store import LoadStoreOps
+from .opcodes.matching import MatchOps
 from .opcodes.stack import StackOps
 from .run_ends import _Return, _Yield
 from .tracker_services import TrackerServices
@@ -54,7 +55,7 @@ class StoppedForBreak(Exception):
         self.tx = tx
 
 
-class InstructionTranslator(GeneratorOps, LoadStoreOps, StackOps, BinaryOps, JumpOps, BuildOps, CallOps,
+class InstructionTranslator(GeneratorOps, LoadStoreOps, StackOps, BinaryOps, JumpOps, BuildOps, CallOps, MatchOps,
                             ExceptionOps, ControlOps, TrackerServices):
     dispatch: dict = {}
 

@@ -134,15 +134,16 @@ def _wrap(tx, value, source):
         snapshot = frozenset(value)  # a set changes in place: guard and trace its contents now
         _guard(tx, "EQUALS_MATCH", source, snapshot, type=type(value))
         return SetVariable(set(snapshot), source, set_type=type(value))
-    if isinstance(value, functools.partial):
+    if type(value) is functools.partial:  # a subclass may call otherwise: modeled as an object
         _guard(tx, "TYPE_MATCH", source, type(value))
         if source is not None:
             _guard(tx, "LEN_MATCH", AttrSource(source, "args"), len(value.args), type=tuple)
-            _guard(tx, "DICT_KEYS", AttrSource(source, "keywords"), tuple(value.keywords), type=dict)
         sub = (lambda a: AttrSource(source, a)) if source else (lambda a: None)
         func = wrap(tx, value.func, sub("func"))
         args = [wrap(tx, v, ItemSource(sub("args"), i) if source else None) for i, v in enumerate(value.args)]
-        kw = {k: wrap(tx, v, ItemSource(sub("keywords"), k) if source else None) for k, v in value.keywords.items()}
+        # The real keywords dict, guarded and written back as any dict passed in.
+        kw = wrap(tx, value.keywords, sub("keywords")) if source else {
+            k: wrap(tx, v, None) for k, v in value.keywords.items()}
         return PartialVariable(func, args, kw, source)
     if isinstance(value, functools._lru_cache_wrapper) and isinstance(
             getattr(value, "__wrapped__", None), types.FunctionType):

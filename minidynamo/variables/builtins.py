@@ -50,6 +50,9 @@ _OPERATOR_COMPARE = {operator.lt: "<", operator.le: "<=", operator.eq: "==", ope
                      operator.gt: ">", operator.ge: ">="}
 
 
+_HEAP_TYPE = 1 << 9  # Py_TPFLAGS_HEAPTYPE: a class made by a class statement or type()
+
+
 class BuiltinVariable(ObjectConstantVariable):
     """A Python builtin or pure function used as a value."""
 
@@ -64,6 +67,10 @@ class BuiltinVariable(ObjectConstantVariable):
         if isinstance(self.value, type) and hasattr(self.value, name):
             attr = getattr(self.value, name)
             return tx.wrap(attr, None)
+        if isinstance(self.value, type) and not self.value.__flags__ & _HEAP_TYPE:
+            # A static type (int, str, list) takes no new attributes: the miss needs no guard.
+            unsupported("exceptions", f"AttributeError: type object {self.value.__name__!r} has no attribute "
+                        f"{name!r}", raised=AttributeError)
         return super().var_getattr(tx, name)
 
     def call_function(self, tx, args, kwargs):
@@ -477,7 +484,10 @@ def _abs(tx, args, kwargs):
 def _partial(tx, args, kwargs):
     if not args:
         return None
-    return PartialVariable(args[0], args[1:], kwargs)
+    func = args[0]
+    if isinstance(func, PartialVariable):  # partial(partial(f, a, k=1), b) is partial(f, a, b, k=1)
+        return PartialVariable(func.func, func.args + list(args[1:]), {**func.keywords.items, **kwargs})
+    return PartialVariable(func, args[1:], kwargs)
 
 
 def _scalar_ctor(fn):

@@ -489,7 +489,10 @@ class NestedFunctionVariable(BaseFunctionVariable):
 
 
 class PartialVariable(VariableTracker):
-    """functools.partial: stored args are prepended, keywords merged (call's win)."""
+    """functools.partial: stored args are prepended, keywords merged (call's win). The
+    keywords are one dict tracker, what `p.keywords` gives: a write to it changes later
+    calls, as CPython's partial reads its dict at each call (a partial passed in holds
+    the real dict's tracker, whose writes go back to it)."""
 
     __slots__ = ("func", "args", "keywords")
 
@@ -497,7 +500,7 @@ class PartialVariable(VariableTracker):
         super().__init__(source)
         self.func = func
         self.args = list(args)
-        self.keywords = dict(keywords)
+        self.keywords = keywords if isinstance(keywords, DictVariable) else DictVariable(dict(keywords))
 
     def python_type(self):
         import functools
@@ -507,7 +510,7 @@ class PartialVariable(VariableTracker):
         return f"functools.partial of {self.func.describe()}"
 
     def call_function(self, tx, args, kwargs):
-        return self.func.call_function(tx, self.args + list(args), {**self.keywords, **kwargs})
+        return self.func.call_function(tx, self.args + list(args), {**self.keywords.items, **kwargs})
 
     def var_getattr(self, tx, name):
         if name == "func":
@@ -515,7 +518,7 @@ class PartialVariable(VariableTracker):
         if name == "args":
             return TupleVariable(self.args)
         if name == "keywords":
-            return DictVariable(self.keywords)
+            return self.keywords
         return super().var_getattr(tx, name)
 
 

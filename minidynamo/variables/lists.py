@@ -314,13 +314,20 @@ class ListVariable(BaseListVariable):
                     break
             else:
                 unsupported("exceptions", "ValueError: list.remove(x): x not in list")
-        elif name == "sort" and n == 0 and self.is_python_constant():
-            values = [i.as_python_constant() for i in self.items]
-            kw = {k: v.as_python_constant() for k, v in kwargs.items()}
-            if "key" in kw:
-                unsupported("call", "list.sort with a key function")
-            values.sort(**kw)
-            self.items = [ConstantVariable(v) for v in values]
+        elif name == "sort" and n == 0:
+            if set(kwargs) - {"key", "reverse"}:
+                bad = next(iter(set(kwargs) - {"key", "reverse"}))
+                unsupported("exceptions", f"TypeError: sort() got an unexpected keyword argument {bad!r}")
+            # CPython empties the list while it sorts: a key function reads it empty, and
+            # one that changes it makes sort() raise (the eager run raises it for real).
+            before, self.items = list(self.items), []
+            try:
+                ordered = tx.sort_items(before, kwargs.get("key"), kwargs.get("reverse"))
+                if self.items:
+                    unsupported("exceptions", "ValueError: list modified during sort")
+            finally:
+                self.items = before
+            self.items = ordered
         elif name == "__setitem__" and n == 2:
             self.setitem(tx, args[0], args[1])
         else:
