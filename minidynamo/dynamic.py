@@ -103,13 +103,13 @@ class DynamicPolicy:
         return new
 
     def int_is_symbolic(self, name: str, value: int) -> bool:
-        """Whether int argument `name` is traced as a symbolic int (0 and 1 never are)."""
-        if self.mode is False or value in (0, 1):
-            if self.mode is None:
-                self.ints.setdefault(name, value)
+        """Whether int argument `name` is traced as a symbolic int. Under `dynamic=True`, 0
+        and 1 are not; automatically, one that changed is, whatever its value (as torch.compile's
+        ints, which it does not specialise on 0 and 1 as it does sizes)."""
+        if self.mode is False:
             return False
         if self.mode is True:
-            return True
+            return value not in (0, 1)
         seen = self.ints.setdefault(name, value)
         # An argument that was a tensor in an earlier call varies by kind: its int is symbolic
         # at once (as torch.compile's automatic dynamic treats a changed kind).
@@ -156,7 +156,8 @@ def symbolic_fake(mode, t: torch.Tensor, dims: tuple, index: int):
 def symbolic_int(shape_env, value: int, index: int):
     """A SymInt of the environment for an int argument, or None where it specialises it."""
     from torch.fx.experimental.symbolic_shapes import DimDynamic
-    expr = shape_env.create_symbol(value, SymSource(index), dynamic_dim=DimDynamic.DYNAMIC, positive=None)
+    expr = shape_env.create_symbol(value, SymSource(index), dynamic_dim=DimDynamic.DYNAMIC, positive=None,
+                                   do_not_specialize_zero_one=True)
     sym = shape_env.create_symintnode(expr, hint=value, source=SymSource(index))
     return sym if is_symbolic(sym) else None
 

@@ -26,6 +26,7 @@ import keyword
 from .exc import unsupported
 from .guards import Guard
 from .sources import AttrSource, ItemSource, ReadBeforeWrites, iterator_state
+from .variables.cells import cell_alias_guards
 from .variables.constant import ConstantVariable
 from .variables.dicts import DictVariable
 from .variables.lists import IteratorVariable, ListVariable, TupleVariable
@@ -42,6 +43,7 @@ def mutation_guards(output) -> None:
     the trace read, now and on every call the entry serves."""
     if not output.mutated:
         return
+    cell_alias_guards(output)
     others = [(source, value, var) for source, (value, var) in output.wrapped.items()
               if type(value) in _CONTAINER_TYPES or isinstance(var, (UserObjectVariable, TupleVariable))]
     for var, what in output.mutated.values():

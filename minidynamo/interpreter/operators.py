@@ -10,6 +10,7 @@ from ..exc import Unsupported, unsupported
 from ..variables.base import VariableTracker
 from ..variables.constant import ConstantVariable, fold
 from ..variables.dicts import DictVariable, DictViewVariable, SetVariable
+from ..variables.same_objects import note_identity
 from ..variables.lists import BaseListVariable, IteratorVariable, ListVariable, TupleVariable
 from ..variables.tensor import TensorVariable
 from ..variables.user_objects import InstanceAttributes, user_binary, user_class, user_compare
@@ -157,9 +158,14 @@ def is_same(a: VariableTracker, b: VariableTracker, tx=None):
         return True
     if a.is_python_constant() and b.is_python_constant():
         try:
-            return a.as_python_constant() is b.as_python_constant()
+            same = a.as_python_constant() is b.as_python_constant()
         except Exception:
             return None
+        if tx is not None and (getattr(a, "by_code", False) or getattr(b, "by_code", False)):
+            # functions made per call are guarded by their code, not identity: pin the answer
+            note_identity(tx, a.source, a.as_python_constant())
+            note_identity(tx, b.source, b.as_python_constant())
+        return same
     if _is_tensor(a) and _is_tensor(b):
         if a.node is b.node:
             return True

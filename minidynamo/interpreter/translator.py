@@ -22,7 +22,8 @@ from ..variables.builder import wrap
 from ..variables.c_callables import wrap_untraced_result
 from ..codegen import code_signature
 from ..variables.call_binding import bind_arguments
-from ..variables.functions import (CellVariable, FrameCellVariable, UserFunctionVariable, frame_cells, wrap_closure_local)
+from ..variables.cells import CellVariable, FrameCellVariable, frame_cells
+from ..variables.functions import UserFunctionVariable
 from .opcodes.binary import BinaryOps
 from .opcodes.build import BuildOps
 from .opcodes.calls import CallOps
@@ -314,7 +315,7 @@ def trace(output: OutputGraph, fn, args: tuple, kwargs: dict, stop_at: int | Non
     def bind(name, value):
         if name in untraced:
             return wrap_untraced_result(tx, value, LocalSource(name))
-        return (passed and wrap_closure_local(tx, value, LocalSource(name))) or wrap(tx, value, LocalSource(name))
+        return wrap(tx, value, LocalSource(name))  # a closure over passed cells: by its code (builder.py)
 
     f_locals = {name: bind(name, value) for name, value in bound.arguments.items()}
     if info is not None:

@@ -63,11 +63,18 @@ def _shared_object(value) -> bool:
 
 
 def _is_argument(source) -> bool:
-    """An argument of the frame, or an item of one (a tuple of sizes): the ints torch.compile
-    makes dynamic too (not globals, closures or attributes of objects)."""
-    while isinstance(source, ItemSource):
-        source = source.base
-    return isinstance(source, LocalSource)
+    """An argument of the frame, an item of one (a tuple of sizes), or what a closure passed
+    as one closes over (`g.__closure__[0].cell_contents`): the ints torch.compile makes
+    dynamic too (not globals, the frame's own closure or attributes of objects)."""
+    while True:
+        if isinstance(source, ItemSource):
+            source = source.base
+        elif isinstance(source, AttrSource) and source.attr == "cell_contents" \
+                and isinstance(source.base, ItemSource) and isinstance(source.base.base, AttrSource) \
+                and source.base.base.attr == "__closure__":
+            source = source.base.base.base
+        else:
+            return isinstance(source, LocalSource)
 
 
 def _guard(tx, kind, source, expected=None, **meta):
@@ -158,14 +165,15 @@ def _wrap(tx, value, source):
     if isinstance(value, types.FunctionType):
         if source is not None and _made_per_call(value):
             # A lambda or inner def is a new object on every call (one handed to a resume
-            # function, too): pin what the trace uses of it, not its identity.
+            # function, too): pin what the trace uses of it, not its identity; the contents
+            # of its cells are read (and guarded) through it when the trace uses them.
             _guard(tx, "TYPE_MATCH", source, types.FunctionType)
             _guard(tx, "ID_MATCH", AttrSource(source, "__code__"), value.__code__)
             _guard(tx, "ID_MATCH", AttrSource(source, "__globals__"), value.__globals__)
             _guard(tx, "EQUALS_MATCH", AttrSource(source, "__defaults__"), value.__defaults__)
             _guard(tx, "EQUALS_MATCH", AttrSource(source, "__kwdefaults__"), value.__kwdefaults__)
             _guard(tx, "EQUALS_MATCH", AttrSource(source, "__dict__"), {})
-            return UserFunctionVariable(value, source)
+            return UserFunctionVariable(value, source, by_code=True)
         _guard(tx, "ID_MATCH", source, value)
         return UserFunctionVariable(value, source)
     if is_function_apply(value):  # `my_op = MyFunction.apply` at import
@@ -240,11 +248,10 @@ def _identity_hashed_class(k) -> bool:
 
 
 def _made_per_call(fn) -> bool:
-    """A nested function (`f.<locals>.g`, a lambda, 3.10's `<listcomp>`) without a closure
-    whose defaults are constants and that carries no attributes: its code, globals and
-    defaults say all a trace uses of it."""
-    return "<" in fn.__qualname__ and fn.__closure__ is None \
-        and not fn.__dict__ and all(is_constant_value(d) for d in (fn.__defaults__ or ())) \
+    """A nested function (`f.<locals>.g`, a lambda, 3.10's `<listcomp>`) whose defaults are
+    constants and that carries no attributes: its code, globals, defaults and the contents
+    of its cells (read through it) say all a trace uses of it."""
+    return "<" in fn.__qualname__ and not fn.__dict__ and all(is_constant_value(d) for d in (fn.__defaults__ or ())) \
         and all(is_constant_value(d) for d in (fn.__kwdefaults__ or {}).values())
 
 

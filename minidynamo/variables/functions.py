@@ -5,185 +5,18 @@ from __future__ import annotations
 
 import inspect
 import types
-import weakref
 
 from ..exc import unsupported
 from ..guards import Guard
-from ..sources import AttrSource, ClosureSource, ItemSource, ObjectSource
+from ..sources import AttrSource, ObjectSource
 from .base import BoundMethodVariable, VariableTracker  # noqa: F401 (BoundMethodVariable: imported from here too)
+from .cells import RealCellVariable, frame_cells, outer_cell, passed_cell
 from .code_objects import CodeVariable, signature_of
-from .constant import ConstantVariable, is_constant_value
+from .constant import ConstantVariable
 from .dicts import DictVariable
 from .lists import TupleVariable
 from .purity import is_compiler_disabled, is_disabled_by_torch
 from .torch_graph_break import breaks_here
-
-
-class CellVariable(VariableTracker):
-    """A closure cell created by the traced code itself (lives only inside the call)."""
-
-    __slots__ = ("contents", "name")
-
-    def __init__(self, name: str, contents: VariableTracker | None = None):
-        super().__init__(None)
-        self.name = name
-        self.contents = contents
-
-    def load(self, tx):
-        if self.contents is None:
-            unsupported("exceptions", f"NameError: free variable {self.name!r} referenced before assignment")
-        return self.contents
-
-    def store(self, tx, value):
-        self.contents = value
-
-    # A closure made in the trace over this cell outlives it (returned, or live at a graph
-    # break), or the cell itself is handed to a resume function: a real cell, made once.
-    def rebuild_new(self, rb) -> str:
-        return f"{rb.ns.bind(types.CellType, 'CellType')}()"
-
-    def rebuild_fill(self, rb, name: str) -> list:
-        return [] if self.contents is None else [f"{name}.cell_contents = {rb.expr(self.contents)}"]
-
-
-class FrameCellVariable(CellVariable):
-    """A cell of the frame handed to its resume function by reference (a parameter,
-    `source`): closures made before the break share it. Its contents are read on first use
-    (guarded through the parameter); a store is recorded and written back after the graph,
-    before a break's native instruction or the return (side_effects.py)."""
-
-    __slots__ = ("cell", "loaded")
-
-    def __init__(self, cell, name: str, source):
-        super().__init__(name)
-        self.cell = cell
-        self.source = source
-        self.loaded = False
-
-    def load(self, tx):
-        if not self.loaded:
-            try:
-                value = self.cell.cell_contents
-            except ValueError:
-                unsupported("exceptions", f"NameError: free variable {self.name!r} referenced before assignment")
-            source = AttrSource(self.source, "cell_contents")
-            self.contents = wrap_closure_local(tx, value, source) or tx.wrap(value, source)
-            self.loaded = True
-        return self.contents
-
-    def store(self, tx, value):
-        output = tx.output
-        if id(self) not in output.mutated:
-            output.mutated[id(self)] = (self, f"assigning the variable {self.name!r} closures share")
-            output.wrapped.setdefault(self.source, (self.cell, self))  # found again by mutation_guards
-        self.contents = value
-        self.loaded = True
-
-    def writeback(self, rb, target: str, temp: str) -> tuple[str, str]:
-        """(the final contents, how to put them in): side_effects.py."""
-        return rb.expr(self.contents), f"{target}.cell_contents = {temp}"
-
-    def replaces(self, source, var) -> bool:
-        """Whether the writeback makes `source` name another object than `var`."""
-        return isinstance(source, AttrSource) and source.attr == "cell_contents" and self.contents is not var
-
-
-# id(real cell) → its FrameCellVariable, per trace: a closure the resume function holds
-# reaches the frame's variable through the same tracker (its writes are the frame's).
-_frame_cells: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
-
-
-def frame_cells(output) -> dict:
-    found = _frame_cells.get(output)
-    if found is None:
-        found = _frame_cells[output] = {}
-    return found
-
-
-def wrap_closure_local(tx, value, source):
-    """A function made per call over cells passed to this resume function (a local such as
-    `inc` closing over `n`, or a cell's contents such as a recursive `fact`), or None: pinned by its code, globals, constant defaults
-    and each closure cell being the passed cell (an identity guard on the function would
-    fail on every call)."""
-    cells = frame_cells(tx.output)
-    closure = value.__closure__ if isinstance(value, types.FunctionType) else None
-    if not closure or "<" not in value.__qualname__ or value.__dict__ \
-            or not all(id(c) in cells for c in closure) \
-            or not all(is_constant_value(d) for d in (value.__defaults__ or ())) \
-            or not all(is_constant_value(d) for d in (value.__kwdefaults__ or {}).values()):
-        return None
-    guards = tx.output.guards
-    guards.add(Guard("TYPE_MATCH", source, types.FunctionType))
-    guards.add(Guard("ID_MATCH", AttrSource(source, "__code__"), value.__code__))
-    guards.add(Guard("ID_MATCH", AttrSource(source, "__globals__"), value.__globals__))
-    guards.add(Guard("EQUALS_MATCH", AttrSource(source, "__defaults__"), value.__defaults__))
-    guards.add(Guard("EQUALS_MATCH", AttrSource(source, "__kwdefaults__"), value.__kwdefaults__))
-    guards.add(Guard("EQUALS_MATCH", AttrSource(source, "__dict__"), {}))
-    for i, c in enumerate(closure):
-        guards.add(Guard("ALIAS_MATCH", ItemSource(AttrSource(source, "__closure__"), i), True,
-                         {"other": cells[id(c)].source}))
-    return UserFunctionVariable(value, source)
-
-
-class RealCellVariable(VariableTracker):
-    """A closure cell of a function that exists outside the trace (the optimized function's
-    own, or one an inlined function from outside closes over): one tracker per cell per trace
-    (`outer_cells`), so a write through one function is what another reads. Its contents are
-    read on first use (guarded through the cell); a store is recorded and written back after
-    the graph, before a break's native instruction or the return (side_effects.py)."""
-
-    __slots__ = ("cell", "name", "contents", "loaded")
-
-    def __init__(self, cell, name: str):
-        super().__init__(ObjectSource(cell, f"the cell of closure {name!r}"))
-        self.cell = cell
-        self.name = name
-        self.contents = None
-        self.loaded = False
-
-    def load(self, tx):
-        if not self.loaded:
-            try:
-                value = self.cell.cell_contents
-            except ValueError:
-                unsupported("exceptions", f"NameError: free variable {self.name!r} referenced before assignment")
-            self.contents = tx.wrap(value, ClosureSource(self.cell, self.name))
-            self.loaded = True
-        return self.contents
-
-    def store(self, tx, value):
-        output = tx.output
-        if id(self) not in output.mutated:
-            output.mutated[id(self)] = (self, f"assigning the closure variable {self.name!r}")
-            output.wrapped.setdefault(self.source, (self.cell, self))  # found again by mutation_guards
-        self.contents = value
-        self.loaded = True
-
-    def writeback(self, rb, target: str, temp: str) -> tuple[str, str]:
-        """(the final contents, how to put them in): side_effects.py."""
-        return rb.expr(self.contents), f"{target}.cell_contents = {temp}"
-
-    def replaced_sources(self, output) -> set:
-        """The contents read before a store, which the writeback replaces: read first."""
-        read = ClosureSource(self.cell, self.name)
-        hit = output.wrapped.get(read)
-        return {read} if hit is not None and hit[1] is not self.contents else set()
-
-
-# id(real cell) → its RealCellVariable, per trace.
-_outer_cells: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
-
-
-def outer_cell(tx, cell, name: str) -> RealCellVariable:
-    if tx is None:
-        return RealCellVariable(cell, name)
-    found = _outer_cells.get(tx.output)
-    if found is None:
-        found = _outer_cells[tx.output] = {}
-    var = found.get(id(cell))
-    if var is None:
-        var = found[id(cell)] = RealCellVariable(cell, name)
-    return var
 
 
 def _pairs_dict(pairs) -> dict:
@@ -215,11 +48,14 @@ class BaseFunctionVariable(VariableTracker):
 class UserFunctionVariable(BaseFunctionVariable):
     """A real Python function object reached from the frame (a global, an attribute...)."""
 
-    __slots__ = ("fn",)
+    __slots__ = ("fn", "by_code")
 
-    def __init__(self, fn, source=None):
+    def __init__(self, fn, source=None, by_code=False):
         super().__init__(source)
         self.fn = fn
+        # Guarded by its code, globals, defaults and empty __dict__, not its identity (a
+        # function made per call, builder.py): its cells are read through `source`.
+        self.by_code = by_code
 
     def get_code(self):
         return self.fn.__code__
@@ -236,6 +72,9 @@ class UserFunctionVariable(BaseFunctionVariable):
     def closure_cells(self, tx):
         code = self.fn.__code__
         cells = self.fn.__closure__ or ()
+        if self.by_code and tx is not None:
+            return {name: passed_cell(tx, self.source, i, cell, name)
+                    for i, (name, cell) in enumerate(zip(code.co_freevars, cells))}
         shared = frame_cells(tx.output) if tx is not None else {}
         return {name: shared.get(id(cell)) or outer_cell(tx, cell, name)
                 for name, cell in zip(code.co_freevars, cells)}
@@ -420,8 +259,9 @@ class NestedFunctionVariable(BaseFunctionVariable):
     def rebuild_new(self, rb) -> str:
         cells = []
         for cell in (self.closure.items if self.closure is not None else ()):
-            # A cell of a function from outside is that cell; a cell of a frame in the trace
-            # is made once for real (CellVariable) or passed on (its source).
+            # A fixed cell from outside is that cell; a cell of a frame in the trace is made
+            # once for real (CellVariable) or passed on, as a cell of a closure passed in is
+            # read from this call's function (its source).
             cells.append(rb.ns.bind(cell.cell, "cell") if isinstance(cell, RealCellVariable) else rb.expr(cell))
         closure = f"({''.join(c + ', ' for c in cells)})" if cells else "None"
         defaults = rb.expr(self.defaults_var) if self.defaults_var is not None else "None"

@@ -27,7 +27,8 @@ from __future__ import annotations
 from .._compat import PY311
 from ..exc import unsupported
 from .base import NULL
-from .functions import make_function, NestedFunctionVariable, RealCellVariable, UserFunctionVariable
+from .cells import RealCellVariable
+from .functions import make_function, NestedFunctionVariable, UserFunctionVariable
 from ..frame_hook import run_plainly
 from ..resume import cell_param, resume_code, why_cells_not_passed, why_not_resumable
 
@@ -87,6 +88,8 @@ def _function_parts(fn_var, rb) -> tuple:
     if isinstance(fn_var, UserFunctionVariable):
         fn = fn_var.fn
         closure = rb.ns.bind(fn.__closure__, "closure") if fn.__closure__ else "None"
+        if fn_var.by_code and fn.__closure__:  # this call's function's cells, not the traced call's
+            closure = f"{rb.expr(fn_var)}.__closure__"
         return fn.__qualname__, fn.__globals__, closure
     if isinstance(fn_var, NestedFunctionVariable) and not fn_var.attrs:
         cells = [rb.ns.bind(c.cell, "cell") if isinstance(c, RealCellVariable) else rb.expr(c)

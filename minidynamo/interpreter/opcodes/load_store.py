@@ -19,7 +19,7 @@ from ...sources import AttrSource, GlobalSource, ItemSource, ObjectSource
 from ...variables.base import NULL
 from ...variables.builder import wrap
 from ...variables.constant import ConstantVariable
-from ...variables.functions import CellVariable, RealCellVariable
+from ...variables.cells import CellVariable, RealCellVariable
 from ...variables.user_objects import call_super
 from .at_break import AtBreak, Exit, Rendered, Rule
 
