@@ -265,7 +265,15 @@ class InstructionTranslator(GeneratorOps, LoadStoreOps, StackOps, BinaryOps, Jum
         if name in g:
             return wrap(self, g[name], GlobalSource(name, g))
         if name in self.f_builtins:
-            return wrap(self, self.f_builtins[name], None)
+            # A builtin has no source (nothing to guard) and so no memo in wrap; `super` or
+            # `len` read in every inlined call would walk the wrapping rules each time.
+            value = self.f_builtins[name]
+            seen = self.output.builtins_wrapped.get(name)
+            if seen is not None and seen[0] is value:
+                return seen[1]
+            var = wrap(self, value, None)
+            self.output.builtins_wrapped[name] = (value, var)
+            return var
         unsupported("exceptions", f"NameError: name {name!r} is not defined")
 
 

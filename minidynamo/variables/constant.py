@@ -23,7 +23,14 @@ def _is_triton_dtype(v) -> bool:
     return t.__name__ in ("dtype", "pointer_type") and t.__module__.startswith("triton.language")
 
 
+# The exact types above that hold no other values (a slice, tuple or frozenset holds items):
+# most values asked about are of one of these, answered by one set lookup.
+_PLAIN_CONSTANT_TYPES = frozenset(t for t in CONSTANT_TYPES if t is not slice)
+
+
 def is_constant_value(v) -> bool:
+    if type(v) in _PLAIN_CONSTANT_TYPES:
+        return True
     if _is_triton_dtype(v):
         return True
     if issubclass(type(v), CONSTANT_TYPES):  # (isinstance would believe a __class__ property)

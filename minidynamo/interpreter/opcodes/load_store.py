@@ -34,7 +34,11 @@ def _push_with_null(tx, value, push_null: bool):
 
 class LoadStoreOps:
     def LOAD_CONST(self, inst):
-        self.push(wrap(self, inst.arg, None) if not hasattr(inst.arg, "co_code") else _CodeConst(inst.arg))
+        arg = inst.arg
+        if type(arg) in _PLAIN_CONSTANTS:  # most constants: what wrap would make of them
+            self.push(ConstantVariable(arg))
+        else:
+            self.push(wrap(self, arg, None) if not hasattr(arg, "co_code") else _CodeConst(arg))
 
     def LOAD_FAST(self, inst):
         name = inst.arg
@@ -175,6 +179,7 @@ class LoadStoreOps:
 
 
 _SYS_MODULES = ObjectSource(sys.modules, "sys.modules")
+_PLAIN_CONSTANTS = frozenset((int, float, bool, complex, str, bytes, type(None)))
 _MISSING = object()
 
 
