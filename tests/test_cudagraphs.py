@@ -162,6 +162,52 @@ def test_loop_alternates_two_slots_without_copies(device):
     assert len(set(dropped)) == 1 and r.held_fallbacks == 0
 
 
+class _Busy:
+    """A lock another thread holds: a try without waiting fails."""
+
+    def __init__(self):
+        import threading
+        self.lock = threading.Lock()
+
+    def acquire(self, blocking=True):
+        return blocking and self.lock.acquire()
+
+    def __enter__(self):
+        self.lock.acquire()
+
+    def __exit__(self, *exc):
+        self.lock.release()
+
+
+def test_steady_calls_replay_without_the_full_path(device, monkeypatch):
+    opt = minidynamo.optimize(mode="cudagraphs")(chain)
+    a, b = torch.randn(200, device=device), torch.randn(200, device=device)
+    o = None
+    for _ in range(4):  # warm-up runs, then both slots recorded
+        o = opt(a, b)
+    r = runner_of(opt)
+    assert len(r.recordings[0].slots) == 2
+    full = []
+    original = CudaGraphRunner._call
+    monkeypatch.setattr(CudaGraphRunner, "_call", lambda self, args: full.append(1) or original(self, args))
+    for _ in range(4):  # the previous output held during each call: the other slot
+        a.add_(1)
+        o = opt(a, b)
+        torch.testing.assert_close(o, chain(a, b))
+    assert not full and r.replays == 6 and r.calls == 8
+    kept = opt(a, b)
+    third = opt(a, b)  # both slots held: the full path runs the plain graph
+    assert full == [1] and r.held_fallbacks == 1 and third.data_ptr() not in static_ptrs(r)
+    torch.testing.assert_close(third, chain(a, b))
+    del o, kept, third
+    c = torch.randn(200, device=device)  # other addresses: the full path
+    torch.testing.assert_close(opt(c, b), chain(c, b))
+    assert full == [1, 1]
+    r._lock = _Busy()  # another thread replaying: wait for it on the full path
+    torch.testing.assert_close(opt(a, b), chain(a, b))
+    assert full == [1, 1, 1]
+
+
 def test_held_outputs_are_never_overwritten(device):
     opt = minidynamo.optimize(mode="cudagraphs")(chain)
     a, b = torch.randn(200, device=device), torch.randn(200, device=device)

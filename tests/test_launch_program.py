@@ -261,6 +261,37 @@ def test_program_logic_with_a_stand_in_entry(stand_in_resolution, fn, scratch, l
     assert _cpu_add.calls == 2 * launches  # the first call ran the plain graph
 
 
+def test_fixed_size_values_are_empty_like_of_a_broadcast_shape(stand_in_resolution):
+    # The scratch buffer and the returned value (an empty_like of a scratch value): each an
+    # empty_like of a bound one-element tensor broadcast to its shape, compact as eager's.
+    opt = run_calls(chain_grid4, _vectors(dev="cpu"), calls=3)
+    text = entry(opt).source_text
+    assert text.count("empty_like(_md_shape_of") == 2 and "empty_strided" not in text, text
+    out = opt(torch.randn(256), torch.randn(256))
+    assert out.shape == (256,) and out.stride() == (1,) and out.dtype == torch.float32
+
+
+def transposed_with_dtype(a, b):
+    t = torch.empty_like(a, dtype=torch.float32)  # a's strides (transposed), not compact ones
+    K.add_kernel[(4,)](a, b, t, a.numel(), BLOCK=64)
+    x = torch.empty_like(t)
+    K.add_kernel[(4,)](t, b, x, a.numel(), BLOCK=64)
+    return t, x
+
+
+def test_strided_values_keep_empty_strided(stand_in_resolution):
+    # A broadcast shape would give compact strides: a value with a's transposed strides
+    # is allocated with its own.
+    def make(i):
+        return torch.randn(16, 8).t(), torch.randn(16, 8).t()
+    opt = run_calls(transposed_with_dtype, make, calls=3)
+    a, b = make(0)
+    t, x = opt(a, b)
+    assert t.stride() == a.stride() == x.stride()
+    text = entry(opt).source_text
+    assert "empty_strided((8, 16), (1, 8)" in text, text
+
+
 def test_program_logic_misaligned_inputs_go_through_the_launcher(stand_in_resolution):
     opt = run_calls(chain_grid4, _vectors(dev="cpu"), calls=2)
     base, b = torch.randn(300), torch.randn(256)

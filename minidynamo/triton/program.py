@@ -143,6 +143,7 @@ class ProgramBuilder:
         self.spec_checks: dict = {}  # (value, ScalarSpec) -> local: true when it does not match
         self._locals = 0
         self.fresh = fresh_allocations(self.nodes)
+        self._protos: dict = {}  # (shape, dtype, device) -> (empty_like's strides, broadcast tensor)
         self.sizes = SizeExprs(self.nodes, input_exprs)
 
     def why_not(self) -> str | None:
@@ -183,6 +184,7 @@ class ProgramBuilder:
         if not intervals:
             self.scratch_bytes = 0
             return lines
+        total = None
         if all(isinstance(size, int) for _, _, size in intervals.values()):
             offsets, total = layout(intervals)
             self.scratch = {n: str(off) for n, off in offsets.items()}
@@ -192,8 +194,11 @@ class ProgramBuilder:
             total_expr = self._symbolic_layout(intervals, lines)
             self.scratch_bytes = "a per-call number of"
         dev = next(iter(intervals)).meta["val"].device
-        lines.append(f"{self.sbuf} = {self.names.bind_as(torch.empty, 'empty')}(({total_expr},), "
-                     f"dtype={self.names.bind_as(torch.uint8, 'uint8')}, device={self.names.bind(dev)})")
+        if isinstance(total, int) and self.scratch:
+            lines.append(f"{self.sbuf} = {self._allocation((total,), (1,), torch.uint8, dev)}")
+        else:
+            lines.append(f"{self.sbuf} = {self.names.bind_as(torch.empty, 'empty')}(({total_expr},), "
+                         f"dtype={self.names.bind_as(torch.uint8, 'uint8')}, device={self.names.bind(dev)})")
         lines.append(f"{self.sb} = {self.sbuf}.data_ptr()")
         return lines
 
@@ -254,8 +259,27 @@ class ProgramBuilder:
             # A scratch value is contiguous, and so is an empty_like of it.
             return [f"{name} = {bind(torch.empty, 'empty')}({self._shape(val)}, {dtype}, "
                     f"device={self.names.bind(val.device)})"], name
-        return [f"{name} = {bind(torch.empty_strided, 'empty_strided')}("
-                f"{tuple(val.shape)!r}, {val.stride()!r}, {dtype}, device={self.names.bind(val.device)})"], name
+        return [f"{name} = {self._allocation(tuple(val.shape), val.stride(), val.dtype, val.device)}"], name
+
+    def _allocation(self, shape: tuple, stride: tuple, dtype, device) -> str:
+        """An uninitialised tensor of fixed sizes and strides: ``empty_like`` of a bound
+        tensor of that shape whose one element is broadcast (expand) where that gives
+        these strides (one argument to parse instead of empty_strided's four), else
+        ``empty_strided``."""
+        shape, stride = tuple(int(s) for s in shape), tuple(int(s) for s in stride)
+        key = (shape, dtype, device)
+        if key not in self._protos:
+            try:  # the strides empty_like gives the broadcast shape, found on the meta device
+                meta = torch.empty((), dtype=dtype, device="meta").expand(shape)
+                self._protos[key] = (torch.empty_like(meta).stride(),
+                                     torch.empty((), dtype=dtype, device=device).expand(shape))
+            except (RuntimeError, TypeError, NotImplementedError):  # a dtype without a plain empty
+                self._protos[key] = (None, None)
+        strides, proto = self._protos[key]
+        if strides == stride:
+            return f"{self.names.bind_as(torch.empty_like, 'empty_like')}({self.names.bind_as(proto, 'shape_of')})"
+        return (f"{self.names.bind_as(torch.empty_strided, 'empty_strided')}("
+                f"{shape!r}, {stride!r}, dtype={self.names.bind(dtype)}, device={self.names.bind(device)})")
 
     def _shape(self, val) -> str:
         dims = [self.sizes.render(s) for s in val.shape]
