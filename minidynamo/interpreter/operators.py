@@ -9,7 +9,9 @@ import torch
 from ..exc import Unsupported, unsupported
 from ..variables.base import VariableTracker
 from ..variables.constant import ConstantVariable, fold
-from ..variables.dicts import DictVariable, DictViewVariable, SetVariable
+from ..variables.dicts import DictVariable, DictViewVariable
+from ..variables.dict_keys import MIRRORED
+from ..variables.sets import SetVariable
 from ..variables.same_objects import note_identity
 from ..variables.lists import BaseListVariable, IteratorVariable, ListVariable, TupleVariable
 from ..variables.tensor import TensorVariable
@@ -44,6 +46,10 @@ def _operators_of(*operands):
     return None
 
 
+_SET_INPLACE = {"or_": "update", "and_": "intersection_update", "sub": "difference_update",
+                "xor": "symmetric_difference_update"}
+
+
 def binary_op(tx, name: str, a: VariableTracker, b: VariableTracker, inplace: bool = False):
     sym = SYMBOL[name] + ("=" if inplace else "")
     own = _operators_of(a, b)
@@ -62,7 +68,10 @@ def binary_op(tx, name: str, a: VariableTracker, b: VariableTracker, inplace: bo
                 a, SetVariable) or isinstance(b, SetVariable):
             pass  # sequences of trackers are handled structurally below
         else:
-            return fold(tx, BINARY[name], [av, bv], {}, f"{type(av).__name__} {sym} {type(bv).__name__}")
+            made = fold(tx, BINARY[name], [av, bv], {}, f"{type(av).__name__} {sym} {type(bv).__name__}")
+            if isinstance(made, SetVariable):  # dict views: made by CPython from what the program holds
+                made.order = MIRRORED
+            return made
     if isinstance(a, BaseListVariable):
         if name == "add" and isinstance(b, BaseListVariable) and type(a) is type(b):
             if inplace and isinstance(a, ListVariable):
@@ -87,10 +96,20 @@ def binary_op(tx, name: str, a: VariableTracker, b: VariableTracker, inplace: bo
             return a.new_like(a.items * n)
     if name == "mul" and isinstance(b, BaseListVariable) and a.is_python_constant():
         return binary_op(tx, name, b, a)
+    if isinstance(a, SetVariable) and isinstance(b, SetVariable):
+        if inplace and a.python_type() is set and name in _SET_INPLACE:  # s |= t changes s itself
+            a.update_with(tx, _SET_INPLACE[name], [b])
+            return a
+        made = a.apply_set_operator(tx, name, b)
+        if made is not None:
+            return made
     sets = (SetVariable, DictVariable, DictViewVariable)  # a keys/items view acts as a set here
     if isinstance(a, sets) and isinstance(b, sets) and a.is_python_constant() and b.is_python_constant():
-        return fold(tx, BINARY[name], [a.as_python_constant(), b.as_python_constant()], {},
+        made = fold(tx, BINARY[name], [a.as_python_constant(), b.as_python_constant()], {},
                     f"{sym} on {a.describe()}")
+        if isinstance(made, SetVariable) and all(not isinstance(v, SetVariable) or v.mirrors() for v in (a, b)):
+            made.order = MIRRORED  # made by CPython's own operation from what the program holds
+        return made
     if isinstance(a, BaseListVariable) and name == "mod":
         pass
     if a.is_python_constant() and isinstance(a.as_python_constant(), str) and name == "mod":

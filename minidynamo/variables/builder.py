@@ -19,7 +19,8 @@ from .base import ObjectConstantVariable
 from .builtins import BuiltinVariable, is_builtin_callable
 from .constant import ConstantVariable, is_constant_value
 from .contexts import GradModeExit, null_exit, wrap_exit
-from .dicts import DictVariable, SetVariable
+from .dicts import DictVariable
+from .sets import SetVariable
 from .cached_functions import CachedFunctionVariable
 from .functions import PartialVariable, UserFunctionVariable, UserMethodVariable
 from .library_contexts import ContextManagerDecoratorVariable
@@ -138,9 +139,13 @@ def _wrap(tx, value, source):
         _guard(tx, "TYPE_MATCH", source, dict)
         return DictVariable({}, source, lazy=entries, size=len(value), real=value)
     if type(value) in (set, frozenset) and all(is_constant_value(v) for v in value):
-        snapshot = frozenset(value)  # a set changes in place: guard and trace its contents now
-        _guard(tx, "EQUALS_MATCH", source, snapshot, type=type(value))
-        return SetVariable(set(snapshot), source, set_type=type(value))
+        if source is None and type(value) is frozenset:  # a constant of the code: that very object
+            return SetVariable(shadow=value, set_type=frozenset)
+        # A set changes in place: guard and trace its members now, in their order (equal sets
+        # made otherwise iterate otherwise).
+        order = tuple(value)
+        _guard(tx, "DICT_KEYS", source, order, type=type(value))
+        return SetVariable(set(order), source, set_type=type(value), order=order if source else None)
     if type(value) is functools.partial:  # a subclass may call otherwise: modeled as an object
         _guard(tx, "TYPE_MATCH", source, type(value))
         if source is not None:
@@ -356,7 +361,9 @@ def wrap_constant_result(result, what: str):
     if type(result) is dict:
         return DictVariable({k: wrap_constant_result(v, what) for k, v in result.items()})
     if type(result) in (set, frozenset):
-        return SetVariable(result, set_type=type(result))
+        made = SetVariable(shadow=result, set_type=type(result))  # the table CPython made
+        made.order = None  # whether it is the program's depends on what it was made from
+        return made
     if isinstance(result, type):
         return ClassVariable(result)
     if is_builtin_callable(result):

@@ -16,7 +16,8 @@ from ..exc import attribute_error, exception_made, READS_FRAME, Unsupported, uns
 from .base import ObjectConstantVariable
 from .attribute_builtins import getattr_call, hasattr_call
 from .constant import ConstantVariable, fold
-from .dicts import DictVariable, SetVariable
+from .dicts import DictVariable
+from .sets import SetVariable, set_made_from
 from .lazy_iterators import make_call_until, make_filter, make_map
 from .lists import pulled_one_by_one
 from .lists import (BaseListVariable, IteratorVariable, ListVariable, ReversedItems, TupleVariable, iterator_of,
@@ -170,16 +171,13 @@ def _iterable_call(ctor):
     def handler(tx, args, kwargs):
         if kwargs or len(args) > 1:
             return None
+        if ctor is set or ctor is frozenset:
+            return set_made_from(tx, ctor, args[0] if args else None)
         items = args[0].iter_items(tx) if args else []
         if ctor is tuple:
             return TupleVariable(items)
         if ctor is list:
             return ListVariable(items)
-        if ctor is set or ctor is frozenset:
-            s = SetVariable(set_type=ctor)
-            for i in items:
-                s.add(tx, i)  # constants, and objects hashed by identity (dicts.py)
-            return s
         return None
     return handler
 

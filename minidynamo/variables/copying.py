@@ -40,7 +40,8 @@ from ..sources import ItemSource, Source
 from .attribute_protocols import InstanceDictView, class_attribute, dict_source, instance_dict
 from .base import VariableTracker
 from .constant import ConstantVariable
-from .dicts import DictVariable, ObjectKey, SetVariable, has_object_keys
+from .dicts import DictVariable, ObjectKey, has_object_keys
+from .sets import SetVariable
 from .lists import ListVariable, TupleVariable
 from .objects import ClassVariable, UserObjectVariable
 from .user_objects import InstanceDictVariable, NewObjectVariable, why_not_modelled
@@ -156,7 +157,15 @@ class _Copier:
         if type(v) is SetVariable and v.python_type() in (set, frozenset) and not has_object_keys(v.values):
             if v.python_type() is frozenset and not self.deep:
                 return v
-            return SetVariable(set(v.values), set_type=v.python_type())
+            keys = v.ordered_keys()
+            if self.deep:  # rebuilt from a list of its members (set.__reduce__): added one by one
+                made = SetVariable(shadow=v.python_type()(v.values if keys is None else keys))
+            else:  # set.copy merges the table whole
+                made = SetVariable(shadow=v.values.copy())
+            if keys is None or not (self.deep or v.mirrors()):
+                made.order = None
+            made.set_type = v.python_type()
+            return made
         if type(v) in (DictVariable, InstanceDictVariable) and v.python_type() is dict:
             return self._dict(v, dict(v.items))
         if isinstance(v, InstanceDictView):

@@ -9,6 +9,9 @@ from .base import VariableTracker
 from .constant import ConstantVariable
 
 
+MIRRORED = "mirrored"  # a set tracker's order: its own table was made as the program's (sets.py)
+
+
 class ObjectKey:
     """A key hashed and compared by identity: `obj` (a real object, or the tracker of one
     made in the trace) and `var`, the tracker the trace reads it as (and rebuilds it from).

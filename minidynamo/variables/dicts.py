@@ -1,4 +1,4 @@
-"""Dicts and sets. Like lists, only those created inside the traced function may be written.
+"""Dicts (sets: sets.py). Like lists, only those created inside the traced function may be written.
 A dict's views and iterators read it live, as CPython's.
 
 Keys (and set members) are constants, hashed by value, or objects hashed by identity
@@ -14,7 +14,7 @@ from .base import VariableTracker
 from .constant import ConstantVariable, fold
 from .lazy_iterators import advanced
 from .lists import IteratorVariable, LiveItems, TupleVariable, items_equal, pulled_one_by_one
-from .dict_keys import KeyItems, ObjectKey as ObjectKey, _key as _key, has_object_keys, key_var as key_var
+from .dict_keys import MIRRORED, KeyItems, ObjectKey as ObjectKey, _key as _key, has_object_keys, key_var as key_var
 
 
 _ABSENT = object()  # no such key (in a dict read one key at a time)
@@ -359,8 +359,11 @@ class DictViewVariable(VariableTracker):
             return tx.contains(self, args[0])
         if name in _SET_METHODS and not kwargs and self.is_python_constant() and all(
                 a.is_python_constant() for a in args):
-            return fold(tx, getattr(self.as_python_constant(), name), [a.as_python_constant() for a in args],
+            made = fold(tx, getattr(self.as_python_constant(), name), [a.as_python_constant() for a in args],
                         {}, f"{self.python_type().__name__}.{name}")
+            if made.python_type() in (set, frozenset) and all(getattr(a, "mirrors", lambda: True)() for a in args):
+                made.order = MIRRORED  # CPython's own result from the views the program holds
+            return made
         return super().call_method(tx, name, args, kwargs)
 
     def __repr__(self):
@@ -429,95 +432,3 @@ class DictIteration(LiveItems):
             self.done = True
             return None
         return self.dict_var.view_item(self.kind, self.keys[index])
-
-
-_SET_UPDATES = ("update", "difference_update", "intersection_update", "symmetric_difference_update")
-
-
-class SetVariable(VariableTracker):
-    """A set (or frozenset) of constants: literals, comprehensions, constant arguments."""
-
-    __slots__ = ("values", "set_type")
-
-    def __init__(self, values=(), source=None, set_type=set):
-        super().__init__(source)
-        self.values = set(values)
-        self.set_type = set_type
-
-    def python_type(self):
-        return self.set_type
-
-    def rebuild_new(self, rb) -> str:
-        if has_object_keys(self.values):  # members hashed by identity: the objects of this call
-            members = "".join(rb.key(k) + ", " for k in self.values)
-            return f"{rb.ns.bind(self.python_type(), 't')}(({members}))"
-        return f"{rb.ns.bind(self.python_type(), 't')}({rb.ns.bind(frozenset(self.values), 'c')})"
-
-    def is_python_constant(self):
-        return not has_object_keys(self.values)
-
-    def as_python_constant(self):
-        if not self.is_python_constant():
-            return super().as_python_constant()
-        return self.set_type(self.values)
-
-    def var_getattr(self, tx, name):
-        return self.method_getattr(tx, name)
-
-    def describe(self):
-        return f"set of {len(self.values)} items"
-
-    def truthy(self, tx):
-        return bool(self.values)
-
-    def add(self, tx, item):
-        if self.source is not None:
-            unsupported("side_effect", f"set.add on {self.source.name()!r}, which outlives the call")
-        self.values.add(_key(tx, item))
-
-    def iter_items(self, tx):
-        if sum(type(v) is ObjectKey for v in self.values) > 1:
-            unsupported("construct", "iterating over a set of objects hashed by identity (its order "
-                                     "depends on their addresses)")
-        return [key_var(v) for v in self.values]
-
-    def update_with(self, tx, name: str, others: list) -> None:
-        """set.update / difference_update pull each iterable one item at a time, adding or
-        discarding it before taking the next (CPython's set_update_internal and
-        set_difference_update_internal), so code making an item sees the set change;
-        intersection_update and symmetric_difference_update build a set of the whole
-        iterable first, then change this one."""
-        if self.source is not None:
-            unsupported("side_effect", f"set.{name} on {self.source.name()!r}, which outlives the call")
-        if name in ("update", "difference_update"):
-            for other in others:
-                if other is self:  # the set itself: CPython copies it first (or clears it)
-                    other = SetVariable(self.values)
-                for item in pulled_one_by_one(tx, other):
-                    key = _key(tx, item)
-                    if name == "update":
-                        self.values.add(key)
-                    else:
-                        self.values.discard(key)
-            return
-        if name == "symmetric_difference_update" and len(others) != 1:
-            unsupported("exceptions", f"TypeError: set.symmetric_difference_update() takes exactly one "
-                                      f"argument ({len(others)} given)")
-        wholes = [{_key(tx, i) for i in o.iter_items(tx)} for o in others]
-        getattr(self.values, name)(*wholes)
-
-    def call_method(self, tx, name, args, kwargs):
-        if name == "add" and len(args) == 1:
-            self.add(tx, args[0])
-            return ConstantVariable(None)
-        if name == "__contains__" and len(args) == 1:
-            return ConstantVariable(_key(tx, args[0]) in self.values)
-        if name == "__len__":
-            return ConstantVariable(len(self.values))
-        if name in _SET_UPDATES and not kwargs and self.set_type is set:
-            self.update_with(tx, name, args)
-            return ConstantVariable(None)
-        if name in ("union", "intersection", "difference") and all(a.is_python_constant() for a in args):
-            return SetVariable(getattr(self.values, name)(*[a.as_python_constant() for a in args]),
-                               set_type=self.set_type)
-        return super().call_method(tx, name, args, kwargs)

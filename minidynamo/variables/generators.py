@@ -45,7 +45,8 @@ from ..graph import aliased_values, written_values
 from ..interpreter.run_ends import _Yield
 from .base import ObjectConstantVariable, VariableTracker
 from .constant import ConstantVariable
-from .dicts import DictVariable, SetVariable
+from .dicts import DictVariable
+from .sets import SetVariable
 from .lists import IteratorVariable, ListVariable, LiveItems, TupleVariable
 from .tensor import TensorVariable
 from .contexts import ContextManagerVariable, _Method

@@ -28,7 +28,8 @@ from ..exc import unsupported
 from ..guards import Guard
 from ..sources import AttrSource, ItemSource, ObjectSource
 from .constant import is_constant_value
-from .dicts import DictVariable, ObjectKey, SetVariable
+from .dicts import DictVariable, ObjectKey
+from .sets import SetVariable
 from .nn_modules import NewContainerVariable
 from .objects import UserObjectVariable
 from .tensor import TensorVariable
@@ -148,5 +149,6 @@ def _is_set_of_classes(value) -> bool:
 def _wrap_set_of_classes(tx, value, source):
     snapshot = frozenset(value)  # a set changes in place: guard and trace its contents now
     if source is not None:
-        tx.output.guards.add(Guard("EQUALS_MATCH", source, snapshot, {"type": type(value)}))
-    return SetVariable(set(snapshot), source, set_type=type(value))
+        # its iteration order too: equal sets iterate in the order they were made in
+        tx.output.guards.add(Guard("DICT_KEYS", source, tuple(value), {"type": type(value)}))
+    return SetVariable(set(snapshot), source, set_type=type(value), order=tuple(value) if source else None)

@@ -5,7 +5,8 @@ import builtins
 
 from ...exc import raising, unsupported
 from ...variables.constant import ConstantVariable, fold
-from ...variables.dicts import DictVariable, SetVariable, has_keys
+from ...variables.dicts import DictVariable, has_keys
+from ...variables.sets import SetVariable
 from ...variables.exceptions import ExceptionVariable
 from ...variables.lists import ListVariable, TupleVariable
 from .at_break import AtBreak, Exit, Rendered, Rule
@@ -74,9 +75,7 @@ class BuildOps:
 
     def SET_UPDATE(self, inst):
         v = self.pop()
-        target = self.stack[-inst.arg]
-        for item in v.iter_items(self):
-            target.add(self, item)
+        self.stack[-inst.arg].update_with(self, "update", [v])  # a frozenset constant: merged whole
 
     def DICT_UPDATE(self, inst):  # {**v}: a mapping only (update_from declines other mappings)
         v = self.pop()

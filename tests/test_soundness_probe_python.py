@@ -1,0 +1,82 @@
+"""Python constructs whose modelling once gave results that differed from CPython's: each
+test runs the function eagerly and optimized and compares what comes out."""
+import copy
+
+import torch
+
+import minidynamo
+from helpers import CountingBackend, check, same_outcome
+
+
+# --- set iteration order ------------------------------------------------------------
+# CPython iterates a set in its hash table's order, which depends on how it was made.
+
+def test_set_literal_of_strings_iterates_as_cpython():
+    def f(x):
+        s = {"weight", "bias", "running_mean", "running_var", "num_batches", "alpha", "beta"}
+        s.add("eta")
+        s.discard("bias")
+        return x + 1, list(s), str(s)
+    check(f, torch.randn(3), kind="graph")
+
+
+def test_set_operators_iterate_as_cpython():
+    def f(x):
+        a = {1, 9, 17, 25}
+        b = {33, 41}
+        u = a | b
+        d = {k: 0 for k in [33, 1, 65, 9, 17, 97]}
+        return (x * 2, list(u), list(a - {9}), list(a.union(b)), list(set([17, 1, 9])), list(set(d)),
+                list(copy.deepcopy(set(d))), list(set(d).copy()), list(set(d).intersection([97, 33, 1])))
+    check(f, torch.randn(3), kind="graph")
+
+
+def test_set_inplace_operators_change_the_set_itself():
+    def f(x):
+        s = {1, 2}
+        t = s
+        s |= {9, 17}
+        s -= {2}
+        s &= {1, 9, 17, 33}
+        s ^= {40}
+        return x + 1, t, s is t, list(t)
+    check(f, torch.randn(3), kind="graph")
+
+
+def test_set_passed_in_is_guarded_on_its_order():
+    def f(x, s):
+        return x + 1, list(s)
+    letters = "abcdefghij"
+    forward, backward = set(), set()
+    for c in letters:
+        forward.add(c)
+    for c in reversed(letters):
+        backward.add(c)
+    assert forward == backward
+    opt = minidynamo.optimize(backend=CountingBackend())(f)
+    x = torch.randn(3)
+    ints_a, ints_b = {1, 9}, set()
+    for v in (9, 1):
+        ints_b.add(v)
+    assert list(ints_a) != list(ints_b)
+    for s in (forward, backward, ints_a, ints_b, forward):
+        same_outcome(f, opt, x, s)
+
+
+def test_set_made_from_a_passed_in_set_is_not_iterated_in_the_trace():
+    def f(x, s):
+        return x + 1, list(s | {"z"}), sorted(s)
+    s = set("abcdefgh")
+    check(f, (torch.randn(3), s), kind="eager", reason="construct")
+
+
+def test_set_handed_back_iterates_as_cpython():
+    def f(x):
+        s = {"alpha", "beta", "gamma", "delta", "eps", "zeta"}
+        s.add("eta")
+        return x + 1, s, frozenset(s)
+    opt = minidynamo.optimize(backend=CountingBackend())(f)
+    x = torch.randn(3)
+    for _ in range(2):
+        got, want = opt(x), f(x)
+        assert list(got[1]) == list(want[1]) and list(got[2]) == list(want[2])
