@@ -6,7 +6,7 @@ import io
 import contextlib
 
 import torch
-from helpers import check
+from helpers import CountingBackend, check
 
 import minidynamo
 
@@ -91,3 +91,50 @@ def test_a_failed_attempt_leaves_no_node_and_no_stale_input():
     out = minidynamo.explain(uses_probe_reading_a_tensor)(torch.ones(2))
     assert out.graph_count == 1, out
     check(uses_probe_reading_a_tensor, torch.ones(2), kind="graph")
+
+
+CALLS = []
+
+
+@functools.lru_cache(maxsize=None)
+def logged_double(n):
+    CALLS.append(n)  # runs only when the cache misses
+    return n * 2
+
+
+class Counter:
+    def __init__(self):
+        self.n = 0
+
+
+COUNTER = Counter()
+
+
+@functools.cache
+def counted(n):
+    COUNTER.n += 1
+    return n + COUNTER.n
+
+
+def test_a_cached_body_that_changes_outside_state_is_not_repeated_per_call():
+    """The graph would run the body's writes on every call; eager runs them on a miss only:
+    the call of such a cached function breaks (runs for real), the rest is traced."""
+    def f(x):
+        return x * logged_double(3) + logged_double(3), x * counted(2)
+
+    opt = minidynamo.optimize(f, backend=CountingBackend())
+    x = torch.randn(3)
+    for _ in range(3):
+        CALLS.clear()
+        logged_double.cache_clear()
+        counted.cache_clear()
+        COUNTER.n = 0
+        expected = f(x)
+        eager_state = (list(CALLS), COUNTER.n, logged_double.cache_info().currsize)
+        CALLS.clear()
+        logged_double.cache_clear()
+        counted.cache_clear()
+        COUNTER.n = 0
+        got = opt(x)
+        assert (list(CALLS), COUNTER.n, logged_double.cache_info().currsize) == eager_state
+        torch.testing.assert_close(got, expected)

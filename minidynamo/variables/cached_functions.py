@@ -41,8 +41,10 @@ class CachedFunctionVariable(VariableTracker):
         stored = {k: dict(v.stored) for k, (v, _) in mutated.items() if getattr(v, "stored", None) is not None}
         tensor_attrs = {k: [v[0], dict(v[1])] for k, v in tx.output.tensor_attrs.items()}
         cells = {k: v.contents for k, (v, _) in mutated.items() if hasattr(v, "cell")}  # cells assigned
+        contents = {k: _contents(v) for k, (v, _) in mutated.items()}
+        attrs = _tensor_attrs(tx.output)
         try:
-            return UserFunctionVariable(self.wrapper.__wrapped__).call_function(tx, args, kwargs)
+            result = UserFunctionVariable(self.wrapper.__wrapped__).call_function(tx, args, kwargs)
         except Unsupported:
             tx.output.tensor_attrs.clear()  # attributes the attempt set on tensors: taken back
             tx.output.tensor_attrs.update(tensor_attrs)
@@ -67,5 +69,30 @@ class CachedFunctionVariable(VariableTracker):
             for node in reversed(list(graph.nodes)):  # what the attempt recorded is dropped
                 if node not in before and node.op != "placeholder":  # (inputs: pruned if unused)
                     graph.erase_node(node)
-        return fold(tx, self.wrapper, [a.as_python_constant() for a in args],
-                    {k: v.as_python_constant() for k, v in kwargs.items()}, self.describe())
+            return fold(tx, self.wrapper, [a.as_python_constant() for a in args],
+                        {k: v.as_python_constant() for k, v in kwargs.items()}, self.describe())
+        # Eager runs the body only on a cache miss: a body that changed anything outside
+        # itself would do it again on every call of the graph.
+        now = tx.output.mutated
+        if (now.keys() != mutated.keys() or _tensor_attrs(tx.output) != attrs
+                or any(_contents(v) != contents[k] for k, (v, _) in now.items())):
+            unsupported("side_effect", f"{self.describe()} changes state outside itself: eager runs its body "
+                                       "only when the cache misses")
+        return result
+
+
+def _contents(var) -> tuple:
+    """What a written tracker holds now: its items, attributes, cell contents and appends,
+    by the identity of their trackers."""
+    items = getattr(var, "_items", None)
+    if isinstance(items, dict):
+        items = [(k, id(x)) for k, x in items.items()]
+    elif items is not None:
+        items = [id(x) for x in items]
+    stored = getattr(var, "stored", None)
+    return (items, None if stored is None else [(k, id(x)) for k, x in stored.items()],
+            id(getattr(var, "contents", None)), len(getattr(var, "appended", None) or ()))
+
+
+def _tensor_attrs(output) -> dict:
+    return {k: (id(v[0]), [(n, id(x)) for n, x in v[1].items()]) for k, v in output.tensor_attrs.items()}
