@@ -236,3 +236,39 @@ def test_attribute_error_leaving_the_hook_to_the_caller():
     opt = minidynamo.optimize(f, backend=CountingBackend())
     e = same_outcome(f, opt, t(), Mock())
     assert isinstance(e, AttributeError)
+
+
+# --- index errors and the exceptions of folded builtins ------------------------------------
+def test_index_errors_caught_with_cpython_messages():
+    def f(x, items):
+        caught = []
+        for attempt in (lambda: items[5], lambda: tuple(items)[-9], lambda: items.pop(7),
+                        lambda: items.__setitem__(4, x), lambda: x.shape[3]):
+            try:
+                attempt()
+            except IndexError as e:
+                caught.append(str(e))
+        return x + len(caught), caught
+
+    check(f, (torch.randn(2), [1, 2]), kind="graph", graphs=1)
+
+
+def test_exceptions_of_folded_builtins_caught():
+    def f(x, text):
+        out = []
+        for attempt in (lambda: int(text), lambda: 1 // 0, lambda: "abc".index("z"), lambda: (1, 2).index(5),
+                        lambda: float("nan-ish"), lambda: divmod(3, 0)):
+            try:
+                out.append(attempt())
+            except (ValueError, ZeroDivisionError) as e:
+                out.append((type(e).__name__, e.args))
+        return x * len(out), out
+
+    check(f, (torch.randn(2), "12x"), kind="graph", graphs=1)
+
+
+def test_an_uncaught_folded_exception_still_raises_as_eager():
+    def f(x):
+        return x + int("abc")
+
+    same_outcome(f, minidynamo.optimize(f, backend=CountingBackend()), torch.randn(2))

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import torch
 
-from ..exc import attribute_error, unsupported
+from ..exc import attribute_error, builtin_raises, unsupported
 from .base import BoundMethodVariable, ObjectConstantVariable
 
 # Types whose values are immutable and whose methods are pure: safe to fold.
@@ -96,10 +96,20 @@ class ConstantVariable(ObjectConstantVariable):
         return f"ConstantVariable({self.value!r})"
 
 
+# Builtin exceptions with no state beyond their args (not AttributeError or NameError, which
+# carry .name/.obj, nor OSError, UnicodeError, ImportError, SyntaxError with fields of their own).
+_ARGS_ONLY_EXCEPTIONS = frozenset((ValueError, TypeError, ZeroDivisionError, OverflowError, IndexError, KeyError,
+                                   ArithmeticError, LookupError, RuntimeError, NotImplementedError))
+
+
 def fold(tx, fn, args, kwargs, what: str):
     """Call a pure function on constants; a raised exception declines the trace."""
     try:
         result = fn(*args, **kwargs)
     except Exception as e:  # the eager run will raise it for real
-        unsupported("exceptions", f"{what} raised {type(e).__name__}: {e}", raised=attribute_error(e))
+        detail = f"{what} raised {type(e).__name__}: {e}"
+        if type(e) in _ARGS_ONLY_EXCEPTIONS and all(is_constant_value(a) for a in e.args):
+            # Its class and args are all of it: raised in the trace, where a handler may catch it.
+            builtin_raises(type(e), [ConstantVariable(a) for a in e.args], detail)
+        unsupported("exceptions", detail, raised=attribute_error(e))
     return tx.wrap_constant_result(result, what)

@@ -11,7 +11,7 @@ import functools
 
 import torch
 
-from ..exc import unsupported
+from ..exc import builtin_raises, unsupported
 from .base import VariableTracker
 from .constant import ConstantVariable
 from .constant import fold
@@ -31,7 +31,7 @@ def constant_index(key: VariableTracker):
     return constant.__index__()
 
 
-def _index(tx, key: VariableTracker, n: int, what: str):
+def _index(tx, key: VariableTracker, n: int, what: str, error: str | None = None):
     known = constant_index(key)
     if known is not None:
         key = ConstantVariable(known)
@@ -44,6 +44,8 @@ def _index(tx, key: VariableTracker, n: int, what: str):
         else:
             unsupported("exceptions", f"{what} indices must be integers or slices, not {type(k).__name__}")
     if isinstance(k, int) and not -n <= k < n:
+        if error is not None:  # CPython's own message: the trace raises it (a handler may catch it)
+            builtin_raises(IndexError, [ConstantVariable(error)], f"IndexError: {what} index {k} out of range")
         unsupported("exceptions", f"IndexError: {what} index {k} out of range")
     return k
 
@@ -110,7 +112,10 @@ class BaseListVariable(VariableTracker):
         return bool(self.items)
 
     def getitem(self, tx, key):
-        k = _index(tx, key, len(self.items), self.python_type().__name__)
+        t = self.python_type()
+        error = "list index out of range" if issubclass(t, list) else (
+            "tuple index out of range" if issubclass(t, tuple) else None)
+        k = _index(tx, key, len(self.items), t.__name__, error)
         if isinstance(k, slice):
             return self.new_like(self.items[k])
         return self.items[k]
@@ -131,6 +136,8 @@ class BaseListVariable(VariableTracker):
         if name in ("index", "count") and not kwargs and args and all(
                 a.is_python_constant() for a in args) and self.is_python_constant():
             values = [i.as_python_constant() for i in self.items]
+            if issubclass(self.python_type(), tuple):  # tuple's own method: its own error message
+                values = tuple(values)
             return fold(tx, getattr(values, name), [a.as_python_constant() for a in args], {},
                         f"{self.python_type().__name__}.{name}")
         if name in ("index", "count") and not kwargs and 1 <= len(args) <= (3 if name == "index" else 1):
@@ -266,7 +273,7 @@ class ListVariable(BaseListVariable):
 
     def setitem(self, tx, key, value):
         self.check_mutable("item assignment", tx)
-        k = _index(tx, key, len(self.items), "list")
+        k = _index(tx, key, len(self.items), "list", "list assignment index out of range")
         if isinstance(k, slice):
             self.items[k] = value.iter_items(tx)
         else:
@@ -274,7 +281,7 @@ class ListVariable(BaseListVariable):
 
     def delitem(self, tx, key):
         self.check_mutable("item deletion", tx)
-        k = _index(tx, key, len(self.items), "list")
+        k = _index(tx, key, len(self.items), "list", "list assignment index out of range")
         del self.items[k]
 
     def call_method(self, tx, name, args, kwargs):
@@ -299,7 +306,7 @@ class ListVariable(BaseListVariable):
         elif name == "pop" and n <= 1:
             if not self.items:
                 unsupported("exceptions", "IndexError: pop from empty list")
-            k = _index(tx, args[0], len(self.items), "pop") if args else -1
+            k = _index(tx, args[0], len(self.items), "pop", "pop index out of range") if args else -1
             return self.items.pop(k)
         elif name == "clear" and n == 0:
             self.items.clear()
