@@ -247,6 +247,9 @@ class OutputGraph:
                 unsupported("torch_op", f"{what} raised {type(e).__name__}: {_first_line(e)}")
             finally:
                 self.fake_mode.log = None
+            if log.overlap:
+                unsupported("torch_op", f"{what} writes to a tensor whose elements share memory (an "
+                                        "expand): whether eager raises depends on the op")
             if self.shape_env is not None and free_unbacked_symbols(result):
                 # With a shape environment, torch's fakes answer a read of tensor data (a 0-d
                 # tensor as arange's bound) with an unbacked size instead of raising: the
@@ -412,11 +415,12 @@ def _write_spots(func) -> tuple:
 class _WriteLog:
     """The tensors the aten ops of one traced call write, by their schemas."""
 
-    __slots__ = ("ids", "storages")
+    __slots__ = ("ids", "storages", "overlap")
 
     def __init__(self):
         self.ids: set = set()
         self.storages: set = set()
+        self.overlap = False  # a written tensor's elements share memory (an expand's)
 
     def note(self, spots, args, kwargs) -> None:
         for i, name, kwarg_only, flag in spots:
@@ -427,6 +431,9 @@ class _WriteLog:
                 if isinstance(t, torch.Tensor):
                     self.ids.add(id(t))
                     self.storages.add(_storage(t))
+                    # Fakes skip eager's overlap check (add_ on an expand raises, zero_ does not).
+                    if torch._debug_has_internal_overlap(t) == 1:
+                        self.overlap = True
 
 
 # Ops FakeTensorMode.dispatch answers first, from the tensor's own fields (prim.device).
