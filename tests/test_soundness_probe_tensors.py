@@ -31,3 +31,59 @@ def test_zero_on_expand_still_eager_semantics():
 
     with contextlib.redirect_stderr(io.StringIO()):
         check(f, torch.randn(3, 1), kind="break")
+
+
+def test_partial_overlap_copy_caught():
+    # x[1:].copy_(x[:-1]) raises in eager (the source and the written tensor partly share
+    # memory); the fakes ran it, and the graph raised outside the handler, after the
+    # list append eager had done.
+    def f(x, log):
+        log.append(1)
+        try:
+            x[1:].copy_(x[:-1])
+        except RuntimeError:
+            return x * 5
+        return x
+
+    check_fallback(f, (torch.randn(3, 3), []), reason="torch_op")
+
+
+def test_partial_overlap_forms():
+    def out_form(x):
+        try:
+            torch.add(x[:-1], 1, out=x[1:])
+        except RuntimeError:
+            return x * 2
+        return x
+
+    def transposed(x):
+        try:
+            x += x.t()
+        except RuntimeError:
+            return x * 3
+        return x
+
+    def setitem(x):
+        try:
+            x[[0, 1]] = x[1:]
+        except RuntimeError:
+            return x * 4
+        return x
+
+    for fn in (out_form, transposed, setitem):
+        check_fallback(fn, torch.randn(3, 3), reason="torch_op")
+
+
+def test_overlaps_eager_allows_still_traced():
+    # Full overlap, disjoint views, a broadcast source (setitem expands it) and
+    # non-dense views are not refused by eager, nor declined.
+    def f(x):
+        x.add_(x)
+        x[1] = x[0]
+        x[:] = x[0]
+        x[:, 1:].copy_(x[:, :-1])
+        x.add_(x[:, :1])
+        torch._foreach_add_([x[0], x[1]], [x[1], x[2]])
+        return x * 1
+
+    check(f, torch.randn(3, 3), kind="graph")
