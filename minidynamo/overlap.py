@@ -7,23 +7,30 @@ the graph would raise later, outside the user's `try` and after side effects tha
 never reached. Which ops check is op by op (zero_ and fill_ on an expand do not), so a
 write that eager might refuse is declined: the call runs eagerly.
 
-Mirrors ATen's `has_internal_overlap` (YES) and `get_overlap_status` (PARTIAL); sizes,
-strides or offsets that are symbolic are not compared (a comparison would guard them)."""
+Mirrors ATen's `has_internal_overlap` (YES) and `get_overlap_status` (PARTIAL). Symbolic
+sizes are compared only where the answer is known without a guard; a write that may
+overlap is declined."""
 from __future__ import annotations
 
 import torch
+from torch.fx.experimental.symbolic_shapes import statically_known_true
+
+
+def _known(cond) -> bool:
+    return statically_known_true(cond)
 
 
 def _concrete(*values) -> bool:
     return all(type(v) is int for v in values)
 
 
-def internal_overlap(t: torch.Tensor) -> bool:
-    """Some element of `t` is another's memory too: a stride-0 dimension of size > 1."""
+def internal_overlap(t: torch.Tensor, surely: bool = False) -> bool:
+    """Some element of `t` may be another's memory too (a stride-0 dimension of size > 1);
+    `surely`: is, whatever the symbolic sizes."""
     sizes, strides = t.shape, t.stride()
-    if any(type(s) is int and s == 0 for s in sizes):
+    if any(_known(s == 0) for s in sizes):
         return False
-    return any(type(st) is int and st == 0 and not (type(s) is int and s <= 1)
+    return any(type(st) is int and st == 0 and (_known(s > 1) if surely else not _known(s <= 1))
                for s, st in zip(sizes, strides))
 
 
@@ -39,18 +46,26 @@ def _dense(t: torch.Tensor) -> bool:
 
 def partial_overlap(a: torch.Tensor, b: torch.Tensor, storage) -> bool:
     """`a` and `b` cover intersecting memory without being the same elements in the same
-    order (ATen's PARTIAL); the full-overlap case `x.add_(x)` is allowed."""
+    order (ATen's PARTIAL); the full-overlap case `x.add_(x)` is allowed. With symbolic
+    sizes, what is not known without a guard counts as a partial overlap."""
     if a is b or storage(a) is None or storage(a) != storage(b):
         return False
-    if not _concrete(a.storage_offset(), b.storage_offset(), *a.shape, *b.shape, *a.stride(), *b.stride()):
+    if _known(a.numel() == 0) or _known(b.numel() == 0):
         return False
-    if a.numel() == 0 or b.numel() == 0 or not _dense(a) or not _dense(b):
-        return False  # ATen: no overlap, or too hard to tell (it does not raise)
     a_begin, b_begin = a.storage_offset() * a.itemsize, b.storage_offset() * b.itemsize
     a_end, b_end = a_begin + a.numel() * a.itemsize, b_begin + b.numel() * b.itemsize
-    if (a_begin, a_end) == (b_begin, b_end):
-        return a.stride() != b.stride()
-    return a_begin < b_end and b_begin < a_end
+    if _known(a_end <= b_begin) or _known(b_end <= a_begin):
+        return False
+    if _known(a_begin == b_begin) and _known(a_end == b_end) and a.dim() == b.dim() and all(
+            _known(x == y) for x, y in zip(a.stride(), b.stride())):
+        return False  # the same elements: full
+    if not _concrete(*a.shape, *b.shape, *a.stride(), *b.stride(), a.storage_offset(), b.storage_offset()):
+        # May overlap in part: declined rather than guarded, unless one is not dense
+        # (a broadcast source), which ATen does not refuse.
+        return not (internal_overlap(a, surely=True) or internal_overlap(b, surely=True))
+    if not _dense(a) or not _dense(b):
+        return False  # ATen: too hard to tell (it does not raise)
+    return True
 
 
 def refused_write(written: list, args: list, storage) -> str | None:
