@@ -221,6 +221,30 @@ def backend_fakes(fakes: list) -> tuple:
     return mode, [mode.from_tensor(v) if isinstance(v, torch.Tensor) else v for v in fakes]
 
 
+@contextlib.contextmanager
+def user_backend_context(gm: fx.GraphModule, example_inputs):
+    """What a callable backend is compiled under, and the inputs it gets. For a graph with
+    symbolic sizes: the real tensors, as under torch.compile, inside a tracing context
+    whose fake mode makes each of them its symbolic fake, and an int argument traced
+    symbolically as its SymInt. A backend built on AOTAutograd or inductor (which read the
+    mode from there) then compiles one artifact for every size, not one for the first size
+    that calls of other sizes would run (a silent wrong result)."""
+    fakes, why = symbolic_inputs(gm, example_inputs)
+    if fakes is None or why is not None:
+        yield example_inputs
+        return
+    from torch._guards import TracingContext, tracing
+    mode, made = backend_fakes(fakes)
+    for real, fake in zip(example_inputs, made):
+        if isinstance(real, torch.Tensor):
+            mode.fake_tensor_converter.set_tensor_memo(real, fake)
+    inputs = [fake if not isinstance(real, torch.Tensor) and is_symbolic(fake) else real
+              for real, fake in zip(example_inputs, made)]
+    with tracing(TracingContext(mode)):
+        yield inputs
+    del made  # the memo holds the fakes weakly: alive until the backend returned
+
+
 def _sym_values(fakes: list):
     for v in fakes:
         if isinstance(v, torch.Tensor):

@@ -116,3 +116,27 @@ def test_partial_overlap_symbolic_sizes():
         c = torch.randn(n, 3)
         torch.testing.assert_close(opt_g(c.clone()), g(c.clone()))
     assert [e.kind for e in opt_g.cache_entries()] == ["graph"]
+
+
+def test_callable_backend_on_symbolic_graph_serves_every_size():
+    # A callable backend built on torch's AOTAutograd compiled a symbolic graph over the
+    # real inputs of one size: every later size ran that size's artifact (x[:k] kept the
+    # first k). It compiles under the trace's fake mode now, as under torch.compile.
+    from torch._dynamo.backends.registry import lookup_backend
+    aot = lookup_backend("aot_eager")
+    seen = []
+
+    def backend(gm, example_inputs):
+        seen.append([type(v).__name__ for v in example_inputs])
+        return aot(gm, example_inputs)
+
+    def f(x, k):
+        if x.size(0) % 2:
+            return x.sum()
+        return x[:k] * k + x[: x.size(0) // 2].sum()
+
+    opt = minidynamo.optimize(f, backend=backend, dynamic=True)
+    for n, k in ((6, 2), (8, 3), (10, 5), (4, 2), (7, 3), (9, 2)):
+        x = torch.arange(float(n))
+        torch.testing.assert_close(opt(x, k), f(x, k))
+    assert ["Tensor", "SymInt"] in seen  # the int argument as traced: symbolic
