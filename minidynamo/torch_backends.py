@@ -164,7 +164,10 @@ def symbolic_inputs(gm: fx.GraphModule, example_inputs) -> tuple:
 
 # Errors of torch's backends on which the graph runs uncompiled instead (see _compile).
 _UNCOMPILED_WHEN = ("aot_autograd() does not yet handle",
-                    "more than one element of the written-to tensor refers to a single memory location")
+                    "more than one element of the written-to tensor refers to a single memory location",
+                    # AOTAutograd traces the backward at compile time, where a write into a
+                    # value the backward needs raises; eager raises only if backward runs.
+                    "needed for gradient computation has been modified by an inplace operation")
 
 
 def _compile(compiler, name: str, gm: fx.GraphModule, inputs, symbolic: bool = False):
@@ -189,8 +192,9 @@ def _compile(compiler, name: str, gm: fx.GraphModule, inputs, symbolic: bool = F
             _explain_launch_failure(gm, e)
             raise
         # AOTAutograd refuses some writes into inputs that share memory with other inputs (a
-        # detached alias, a view of another dtype), or meets a write eager refuses too (into
-        # an expanded input): the graph runs uncompiled, as eager would, raising eager's error.
+        # detached alias, a view of another dtype), meets a write eager refuses too (into
+        # an expanded input) or one that only eager's backward would refuse: the graph runs
+        # uncompiled, as eager would, raising eager's error where eager does.
         log.info("%s: runs uncompiled: torch's %r backend refused it (%s)", gm.__class__.__name__, name,
                  str(e).splitlines()[0])
         return gm.forward

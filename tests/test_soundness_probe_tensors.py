@@ -3,6 +3,7 @@ fake run of the same op would not."""
 import io
 import contextlib
 
+import pytest
 import torch
 
 import minidynamo
@@ -140,3 +141,21 @@ def test_callable_backend_on_symbolic_graph_serves_every_size():
         x = torch.arange(float(n))
         torch.testing.assert_close(opt(x, k), f(x, k))
     assert ["Tensor", "SymInt"] in seen  # the int argument as traced: symbolic
+
+
+def test_write_into_saved_value_runs_uncompiled_on_aot():
+    # exp saves its result; writing it in place breaks only the backward. Eager's forward
+    # succeeds; AOTAutograd traced the backward at compile time and the call raised.
+    def f(x):
+        y = x.exp()
+        z = y * 1
+        y.add_(1)
+        return z
+
+    x = torch.randn(3, requires_grad=True)
+    opt = minidynamo.optimize(f, backend="aot_eager")
+    torch.testing.assert_close(opt(x), f(x))
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        f(x).sum().backward()
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        opt(x).sum().backward()
