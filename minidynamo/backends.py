@@ -5,13 +5,15 @@ the convention of torch.compile's custom backends, so those plug in unchanged.
 """
 from __future__ import annotations
 
+import contextlib
+
 import torch
 
 import torch.fx as fx
 
 from .ddp import splitting as ddp_splitting
 from .exc import BackendError
-from .torch_backends import torch_backend, torch_backend_names, with_numpy_scalars_built
+from .torch_backends import torch_backend, torch_backend_names, user_backend_context, with_numpy_scalars_built
 from .triton.capture import direct_launches
 from .triton.functional import functionalize
 
@@ -86,8 +88,10 @@ def compile_with(backend, gm, example_inputs):
     # Inside a DDP forward: one graph per gradient bucket, so DDP's all-reduces overlap the
     # backward (minidynamo's own backends run op by op: DDP's hooks fire as in eager).
     call = fn if fn in _BUILTIN_BACKENDS else ddp_splitting(fn)
+    own = fn in _BUILTIN_BACKENDS or fn in _REGISTRY.values() or getattr(fn, "_minidynamo_trusted", False)
     try:
-        compiled = call(gm, example_inputs)
+        with contextlib.nullcontext(example_inputs) if own else user_backend_context(gm, example_inputs) as inputs:
+            compiled = call(gm, inputs)
     except BackendError:
         raise  # already says what is wrong, naming the backend's limits
     except Exception as e:

@@ -41,6 +41,7 @@ from .dynamic import (has_symbolic, is_symbolic, new_shape_env, shape_guard_expr
                       symbolic_int)
 from .fakecache import SLOW, direct, input_fake, learn, memo_key, op_key, op_result, remember, replay
 from .guards import Guard, GuardSet, shape_guard, tensor_guard
+from .overlap import refused_write
 from .sources import Source, identifier
 from .triton.capture import KernelTable, direct_launches
 from .variables.base import VariableTracker
@@ -248,6 +249,8 @@ class OutputGraph:
                 unsupported("torch_op", f"{what} raised {type(e).__name__}: {_first_line(e)}")
             finally:
                 self.fake_mode.log = None
+            if log.overlap is not None:  # the fakes do not check: eager may raise
+                unsupported("torch_op", f"{what} {log.overlap}")
             if self.shape_env is not None and free_unbacked_symbols(result):
                 # With a shape environment, torch's fakes answer a read of tensor data (a 0-d
                 # tensor as arange's bound) with an unbacked size instead of raising: the
@@ -413,21 +416,27 @@ def _write_spots(func) -> tuple:
 class _WriteLog:
     """The tensors the aten ops of one traced call write, by their schemas."""
 
-    __slots__ = ("ids", "storages")
+    __slots__ = ("ids", "storages", "overlap")
 
     def __init__(self):
         self.ids: set = set()
         self.storages: set = set()
+        self.overlap = None  # why eager may refuse a write (overlap.py), or None
 
     def note(self, spots, args, kwargs) -> None:
+        written = []
         for i, name, kwarg_only, flag in spots:
             if flag is not None and not (args[flag] if flag < len(args) else kwargs.get("training")):
                 continue
             v = kwargs.get(name) if kwarg_only or i >= len(args) else args[i]
-            for t in v if isinstance(v, (list, tuple)) else (v,):  # Tensor(a!)[] too
+            listed = isinstance(v, (list, tuple))
+            for k, t in enumerate(v if listed else (v,)):  # Tensor(a!)[] too
                 if isinstance(t, torch.Tensor):
                     self.ids.add(id(t))
                     self.storages.add(_storage(t))
+                    written.append((k if listed else None, t))
+        if written and self.overlap is None:
+            self.overlap = refused_write(written, [*args, *kwargs.values()], _storage)
 
 
 # Ops FakeTensorMode.dispatch answers first, from the tensor's own fields (prim.device).

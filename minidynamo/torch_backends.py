@@ -164,7 +164,10 @@ def symbolic_inputs(gm: fx.GraphModule, example_inputs) -> tuple:
 
 # Errors of torch's backends on which the graph runs uncompiled instead (see _compile).
 _UNCOMPILED_WHEN = ("aot_autograd() does not yet handle",
-                    "more than one element of the written-to tensor refers to a single memory location")
+                    "more than one element of the written-to tensor refers to a single memory location",
+                    # AOTAutograd traces the backward at compile time, where a write into a
+                    # value the backward needs raises; eager raises only if backward runs.
+                    "needed for gradient computation has been modified by an inplace operation")
 
 
 def _compile(compiler, name: str, gm: fx.GraphModule, inputs, symbolic: bool = False):
@@ -189,8 +192,9 @@ def _compile(compiler, name: str, gm: fx.GraphModule, inputs, symbolic: bool = F
             _explain_launch_failure(gm, e)
             raise
         # AOTAutograd refuses some writes into inputs that share memory with other inputs (a
-        # detached alias, a view of another dtype), or meets a write eager refuses too (into
-        # an expanded input): the graph runs uncompiled, as eager would, raising eager's error.
+        # detached alias, a view of another dtype), meets a write eager refuses too (into
+        # an expanded input) or one that only eager's backward would refuse: the graph runs
+        # uncompiled, as eager would, raising eager's error where eager does.
         log.info("%s: runs uncompiled: torch's %r backend refused it (%s)", gm.__class__.__name__, name,
                  str(e).splitlines()[0])
         return gm.forward
@@ -219,6 +223,30 @@ def backend_fakes(fakes: list) -> tuple:
     shape_env = next(v.node.shape_env for v in _sym_values(fakes))
     mode = FakeTensorMode(shape_env=shape_env)
     return mode, [mode.from_tensor(v) if isinstance(v, torch.Tensor) else v for v in fakes]
+
+
+@contextlib.contextmanager
+def user_backend_context(gm: fx.GraphModule, example_inputs):
+    """What a callable backend is compiled under, and the inputs it gets. For a graph with
+    symbolic sizes: the real tensors, as under torch.compile, inside a tracing context
+    whose fake mode makes each of them its symbolic fake, and an int argument traced
+    symbolically as its SymInt. A backend built on AOTAutograd or inductor (which read the
+    mode from there) then compiles one artifact for every size, not one for the first size
+    that calls of other sizes would run (a silent wrong result)."""
+    fakes, why = symbolic_inputs(gm, example_inputs)
+    if fakes is None or why is not None:
+        yield example_inputs
+        return
+    from torch._guards import TracingContext, tracing
+    mode, made = backend_fakes(fakes)
+    for real, fake in zip(example_inputs, made):
+        if isinstance(real, torch.Tensor):
+            mode.fake_tensor_converter.set_tensor_memo(real, fake)
+    inputs = [fake if not isinstance(real, torch.Tensor) and is_symbolic(fake) else real
+              for real, fake in zip(example_inputs, made)]
+    with tracing(TracingContext(mode)):
+        yield inputs
+    del made  # the memo holds the fakes weakly: alive until the backend returned
 
 
 def _sym_values(fakes: list):

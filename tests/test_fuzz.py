@@ -594,9 +594,8 @@ def _view_of_transposed_unit_dim(x):
     (_linear_of_doubles, lambda: torch.ones(2, 3, dtype=torch.float64)),  # weight is float32
     (_max_over_empty, lambda: torch.ones(0)),
     (_int_times_float_in_place, lambda: torch.arange(3)),  # float result, int tensor
-    (_write_expanded, lambda: torch.ones(1).expand(3)),  # one element written three times
     (_view_of_transposed_unit_dim, lambda: torch.ones(3, 1, 2).permute(2, 1, 0)),  # fake view accepts it
-], ids=["gelu_of_ints", "linear_of_doubles", "max_over_empty", "int_times_float_in_place", "write_expanded",
+], ids=["gelu_of_ints", "linear_of_doubles", "max_over_empty", "int_times_float_in_place",
         "view_of_transposed_unit_dim"])
 def test_known_error_raised_by_the_graph(fn, make):
     with pytest.raises(Exception) as eager:
@@ -606,6 +605,18 @@ def test_known_error_raised_by_the_graph(fn, make):
         opt(make())
     lines = [f.line for f in traceback.extract_tb(got.value.__traceback__) if f.name == fn.__name__]
     assert lines and lines[-1] == [f.line for f in traceback.extract_tb(eager.value.__traceback__)][-1]
+
+
+def test_write_expanded_raises_from_the_users_line():
+    # One element written three times: the fakes accept it, so the write declines (the
+    # call runs eagerly) and eager's error comes from the user's own line.
+    with pytest.raises(RuntimeError) as eager:
+        _write_expanded(torch.ones(1).expand(3))
+    opt = minidynamo.optimize(backend="eager")(_write_expanded)
+    with pytest.raises(RuntimeError, match=re.escape(str(eager.value))) as got:
+        opt(torch.ones(1).expand(3))
+    lines = [f.line for f in traceback.extract_tb(got.value.__traceback__) if f.name == "_write_expanded"]
+    assert lines and lines[-1] == "x.mul_(2)"
 
 
 def test_requires_grad_of_a_reshape_under_inference_mode():
