@@ -19,7 +19,8 @@ from .codegen import MISS
 from .compile_report import note_entry, note_failure, note_limit, recorders
 from .config import config
 from .exc import InternalError, Raised
-from .convert import CacheEntry, CallToCompile, compile_call
+from .convert import CallToCompile, compile_call
+from .entries import CacheEntry
 from .logs import compile_watch, get_logger
 from .sources import IteratorSource
 from .user_names import Naming, for_resume, plain

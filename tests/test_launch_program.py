@@ -222,7 +222,7 @@ def _stand_in(record, **extra):
 def stand_in_resolution(monkeypatch):
     if torch.cuda.is_available():
         pytest.skip("the GPU tests use real resolution")
-    from minidynamo.convert import CacheEntry
+    from minidynamo.entries import CacheEntry
     from minidynamo.triton import program
     monkeypatch.setattr(program, "DEVICE_TYPES", ("cuda", "cpu"))
     original = CacheEntry.after_first_call
