@@ -50,19 +50,18 @@ class CellVariable(VariableTracker):
         return [] if self.contents is None else [f"{name}.cell_contents = {rb.expr(self.contents)}"]
 
 
-class FrameCellVariable(CellVariable):
-    """A cell of the frame handed to its resume function by reference (a parameter,
-    `source`): closures made before the break share it. Its contents are read on first use
-    (guarded through the parameter); a store is recorded and written back after the graph,
-    before a break's native instruction or the return (side_effects.py)."""
+class _OutsideCell:
+    """A real cell read and written through a tracker: its contents read on first use (from
+    `contents_source()`, guarded as any value read there); a store recorded once as a
+    mutation (`store_wording`) and written back after the graph, before a break's native
+    instruction or the return (side_effects.py)."""
 
-    __slots__ = ("cell", "loaded")
+    __slots__ = ()
+    store_wording = "assigning the closure variable {!r}"
+    guard_after_store = True  # registered so mutation_guards finds the cell again
 
-    def __init__(self, cell, name: str, source):
-        super().__init__(name)
-        self.cell = cell
-        self.source = source
-        self.loaded = False
+    def contents_source(self):
+        raise NotImplementedError
 
     def load(self, tx):
         if not self.loaded:
@@ -70,22 +69,40 @@ class FrameCellVariable(CellVariable):
                 value = self.cell.cell_contents
             except ValueError:
                 unsupported("exceptions", f"NameError: free variable {self.name!r} referenced before assignment")
-            source = AttrSource(self.source, "cell_contents")
-            self.contents = tx.wrap(value, source)
+            self.contents = tx.wrap(value, self.contents_source())
             self.loaded = True
         return self.contents
 
     def store(self, tx, value):
         output = tx.output
         if id(self) not in output.mutated:
-            output.mutated[id(self)] = (self, f"assigning the variable {self.name!r} closures share")
-            output.wrapped.setdefault(self.source, (self.cell, self))  # found again by mutation_guards
+            output.mutated[id(self)] = (self, self.store_wording.format(self.name))
+            if self.guard_after_store:
+                output.wrapped.setdefault(self.source, (self.cell, self))
         self.contents = value
         self.loaded = True
 
     def writeback(self, rb, target: str, temp: str) -> tuple[str, str]:
         """(the final contents, how to put them in): side_effects.py."""
         return rb.expr(self.contents), f"{target}.cell_contents = {temp}"
+
+
+class FrameCellVariable(_OutsideCell, CellVariable):
+    """A cell of the frame handed to its resume function by reference (a parameter,
+    `source`): closures made before the break share it; its contents are read through the
+    parameter."""
+
+    __slots__ = ("cell", "loaded")
+    store_wording = "assigning the variable {!r} closures share"
+
+    def __init__(self, cell, name: str, source):
+        super().__init__(name)
+        self.cell = cell
+        self.source = source
+        self.loaded = False
+
+    def contents_source(self):
+        return AttrSource(self.source, "cell_contents")
 
     def replaces(self, source, var) -> bool:
         """Whether the writeback makes `source` name another object than `var`."""
@@ -104,12 +121,11 @@ def frame_cells(output) -> dict:
     return found
 
 
-class RealCellVariable(VariableTracker):
+class RealCellVariable(_OutsideCell, VariableTracker):
     """A closure cell of a function that exists outside the trace (the optimized function's
     own, or one an inlined function from outside closes over): one tracker per cell per trace
-    (`outer_cells`), so a write through one function is what another reads. Its contents are
-    read on first use (guarded through the cell); a store is recorded and written back after
-    the graph, before a break's native instruction or the return (side_effects.py)."""
+    (`outer_cells`), so a write through one function is what another reads; its contents are
+    read through the cell."""
 
     __slots__ = ("cell", "name", "contents", "loaded")
 
@@ -120,27 +136,8 @@ class RealCellVariable(VariableTracker):
         self.contents = None
         self.loaded = False
 
-    def load(self, tx):
-        if not self.loaded:
-            try:
-                value = self.cell.cell_contents
-            except ValueError:
-                unsupported("exceptions", f"NameError: free variable {self.name!r} referenced before assignment")
-            self.contents = tx.wrap(value, ClosureSource(self.cell, self.name))
-            self.loaded = True
-        return self.contents
-
-    def store(self, tx, value):
-        output = tx.output
-        if id(self) not in output.mutated:
-            output.mutated[id(self)] = (self, f"assigning the closure variable {self.name!r}")
-            output.wrapped.setdefault(self.source, (self.cell, self))  # found again by mutation_guards
-        self.contents = value
-        self.loaded = True
-
-    def writeback(self, rb, target: str, temp: str) -> tuple[str, str]:
-        """(the final contents, how to put them in): side_effects.py."""
-        return rb.expr(self.contents), f"{target}.cell_contents = {temp}"
+    def contents_source(self):
+        return ClosureSource(self.cell, self.name)
 
     def replaced_sources(self, output) -> set:
         """The contents read before a store, which the writeback replaces: read first."""
@@ -177,12 +174,8 @@ class PassedCellVariable(FrameCellVariable):
 
     __slots__ = ()
 
-    def store(self, tx, value):
-        output = tx.output
-        if id(self) not in output.mutated:
-            output.mutated[id(self)] = (self, f"assigning the closure variable {self.name!r}")
-        self.contents = value
-        self.loaded = True
+    store_wording = "assigning the closure variable {!r}"
+    guard_after_store = False  # its source is the function's: guarded as any read there
 
 
 # id(real cell) -> its PassedCellVariable, per trace.
