@@ -65,8 +65,8 @@ def variants(fn):
     return out
 
 
-def per_call_us(fs: dict, args, rounds=9, n=2000) -> dict:
-    """Median µs per call of each function: rounds of `n` calls, the functions interleaved
+def call_samples_us(fs: dict, args, rounds=9, n=2000) -> dict:
+    """name -> µs per call in each round: rounds of `n` calls, the functions interleaved
     within each round so that drift of the machine hits them all alike."""
     for f in fs.values():
         for _ in range(50):
@@ -81,7 +81,12 @@ def per_call_us(fs: dict, args, rounds=9, n=2000) -> dict:
                 f(*args)
             torch.cuda.synchronize()
             samples[name].append((time.perf_counter() - t0) / n * 1e6)
-    return {k: statistics.median(v) for k, v in samples.items()}
+    return samples
+
+
+def per_call_us(fs: dict, args, rounds=9, n=2000) -> dict:
+    """Median µs per call of each function over interleaved rounds (call_samples_us)."""
+    return {k: statistics.median(v) for k, v in call_samples_us(fs, args, rounds, n).items()}
 
 
 def first_call_ms(make, args):

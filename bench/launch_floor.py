@@ -8,7 +8,6 @@ Prints min and median over interleaved rounds of 2,000 calls."""
 import argparse
 import statistics
 import sys
-import time
 import timeit
 
 import torch
@@ -18,19 +17,8 @@ import minidynamo
 
 
 def rounds_us(fs: dict, args, rounds: int, n: int = 2000) -> dict:
-    for f in fs.values():
-        for _ in range(50):
-            f(*args)
-    torch.cuda.synchronize()
-    samples = {k: [] for k in fs}
-    for _ in range(rounds):
-        for name, f in fs.items():
-            torch.cuda.synchronize()
-            t0 = time.perf_counter()
-            for _ in range(n):
-                f(*args)
-            torch.cuda.synchronize()
-            samples[name].append((time.perf_counter() - t0) / n * 1e6)
+    """name -> (min, median) µs per call over bench_triton's interleaved rounds."""
+    samples = B.call_samples_us(fs, args, rounds, n)
     return {k: (min(v), statistics.median(v)) for k, v in samples.items()}
 
 
