@@ -23,9 +23,7 @@ from __future__ import annotations
 import contextlib
 import io
 import os
-import statistics
 import sys
-import time
 
 import pytest
 import torch
@@ -33,6 +31,7 @@ import torch._dynamo
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import minidynamo  # noqa: E402
+import overhead  # noqa: E402
 
 N = 8
 
@@ -203,40 +202,6 @@ def test_cold(benchmark, workload, peer):
 
 
 # --- table mode -------------------------------------------------------------------------
-def time_warm(fns: dict, args, rounds=15, min_time=0.02):
-    """Min µs/call per peer over interleaved rounds (stdout dropped)."""
-    calls = {}
-    with quiet():
-        for name, f in fns.items():  # calibrate: about `min_time` seconds per round
-            t0 = time.perf_counter()
-            for _ in range(50):
-                f(*args)
-            per = (time.perf_counter() - t0) / 50
-            calls[name] = max(50, int(min_time / per))
-        samples = {k: [] for k in fns}
-        for _ in range(rounds):
-            for name, f in fns.items():
-                n = calls[name]
-                t0 = time.perf_counter()
-                for _ in range(n):
-                    f(*args)
-                samples[name].append((time.perf_counter() - t0) / n * 1e6)
-    return {k: min(v) for k, v in samples.items()}
-
-
-def time_cold(peer, fn, args, rounds=5):
-    """Median ms of one first call (reset, trace + compile + run)."""
-    warm(peer, fn, args)
-    out = []
-    with quiet():
-        for _ in range(rounds):
-            t0 = time.perf_counter()
-            f = cold(peer, fn)
-            f(*args)
-            out.append((time.perf_counter() - t0) * 1e3)
-    return statistics.median(out)
-
-
 def header() -> str:
     return (f"CPU ({os.cpu_count()} cores), Python {sys.version.split()[0]}, torch {torch.__version__}; "
             f"{N}-element float32 tensors, stdout dropped while timing")
@@ -248,27 +213,10 @@ def measure(workloads=None):
         fn, _ = WORKLOADS[name]
         args = _tensors()
         check_same(name)
-        us = time_warm({p: warm(p, fn, args) for p in PEERS}, args)
-        first = {p: time_cold(p, fn, args) for p in ("dynamo", "minidynamo")}
+        us = overhead.time_warm({p: warm(p, fn, args) for p in PEERS}, args, quiet=quiet)
+        first = {p: overhead.time_cold(lambda p=p: cold(p, fn), args, quiet=quiet) for p in ("dynamo", "minidynamo")}
         rows.append((name, us, first))
     return rows
-
-
-def table(rows) -> str:
-    lines = [
-        "| workload | eager µs | Dynamo µs | minidynamo µs | Dynamo overhead µs "
-        "| minidynamo overhead µs | overhead ratio | Dynamo first call ms "
-        "| minidynamo first call ms | first-call ratio |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
-    ]
-    for name, us, first in rows:
-        do, mo = us["dynamo"] - us["eager"], us["minidynamo"] - us["eager"]
-        ratio = mo / do if do > 0 else float("nan")
-        lines.append(
-            f"| {name} | {us['eager']:.1f} | {us['dynamo']:.1f} | {us['minidynamo']:.1f} "
-            f"| {do:.1f} | {mo:.1f} | {ratio:.2f} | {first['dynamo']:.1f} "
-            f"| {first['minidynamo']:.2f} | {first['minidynamo'] / first['dynamo']:.3f} |")
-    return "\n".join(lines)
 
 
 if __name__ == "__main__":
@@ -279,4 +227,4 @@ if __name__ == "__main__":
                  "(or: python -m pytest bench/bench_breaks.py --benchmark-only)")
     print(header())
     print()
-    print(table(measure(chosen or None)))
+    print(overhead.table(measure(chosen or None)))
