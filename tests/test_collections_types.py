@@ -836,3 +836,18 @@ def test_deque_passed_in_item_assignment_is_written_back():
         return x * 2
 
     check(f, (collections.deque([1, 2], maxlen=3), torch.randn(2)), kind="graph")
+
+
+# --- type hints made in the trace ------------------------------------------------------------------
+
+def test_a_union_of_generic_aliases_in_a_cast_is_traced():
+    """`cast(Sequence[Tensor] | Sequence[int], v)` (torch.autograd's own style): the union is
+    a constant made from constants, the cast returns its value."""
+    from collections.abc import Sequence
+
+    def f(x):
+        hint = Sequence[torch.Tensor] | Sequence[int]
+        v = typing.cast(hint, (x,))
+        return v[0] + 1, typing.get_args(hint) == (Sequence[torch.Tensor], Sequence[int])
+
+    check(f, (torch.randn(3),), kind="graph")

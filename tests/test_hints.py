@@ -32,6 +32,17 @@ def _backward(x):
     return x
 
 
+def _autograd_grad(x):
+    g, = torch.autograd.grad((x * x).sum(), x, create_graph=True)
+    return g + 1
+
+
+def _log_level(x):
+    if log.getEffectiveLevel() <= logging.DEBUG:  # a read of the configuration, no record
+        return x
+    return x + 1
+
+
 def _item(x):
     return x.sum().item() + 1  # explain runs a call that breaks: it must not raise
 
@@ -57,6 +68,8 @@ CASES = [
     (_untraced_manager, "call", "context manager torch.autograd.forward_ad.dual_level",
      "enter it around the optimized call"),
     (_backward, "call", "Tensor.backward() runs autograd", "call .backward() on what the optimized function returns"),
+    (_autograd_grad, "call", "torch.autograd.grad() computes gradients with autograd's engine",
+     "take gradients of what the optimized function returns"),
     (_item, "data_dependent", "Tensor.item()", "keep the value a tensor"),
     (_branch, "data_dependent", "truth value", "branch on shapes"),
     (_calls_disabled, "call", "wrapped by torch.compiler.disable", "the disabled function always runs eagerly"),
@@ -65,7 +78,7 @@ CASES = [
 
 @pytest.mark.parametrize("fn,category,detail,hint", CASES, ids=[c[0].__name__ for c in CASES])
 def test_the_hint_fits_the_construct(fn, category, detail, hint):
-    x = torch.ones(2, requires_grad=fn is _backward)
+    x = torch.ones(2, requires_grad=fn in (_backward, _autograd_grad))
     reasons = minidynamo.explain(fn)(x).break_reasons
     reason = reasons[0]
     # Creating a context manager the trace declines breaks; the resume function then meets
@@ -75,3 +88,16 @@ def test_the_hint_fits_the_construct(fn, category, detail, hint):
     assert reason.hint.startswith(hint), reason
     assert reason.filename == __file__, reason  # the user's line, not a library's
 
+
+
+def test_a_logging_configuration_read_is_not_called_a_log_record():
+    reason = minidynamo.explain(_log_level)(torch.ones(2)).break_reasons[0]
+    assert reason.category == "call", reason
+    assert "logging.Logger.getEffectiveLevel() reads or changes logging's configuration" in reason.detail, reason
+
+
+def test_autograd_grad_breaks_and_the_rest_is_right():
+    x = torch.randn(3, requires_grad=True)
+    want = _autograd_grad(x)
+    got = minidynamo.optimize(_autograd_grad)(x)
+    torch.testing.assert_close(got, want)

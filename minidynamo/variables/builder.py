@@ -15,7 +15,6 @@ from ..exc import READS_FRAME, unsupported
 from ..guards import Guard
 from ..sources import AttrSource, ItemSource, IteratorSource, LocalSource, iterator_state
 from .autograd import FunctionApplyVariable, is_function_apply
-from .base import ObjectConstantVariable
 from .builtins import BuiltinVariable, is_builtin_callable
 from .constant import ConstantVariable, is_constant_value
 from .contexts import GradModeExit, null_exit, wrap_exit
@@ -30,6 +29,7 @@ from .objects import ClassVariable, ModuleVariable, UserObjectVariable
 from .tensor import TensorVariable, size_variable
 from .torch import TorchVariable, is_torch_object
 from .torch_queries import query_of
+from .typing_forms import TypeHintVariable, is_type_hint
 from .attribute_protocols import own_setattr
 from .functions import BoundMethodVariable
 from .symbolic import SymNodeVariable, specialise
@@ -370,8 +370,8 @@ def wrap_constant_result(result, what: str):
         return BuiltinVariable(result)
     if isinstance(result, (torch.finfo, torch.iinfo)):
         return ConstantVariable(result)
-    if isinstance(result, types.GenericAlias):  # `tuple[int, ...]` in an annotation
-        return ObjectConstantVariable(result)
+    if is_type_hint(result):  # `tuple[int, ...]`, `A | B` in an annotation or a cast()
+        return TypeHintVariable(result)
     if type(result) in _SEQUENCE_ITERATORS:  # `range(3).__iter__()`: a new iterator over constants
         seq, pos = iterator_state(result)
         if len(seq) - pos <= 4096:

@@ -32,6 +32,11 @@ def make_function(code, fn_globals, qualname, defaults, kwdefaults, closure):
     return fn
 
 
+# logging's functions and Logger methods that emit a record (the others read or change the
+# configuration: levels, handlers, filters).
+_LOG_RECORD_METHODS = frozenset({"debug", "info", "warning", "warn", "error", "exception", "critical",
+                                 "fatal", "log", "_log", "handle", "callHandlers"})
+
 class BaseFunctionVariable(VariableTracker):
     """Something with Python bytecode that the translator inlines when called."""
 
@@ -132,9 +137,12 @@ class UserFunctionVariable(BaseFunctionVariable):
         if self.fn is inspect.signature:
             return _signature_call(tx, args, kwargs)
         if getattr(self.fn, "__module__", None) == "logging":
-            unsupported("side_effect", f"logging.{self.fn.__qualname__}() emits a log record",
-                        hint="logging is output: log before or after the optimized call (for example "
-                             "what it returns)")
+            if self.fn.__name__ in _LOG_RECORD_METHODS:
+                unsupported("side_effect", f"logging.{self.fn.__qualname__}() emits a log record",
+                            hint="logging is output: log before or after the optimized call (for example "
+                                 "what it returns)")
+            unsupported("call", f"logging.{self.fn.__qualname__}() reads or changes logging's "
+                                "configuration, which is not traced")
         return tx.inline_call(self, args, kwargs)
 
     def var_getattr(self, tx, name):

@@ -36,6 +36,9 @@ _SIDE_EFFECTS = {torch.manual_seed, torch.seed, torch.set_rng_state, torch.set_d
                  torch.use_deterministic_algorithms, torch.set_num_threads,
                  torch.set_float32_matmul_precision,
                  *filter(None, [getattr(torch, "set_default_device", None)])}
+# Functions that run autograd's engine on the tensors: a break, as for Tensor.backward().
+_RUNS_AUTOGRAD = {torch.autograd.grad: "computes gradients with autograd's engine",
+                  torch.autograd.backward: "runs autograd's engine"}
 # Attribute types of torch modules that are settings rather than fixed objects.
 _FLAG_TYPES = (bool, int, float, str, type(None))
 # Python functions of torch that are thin wrappers over operators: called on the fake
@@ -123,6 +126,9 @@ class TorchVariable(ObjectConstantVariable):
                 return takeover(tx, fn, args, kwargs)
         if fn in _SIDE_EFFECTS:
             unsupported("side_effect", f"{what}() changes global state")
+        if fn in _RUNS_AUTOGRAD:
+            unsupported("call", f"{what}() {_RUNS_AUTOGRAD[fn]}",
+                        hint="take gradients of what the optimized function returns, outside it")
         special = _special_call(fn)
         if special is not None:
             return special(tx, fn, list(args), dict(kwargs))
