@@ -18,7 +18,7 @@ trace and on containers passed in (whose final state is written back).
 | set.intersection_update / symmetric_...    | a set of the whole iterable first          |
 | sum / min / max / any / all / reduce       | item by item (key, add, test between)      |
 | zip / map / filter / enumerate / itertools | lazy: one item per next()                  |
-| zip(strict=True)                           | lazy, lengths checked as they run out      |
+| zip(strict=True)                           | lazy, lengths checked as they run out (the ValueError raised in the trace) |
 | sorted / tuple / list / str.join / f(*g) / | the whole iterable first                   |
 |   `l[a:b] = g` / unpacking / product       |                                           |
 """
@@ -484,6 +484,21 @@ def test_zip_strict_different_lengths_raise_after_the_loop_ran(n):
 
     # The loop's FOR_ITER raises: the whole call runs eagerly (the log is written back).
     check(f, (t(), []), kind="eager", reason="exceptions")
+
+
+@pytest.mark.parametrize("n", [2, 4])
+def test_zip_strict_error_caught_in_the_function(n):
+    """The ValueError of a strict zip whose arguments differ in length is raised in the trace,
+    with CPython's message and after the same pulls: a handler of the function catches it."""
+    def f(x, log):
+        try:
+            for a, b in zip((len(log) for _ in range(3)), range(n), strict=True):
+                log.append(a + b)
+        except ValueError as e:
+            return x + len(log), str(e)
+        return x - 1, None
+
+    check(f, (t(), []), kind="graph")
 
 
 def test_min_max_any_all_reduce_pull_lazily():

@@ -392,12 +392,12 @@ class PulledItems(LiveItems):
         def plural(k):
             return " " if k == 1 else "s 1-"
         if i:
-            unsupported("exceptions", f"ValueError: zip() argument {i + 1} is shorter than "
-                                      f"argument{plural(i)}{i}")
+            message = f"zip() argument {i + 1} is shorter than argument{plural(i)}{i}"
+            builtin_raises(ValueError, [ConstantVariable(message)], f"ValueError: {message}")
         for k, it in enumerate(self.iterators[1:], 1):
             if it.next_item() is not None:
-                unsupported("exceptions", f"ValueError: zip() argument {k + 1} is longer than "
-                                          f"argument{plural(k)}{k}")
+                message = f"zip() argument {k + 1} is longer than argument{plural(k)}{k}"
+                builtin_raises(ValueError, [ConstantVariable(message)], f"ValueError: {message}")
 
 
 class ReversedItems(LiveItems):
