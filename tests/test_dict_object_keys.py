@@ -354,3 +354,60 @@ def test_another_function_as_the_key_recompiles():
     same_outcome(fn, opt, x, {_double: 1})
     same_outcome(fn, opt, x, {_triple: 1})  # same keys' count and types, another function
     assert backend.calls == 2
+
+
+def test_function_keys_iterated_and_called():
+    """Keys that are functions, iterated and called: each the function itself (its code
+    guarded: a new `__code__` on the same function traces again)."""
+    table = {_double: 1, _triple: 2}
+
+    def fn(x):
+        for f in table:
+            x = f(x) + table[f]
+        return x, [f.__name__ for f in table]
+
+    opt, backend = _opt(fn)
+    same_outcome(fn, opt, torch.randn(3))
+    assert backend.calls == 1 and opt.cache_entries()[0].kind == "graph"
+    old = _double.__code__
+    try:
+        _double.__code__ = (lambda t: t - 100).__code__
+        same_outcome(fn, opt, torch.randn(3))
+    finally:
+        _double.__code__ = old
+    assert backend.calls == 2
+
+
+# --- sets of functions --------------------------------------------------------------------
+HOOKS = {_double, _triple}
+
+
+@pytest.mark.parametrize("hooks", [{_double}, {_triple}, {_double, _triple}, set(), frozenset({_triple, len})])
+def test_sets_of_functions_passed_in(hooks):
+    """Membership by the function itself; iteration in the set's own order (guarded: another
+    set of the same functions made in another order iterates otherwise); calling members."""
+    def fn(x, fs):
+        y = x + (10 if _double in fs else 0)
+        for f in sorted((f for f in fs if f is not len), key=lambda f: f.__name__):
+            y = f(y)
+        return y, len(fs), _triple in HOOKS, [f.__name__ for f in HOOKS]
+
+    check(fn, (torch.randn(3), hooks), (torch.randn(3), type(hooks)(hooks)), kind="graph")
+
+
+def test_set_of_functions_changed_between_calls_recompiles():
+    hooks = {_double}
+
+    def fn(x):
+        for f in hooks:
+            x = f(x)
+        return x
+
+    opt, backend = _opt(fn)
+    x = torch.randn(3)
+    same_outcome(fn, opt, x)
+    hooks.add(_triple)
+    same_outcome(fn, opt, x)
+    hooks.discard(_double)
+    same_outcome(fn, opt, x)
+    assert backend.calls == 3

@@ -1,6 +1,8 @@
 """ConstantVariable: an immutable Python value known at trace time (folded, guarded)."""
 from __future__ import annotations
 
+import types
+
 import torch
 
 from ..exc import attribute_error, builtin_raises, unsupported
@@ -66,7 +68,14 @@ class ConstantVariable(ObjectConstantVariable):
     def truthy(self, tx):
         return bool(self.value)
 
+    def call_function(self, tx, args, kwargs):
+        if type(self.value) is types.FunctionType:  # a dict key / set member: the function itself
+            return tx.wrap(self.value, None).call_function(tx, args, kwargs)
+        return super().call_function(tx, args, kwargs)
+
     def var_getattr(self, tx, name):
+        if type(self.value) is types.FunctionType:  # its attributes guarded as the function's
+            return tx.wrap(self.value, None).var_getattr(tx, name)
         if name == "__class__":  # as type(value): a constant from outside has its type guarded
             return tx.wrap(type(self.value), None)
         attr = self.real_attr(name)

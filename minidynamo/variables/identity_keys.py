@@ -16,7 +16,8 @@ Dicts passed in whose keys are such objects (a cache keyed by tensors or modules
 entry holds them), each of them one of the sources `same_objects` pins (a key that is also
 the function's argument `x` is `x` on every call the entry serves, and no other is).
 
-Also: sets of classes passed in (a registry of types), guarded by their contents.
+Also: sets of classes or functions passed in (a registry of types, of hooks), guarded by their
+contents in order.
 """
 from __future__ import annotations
 
@@ -142,8 +143,10 @@ def _identity_hashed_class(k) -> bool:
 
 
 def _is_set_of_classes(value) -> bool:
+    """A set of constants and classes or plain functions (both hashed by identity, held as
+    themselves: `fn in hooks` finds the real member)."""
     return type(value) in (set, frozenset) and not all(is_constant_value(v) for v in value) and all(
-        is_constant_value(v) or _identity_hashed_class(v) for v in value)
+        is_constant_value(v) or _identity_hashed_class(v) or _plain_function(v) for v in value)
 
 
 def _wrap_set_of_classes(tx, value, source):
