@@ -1,8 +1,10 @@
 """functools.lru_cache / cache wrappers, as libraries use them for device and settings
-probes: traced through when their body can be; else, with constant arguments, the wrapper
-itself answers (its body runs at most once per key, as in eager)."""
+probes: traced through when their body can be; else the call breaks and runs natively (the
+wrapper decides there, as in eager: its body runs once per key, an exception each time);
+a function marked constant (torch.compiler.assume_constant_result) answers at trace time."""
 import functools
 import io
+import os
 import contextlib
 
 import torch
@@ -50,6 +52,8 @@ def uses_impure_probe(x):
 
 
 def test_an_untraceable_cached_body_runs_once_per_key_overall():
+    """The body prints: the call breaks and runs natively, the cache deciding hit or miss
+    as in eager; the body ran once over two calls."""
     probe.cache_clear()
     calls.clear()
     opt = minidynamo.optimize(uses_impure_probe)
@@ -60,7 +64,63 @@ def test_an_untraceable_cached_body_runs_once_per_key_overall():
     torch.testing.assert_close(first, uses_impure_probe(torch.ones(2)))
     torch.testing.assert_close(second, first)
     assert calls == ["device"] and out.getvalue() == "probing device\n"
-    assert opt.cache_entries()[0].kind == "graph"
+    assert opt.cache_entries()[0].kind == "break"
+
+
+@functools.lru_cache(maxsize=None)
+def checked_size(n):
+    print("checking", n)
+    if n > 3:
+        raise ValueError(f"{n} is too big")
+    return n
+
+
+def test_an_untraceable_cached_body_that_raises_runs_on_every_call():
+    """An exception is not cached: eager runs the body (and its print) on each call, and
+    once per call, whether the exception is caught in the function or leaves it."""
+    def caught(x, n):
+        try:
+            return x + checked_size(n)
+        except ValueError as e:
+            return x - 1, str(e)
+
+    def uncaught(x, n):
+        return x * checked_size(n)
+
+    for fn in (caught, uncaught):
+        opt = minidynamo.optimize(fn, backend=CountingBackend())
+        for n in (5, 5, 2, 2):
+            outputs = []
+            for run in (fn, opt):
+                checked_size.cache_clear()  # each run finds the cache as the other did
+                buf = io.StringIO()
+                with contextlib.redirect_stdout(buf):
+                    try:
+                        result = run(torch.ones(2), n)
+                    except ValueError as e:
+                        result = f"raised {e}"
+                outputs.append((buf.getvalue(), str(result)))
+            assert outputs[1] == outputs[0], (fn.__name__, n, outputs)
+
+
+@torch.compiler.assume_constant_result
+def installed():
+    return os.getpid() > 0  # a C call, not traced: the answer is taken
+
+
+@functools.lru_cache
+@torch.compiler.assume_constant_result
+def cached_installed():
+    return os.getpid() > 0
+
+
+def test_a_function_marked_constant_answers_at_trace_time():
+    """torch.compiler.assume_constant_result (transformers marks its install probes so,
+    under their lru_cache): called at trace time, its answer a constant, one graph."""
+    def fn(x):
+        return x + 1 if installed() and cached_installed() else x - 1
+
+    check(fn, torch.ones(2), kind="graph")
 
 
 def uses_probe_on_a_tensor(x):
@@ -86,11 +146,11 @@ def uses_probe_reading_a_tensor(x):
     return x * scaled_probe(2)
 
 
-def test_a_failed_attempt_leaves_no_node_and_no_stale_input():
+def test_an_untraceable_body_that_read_a_tensor_leaves_no_stale_input():
+    """The body read a global tensor before it declined: the call breaks there and the
+    graph keeps no input or node of the attempt."""
     scaled_probe.cache_clear()
-    out = minidynamo.explain(uses_probe_reading_a_tensor)(torch.ones(2))
-    assert out.graph_count == 1, out
-    check(uses_probe_reading_a_tensor, torch.ones(2), kind="graph")
+    check(uses_probe_reading_a_tensor, torch.ones(2), kind="break")
 
 
 CALLS = []

@@ -12,7 +12,7 @@ from ..sources import AttrSource, ObjectSource
 from .base import BoundMethodVariable, VariableTracker  # noqa: F401 (BoundMethodVariable: imported from here too)
 from .cells import RealCellVariable, frame_cells, outer_cell, passed_cell
 from .code_objects import CodeVariable, signature_of
-from .constant import ConstantVariable
+from .constant import ConstantVariable, fold
 from .dicts import DictVariable
 from .lists import TupleVariable
 from .purity import is_compiler_disabled, is_disabled_by_torch
@@ -36,6 +36,20 @@ def make_function(code, fn_globals, qualname, defaults, kwdefaults, closure):
 # configuration: levels, handlers, filters).
 _LOG_RECORD_METHODS = frozenset({"debug", "info", "warning", "warn", "error", "exception", "critical",
                                  "fatal", "log", "_log", "handle", "callHandlers"})
+
+def marked_constant(fn) -> bool:
+    """`torch.compiler.assume_constant_result(fn)` (also spelled as the attribute it sets):
+    the user declares the answer fixed for the process."""
+    return getattr(fn, "_dynamo_marked_constant", False) is True
+
+
+def constant_call(tx, fn, args, kwargs, what: str):
+    """A call of a function marked constant, made now on constant arguments; None where an
+    argument is not a constant (the function is then traced as any other)."""
+    if not all(a.is_python_constant() for a in args) or not all(v.is_python_constant() for v in kwargs.values()):
+        return None
+    return fold(tx, fn, [a.as_python_constant() for a in args],
+                {k: v.as_python_constant() for k, v in kwargs.items()}, what)
 
 class BaseFunctionVariable(VariableTracker):
     """Something with Python bytecode that the translator inlines when called."""
@@ -136,6 +150,10 @@ class UserFunctionVariable(BaseFunctionVariable):
             return GeneratorContextVariable(UserFunctionVariable(self.fn.__wrapped__), args, kwargs)
         if self.fn is inspect.signature:
             return _signature_call(tx, args, kwargs)
+        if marked_constant(self.fn):
+            answer = constant_call(tx, self.fn, args, kwargs, f"{self.fn.__qualname__}()")
+            if answer is not None:
+                return answer
         if getattr(self.fn, "__module__", None) == "logging":
             if self.fn.__name__ in _LOG_RECORD_METHODS:
                 unsupported("side_effect", f"logging.{self.fn.__qualname__}() emits a log record",
