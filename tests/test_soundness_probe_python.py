@@ -80,3 +80,34 @@ def test_set_handed_back_iterates_as_cpython():
     for _ in range(2):
         got, want = opt(x), f(x)
         assert list(got[1]) == list(want[1]) and list(got[2]) == list(want[2])
+
+
+# --- ints beyond int64 ----------------------------------------------------------------
+# The shape environment folds an operation on known values whose result passes int64 to
+# int_oo (a bound): such a result is computed on the Python values instead.
+
+def test_int_argument_beyond_int64_changing_between_calls():
+    def f(x, n):
+        return x + (n % 7), float(n), n ** 2 % 97, n.bit_length()
+    backend = CountingBackend()
+    opt = minidynamo.optimize(f, backend=backend)
+    for n in [7, -(2 ** 64), 2 ** 70, 9, 2 ** 63, -(2 ** 63)]:
+        same_outcome(f, opt, torch.randn(3), n)
+    assert backend.calls >= 2
+
+
+def test_int_argument_beyond_int64_under_dynamic_true():
+    def f(x, n):
+        return x * 2, n * n, float(n) + 1
+    opt = minidynamo.optimize(f, backend=CountingBackend(), dynamic=True)
+    for n in [2 ** 70, -(2 ** 64), 5]:
+        same_outcome(f, opt, torch.randn(3), n)
+
+
+def test_power_of_a_specialised_int_past_int64_is_computed_in_python():
+    # float(n) pins n to its value; the environment folds 2**40 ** 2 to its int_oo bound.
+    def f(x, n):
+        return x + 1, float(n), n ** 2, (n * n) ** 2, -(n ** 3)
+    opt = minidynamo.optimize(f, backend=CountingBackend())
+    for n in [7, 2 ** 40, -(2 ** 62), 3]:
+        same_outcome(f, opt, torch.randn(3), n)
