@@ -111,3 +111,36 @@ def test_power_of_a_specialised_int_past_int64_is_computed_in_python():
     opt = minidynamo.optimize(f, backend=CountingBackend())
     for n in [7, 2 ** 40, -(2 ** 62), 3]:
         same_outcome(f, opt, torch.randn(3), n)
+
+
+# --- builtins shadowed by a global ----------------------------------------------------
+# A builtin read by name is guarded on no global of that name: one defined after tracing
+# (`len = ...` at module level, or by the traced function itself) recompiles.
+
+def test_builtin_shadowed_by_a_global_defined_later_recompiles():
+    g = {}
+    exec("def f(x):\n    return x * len([1, 2]) + abs(-3)\n", g)
+    f = g["f"]
+    backend = CountingBackend()
+    opt = minidynamo.optimize(f, backend=backend)
+    x = torch.randn(3)
+    same_outcome(f, opt, x)
+    g["len"] = lambda s: 10
+    same_outcome(f, opt, x)
+    g["abs"] = lambda v: 100
+    same_outcome(f, opt, x)
+    del g["len"], g["abs"]
+    same_outcome(f, opt, x)
+    assert backend.calls == 3
+
+
+def test_builtin_shadowed_by_the_traced_function_itself():
+    g = {}
+    exec("def f(x):\n    global len\n    r = x * len([1, 2])\n    len = lambda s: 10\n    return r\n", g)
+    f = g["f"]
+    opt = minidynamo.optimize(f, backend=CountingBackend())
+    g_eager = {}
+    exec("def f(x):\n    global len\n    r = x * len([1, 2])\n    len = lambda s: 10\n    return r\n", g_eager)
+    for _ in range(3):
+        x = torch.randn(3)
+        torch.testing.assert_close(opt(x), g_eager["f"](x))
