@@ -20,6 +20,7 @@ Adding a kind is one subclass of `Guard`, named as the kind.
 | DICT_KEYS | 0 | exact type and keys in order | the keys; meta type |
 | NO_HOOKS | 0 | hook dicts empty | meta attrs: the dicts' names |
 | NOT_IN_DICT | 0 | no instance attribute | meta attr (None: none at all) |
+| NOT_IN_GLOBALS | 0 | a builtin's name not shadowed by a global | meta attr: the name; source: the globals dict |
 | HASATTR | 0 | has (not) an attribute | None: in `__dict__`; True/False: hasattr(); meta attr, module |
 | TENSOR_MATCH | 1 | tensor type, dtype, device, layout, requires_grad | meta: the tensor's metadata, c_check |
 | ALIAS_MATCH | 1 | two sources (not) one object | True/False; meta other: the other source |
@@ -334,6 +335,23 @@ class NOT_IN_DICT(Guard):
     def describe(self, naming=None):
         attr = self.meta["attr"]
         return "no instance attributes" if attr is None else f"no instance attribute {attr!r}"
+
+    def key(self):
+        return (self.kind, self.source, self.meta["attr"])
+
+
+class NOT_IN_GLOBALS(Guard):
+    """A builtin read by name: no global of that name shadows it (source: the globals)."""
+
+    def code(self, ns):
+        return f"{self.meta['attr']!r} not in {self.source.ref(ns)}"
+
+    def mismatch(self, actual, naming=None):
+        name = self.meta["attr"]
+        return (f"the global {name!r} now shadows the builtin", f"builtin {name!r}", f"global {name!r}")
+
+    def describe(self, naming=None):
+        return f"no global {self.meta['attr']!r}"
 
     def key(self):
         return (self.kind, self.source, self.meta["attr"])

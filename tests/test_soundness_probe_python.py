@@ -80,3 +80,67 @@ def test_set_handed_back_iterates_as_cpython():
     for _ in range(2):
         got, want = opt(x), f(x)
         assert list(got[1]) == list(want[1]) and list(got[2]) == list(want[2])
+
+
+# --- ints beyond int64 ----------------------------------------------------------------
+# The shape environment folds an operation on known values whose result passes int64 to
+# int_oo (a bound): such a result is computed on the Python values instead.
+
+def test_int_argument_beyond_int64_changing_between_calls():
+    def f(x, n):
+        return x + (n % 7), float(n), n ** 2 % 97, n.bit_length()
+    backend = CountingBackend()
+    opt = minidynamo.optimize(f, backend=backend)
+    for n in [7, -(2 ** 64), 2 ** 70, 9, 2 ** 63, -(2 ** 63)]:
+        same_outcome(f, opt, torch.randn(3), n)
+    assert backend.calls >= 2
+
+
+def test_int_argument_beyond_int64_under_dynamic_true():
+    def f(x, n):
+        return x * 2, n * n, float(n) + 1
+    opt = minidynamo.optimize(f, backend=CountingBackend(), dynamic=True)
+    for n in [2 ** 70, -(2 ** 64), 5]:
+        same_outcome(f, opt, torch.randn(3), n)
+
+
+def test_power_of_a_specialised_int_past_int64_is_computed_in_python():
+    # float(n) pins n to its value; the environment folds 2**40 ** 2 to its int_oo bound.
+    def f(x, n):
+        return x + 1, float(n), n ** 2, (n * n) ** 2, -(n ** 3)
+    opt = minidynamo.optimize(f, backend=CountingBackend())
+    for n in [7, 2 ** 40, -(2 ** 62), 3]:
+        same_outcome(f, opt, torch.randn(3), n)
+
+
+# --- builtins shadowed by a global ----------------------------------------------------
+# A builtin read by name is guarded on no global of that name: one defined after tracing
+# (`len = ...` at module level, or by the traced function itself) recompiles.
+
+def test_builtin_shadowed_by_a_global_defined_later_recompiles():
+    g = {}
+    exec("def f(x):\n    return x * len([1, 2]) + abs(-3)\n", g)
+    f = g["f"]
+    backend = CountingBackend()
+    opt = minidynamo.optimize(f, backend=backend)
+    x = torch.randn(3)
+    same_outcome(f, opt, x)
+    g["len"] = lambda s: 10
+    same_outcome(f, opt, x)
+    g["abs"] = lambda v: 100
+    same_outcome(f, opt, x)
+    del g["len"], g["abs"]
+    same_outcome(f, opt, x)
+    assert backend.calls == 3
+
+
+def test_builtin_shadowed_by_the_traced_function_itself():
+    g = {}
+    exec("def f(x):\n    global len\n    r = x * len([1, 2])\n    len = lambda s: 10\n    return r\n", g)
+    f = g["f"]
+    opt = minidynamo.optimize(f, backend=CountingBackend())
+    g_eager = {}
+    exec("def f(x):\n    global len\n    r = x * len([1, 2])\n    len = lambda s: 10\n    return r\n", g_eager)
+    for _ in range(3):
+        x = torch.randn(3)
+        torch.testing.assert_close(opt(x), g_eager["f"](x))

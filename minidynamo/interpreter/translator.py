@@ -14,9 +14,10 @@ from .._compat import CO_ASYNC_GENERATOR, CO_COROUTINE, CO_GENERATOR, CO_ITERABL
 from ..exc import Raised, Unsupported, current_location, format_location, unsupported
 from ..frame_hook import in_torch_or_stdlib
 from ..graph import OutputGraph
+from ..guards import Guard
 from ..instructions import normalize
 from ..logs import get_logger
-from ..sources import GlobalSource, LocalSource
+from ..sources import GlobalSource, LocalSource, ObjectSource
 from ..variables.base import NULL
 from ..variables.builder import wrap
 from ..variables.c_callables import wrap_untraced_result
@@ -267,6 +268,8 @@ class InstructionTranslator(GeneratorOps, LoadStoreOps, StackOps, BinaryOps, Jum
         if name in self.f_builtins:
             # A builtin has no source (nothing to guard) and so no memo in wrap; `super` or
             # `len` read in every inlined call would walk the wrapping rules each time.
+            # A global defined later shadows it: guarded (cheap: one dict lookup).
+            self.output.guards.add(Guard("NOT_IN_GLOBALS", ObjectSource(g, "globals()"), None, {"attr": name}))
             value = self.f_builtins[name]
             seen = self.output.builtins_wrapped.get(name)
             if seen is not None and seen[0] is value:

@@ -85,6 +85,8 @@ class SymNodeVariable(VariableTracker):
             unsupported("exceptions", f"ZeroDivisionError: {e}")
         except TypeError:  # an operator SymInt does not have (>>, &): on the values, guarded
             return _specialised(tx, name, operands, inplace)
+        if _saturated(result):  # beyond int64 the environment's constants are int_oo
+            return _specialised(tx, name, operands, inplace)
         return symbolic_result(tx, "call_function", fn, [v.as_fx_arg() for v in operands], result)
 
     def __repr__(self):
@@ -94,6 +96,16 @@ class SymNodeVariable(VariableTracker):
 def _is_tensor(v) -> bool:
     from .tensor import TensorVariable  # a cycle: tensor imports this module
     return isinstance(v, TensorVariable)
+
+
+def _saturated(result) -> bool:
+    """A result the environment folded to an infinity: `2 ** 80` of a specialised size is
+    int_oo there, a bound and not the number Python computes."""
+    if isinstance(result, (torch.SymInt, torch.SymFloat)):
+        from torch.utils._sympy.numbers import int_oo
+        expr = result.node.expr
+        return bool(expr.is_number) and (expr in (int_oo, -int_oo) or bool(expr.is_infinite))
+    return False
 
 
 def _operand(v):
