@@ -99,6 +99,7 @@ class OutputGraph:
         # Trackers of values read from the frame, per source (aliasing preserved).
         self.wrapped: dict = {}
         self.builtins_wrapped: dict = {}  # builtin name → (value, tracker): one tracker per object
+        self.builtins_read: dict = {}  # id(globals dict) → the builtin names read through it (guarded unshadowed)
         self.iterators: dict = {}  # source → (real iterator, tracker): see builder._wrap_iterator
         # Lists and dicts from outside that the trace changed, in the order first changed:
         # the entry writes their final contents back after the graph (see side_effects.py).

@@ -20,7 +20,7 @@ Adding a kind is one subclass of `Guard`, named as the kind.
 | DICT_KEYS | 0 | exact type and keys in order | the keys; meta type |
 | NO_HOOKS | 0 | hook dicts empty | meta attrs: the dicts' names |
 | NOT_IN_DICT | 0 | no instance attribute | meta attr (None: none at all) |
-| NOT_IN_GLOBALS | 0 | a builtin's name not shadowed by a global | meta attr: the name; source: the globals dict |
+| NOT_IN_GLOBALS | 0 | builtins' names not shadowed by globals | meta names: the set of names; source: the globals dict |
 | HASATTR | 0 | has (not) an attribute | None: in `__dict__`; True/False: hasattr(); meta attr, module |
 | TENSOR_MATCH | 1 | tensor type, dtype, device, layout, requires_grad | meta: the tensor's metadata, c_check |
 | ALIAS_MATCH | 1 | two sources (not) one object | True/False; meta other: the other source |
@@ -341,20 +341,26 @@ class NOT_IN_DICT(Guard):
 
 
 class NOT_IN_GLOBALS(Guard):
-    """A builtin read by name: no global of that name shadows it (source: the globals)."""
+    """Builtins read by name: no global of theirs shadows them (source: the globals; meta
+    names: the set of names, which the trace fills as it reads them). One C call per
+    globals dict, whatever the number of names."""
+
+    def _names(self) -> frozenset:
+        return frozenset(self.meta["names"])
 
     def code(self, ns):
-        return f"{self.meta['attr']!r} not in {self.source.ref(ns)}"
+        return f"{ns.bind(self._names(), 'builtin_names')}.isdisjoint({self.source.ref(ns)})"
 
     def mismatch(self, actual, naming=None):
-        name = self.meta["attr"]
-        return (f"the global {name!r} now shadows the builtin", f"builtin {name!r}", f"global {name!r}")
+        shadowed = sorted(n for n in self._names() if n in actual)
+        return (f"the global {', '.join(map(repr, shadowed))} now shadows the builtin",
+                f"builtins {sorted(self._names())}", f"globals {shadowed}")
 
     def describe(self, naming=None):
-        return f"no global {self.meta['attr']!r}"
+        return f"no global named {', '.join(sorted(self._names()))}"
 
     def key(self):
-        return (self.kind, self.source, self.meta["attr"])
+        return (self.kind, self.source)
 
 
 class NO_HOOKS(Guard):

@@ -268,8 +268,13 @@ class InstructionTranslator(GeneratorOps, LoadStoreOps, StackOps, BinaryOps, Jum
         if name in self.f_builtins:
             # A builtin has no source (nothing to guard) and so no memo in wrap; `super` or
             # `len` read in every inlined call would walk the wrapping rules each time.
-            # A global defined later shadows it: guarded (cheap: one dict lookup).
-            self.output.guards.add(Guard("NOT_IN_GLOBALS", ObjectSource(g, "globals()"), None, {"attr": name}))
+            # A global defined later shadows it: guarded, one check per globals dict for all
+            # the names read through it (the guard's set grows as the trace reads more).
+            names = self.output.builtins_read.get(id(g))
+            if names is None:
+                names = self.output.builtins_read[id(g)] = set()
+                self.output.guards.add(Guard("NOT_IN_GLOBALS", ObjectSource(g, "globals()"), None, {"names": names}))
+            names.add(name)
             value = self.f_builtins[name]
             seen = self.output.builtins_wrapped.get(name)
             if seen is not None and seen[0] is value:
