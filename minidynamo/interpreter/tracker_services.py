@@ -49,9 +49,8 @@ class TrackerServices:
     def drain(self, iterator) -> list:
         return drain(self, iterator)
 
-    @staticmethod
-    def wrap_constant_result(result, what: str):
-        return wrap_constant_result(result, what)
+    def wrap_constant_result(self, result, what: str):
+        return wrap_constant_result(result, what, self)
 
     def tensor_to_ndarray(self, tensor, args, kwargs):
         """`x.numpy()`, or None where NumPy (2 or later) or torch._numpy is missing."""

@@ -4,6 +4,7 @@ pin what the trace may assume about it. Also wraps values the trace itself produ
 from __future__ import annotations
 
 import contextlib
+import enum
 import functools
 import sys
 import types
@@ -13,7 +14,7 @@ import torch
 from ..dynamic import has_symbolic
 from ..exc import READS_FRAME, unsupported
 from ..guards import Guard
-from ..sources import AttrSource, ItemSource, IteratorSource, LocalSource, iterator_state
+from ..sources import AttrSource, ItemSource, IteratorSource, LocalSource, ObjectSource, iterator_state
 from .autograd import FunctionApplyVariable, is_function_apply
 from .builtins import BuiltinVariable, is_builtin_callable
 from .constant import ConstantVariable, is_constant_value
@@ -349,17 +350,18 @@ def make_structseq(tx, cls, args, kwargs):
     return NamedResultVariable(items, cls.__match_args__, cls)
 
 
-def wrap_constant_result(result, what: str):
-    """The result of folding a pure function on constants."""
+def wrap_constant_result(result, what: str, tx=None):
+    """The result of folding a pure function on constants (with `tx`, an enum member too:
+    `Color['RED']`, a fixed object held by identity)."""
     if is_constant_value(result) and type(result) is not tuple:
         return ConstantVariable(result)
     if isinstance(result, tuple):
-        return TupleVariable([wrap_constant_result(r, what) for r in result], tuple_type=type(result)
+        return TupleVariable([wrap_constant_result(r, what, tx) for r in result], tuple_type=type(result)
                              if type(result) is not tuple else tuple)
     if type(result) is list:
-        return ListVariable([wrap_constant_result(r, what) for r in result])
+        return ListVariable([wrap_constant_result(r, what, tx) for r in result])
     if type(result) is dict:
-        return DictVariable({k: wrap_constant_result(v, what) for k, v in result.items()})
+        return DictVariable({k: wrap_constant_result(v, what, tx) for k, v in result.items()})
     if type(result) in (set, frozenset):
         made = SetVariable(shadow=result, set_type=type(result))  # the table CPython made
         made.order = None  # whether it is the program's depends on what it was made from
@@ -370,12 +372,14 @@ def wrap_constant_result(result, what: str):
         return BuiltinVariable(result)
     if isinstance(result, (torch.finfo, torch.iinfo)):
         return ConstantVariable(result)
+    if tx is not None and isinstance(result, enum.Enum):
+        return wrap(tx, result, ObjectSource(result, f"{type(result).__qualname__}.{result.name}"))
     if is_type_hint(result):  # `tuple[int, ...]`, `A | B` in an annotation or a cast()
         return TypeHintVariable(result)
     if type(result) in _SEQUENCE_ITERATORS:  # `range(3).__iter__()`: a new iterator over constants
         seq, pos = iterator_state(result)
         if len(seq) - pos <= 4096:
-            return IteratorVariable([wrap_constant_result(v, what) for v in list(seq)[pos:]])
+            return IteratorVariable([wrap_constant_result(v, what, tx) for v in list(seq)[pos:]])
     unsupported("construct", f"{what} returned a {type(result).__name__}, which is not traced")
 
 

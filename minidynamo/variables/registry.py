@@ -37,7 +37,7 @@ from typing import Callable, NamedTuple
 import torch
 
 from .. import regions
-from . import (attribute_builtins, autograd, builder, c_callables, collections_types, copying, deques, dict_subclasses,
+from . import (attribute_builtins, autograd, builder, c_callables, collections_types, copying, deques, dict_subclasses, enums,
                distributed, environ, identity_keys, iterutils, library_contexts, namedtuple_classes, namedtuples, nn_modules,
                numpy_interop,
                object_builtins, storages, torch as torch_trackers, triton, typing_forms, user_modules,
@@ -130,6 +130,7 @@ CONSTRUCTORS: tuple = (
     Constructor(lambda cls: cls is defaultdict, collections_types._make_defaultdict),
     Constructor(lambda cls: cls is OrderedDict, collections_types._make_ordered_dict),
     Constructor(dict_subclasses.is_dict_subclass, dict_subclasses._construct),
+    Constructor(enums.is_enum_class, enums.lookup_member),
     # parameter subclasses defined outside torch too
     Constructor(lambda cls: isinstance(cls, type) and issubclass(cls, torch.nn.Parameter),
                 torch_trackers.make_parameter),
