@@ -465,15 +465,34 @@ def test_returning_the_exception_object_declines():
     torch.testing.assert_close(r, x + 1)
 
 
-def test_user_exception_with_init_declines():
+def test_user_exception_whose_init_calls_super_init():
+    """`super().__init__(msg)` from a Python __init__ sets BaseException's args: the text,
+    args and the attributes the __init__ set read in the handler, one graph."""
     def f(x, log):
         try:
             raise WithInit("m", 3)
         except WithInit as e:
-            log.append((str(e), e.code))
+            log.append((str(e), repr(e), e.args, e.code))
         return x + 1
 
-    check(f, (t(), []), kind="eager")
+    check(f, (t(), []), kind=CAUGHT)
+
+
+class TwoArgs(KeyError):
+    def __init__(self, a, b):
+        super().__init__(a, b)
+
+
+def test_super_init_of_an_exception_as_eager():
+    """super().__init__(a, b) of a KeyError subclass: BaseException's args, as eager."""
+    def f(x, log):
+        try:
+            raise TwoArgs("k", 2)
+        except KeyError as e:
+            log.append((type(e).__name__, e.args, str(e), repr(e)))
+        return x + 1
+
+    check(f, (t(), []), kind=CAUGHT)
 
 
 def test_bare_raise_outside_handler_declines():

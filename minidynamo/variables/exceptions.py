@@ -12,9 +12,10 @@ it or holding it across a graph break declines (nothing rebuilds it).
 """
 from __future__ import annotations
 
+import builtins
 import types
 
-from ..exc import attribute_error, unsupported
+from ..exc import attribute_error, builtin_raises, unsupported
 from ..guards import Guard
 from ..sources import AttrSource, ObjectSource
 from .base import VariableTracker
@@ -122,6 +123,11 @@ class ExceptionVariable(VariableTracker):
 
     def text(self, conversion) -> str:
         """str(e) / repr(e): CPython's, from the args (constants only)."""
+        if self.real is None and not issubclass(self.exc_type, _OWN_INIT) and all(
+                a.is_python_constant() for a in self.args):
+            # A class whose Python __init__ set the args (super().__init__(msg)): its text is
+            # its builtin base's of them; __new__ (C) stores them without running that __init__.
+            self.real = self.exc_type.__new__(self.exc_type, *[a.as_python_constant() for a in self.args])
         if self.real is None:
             unsupported("exceptions", f"{conversion.__name__}() of a {self.describe()} whose args are "
                                       "known only at run time")
@@ -154,6 +160,40 @@ class ExceptionVariable(VariableTracker):
             unsupported("exceptions", f"AttributeError: {self.exc_type.__name__!r} object has no "
                                       f"attribute {name!r}", raised=AttributeError)
         unsupported("exceptions", f"attribute {name!r} of a {self.describe()} is not modeled")
+
+
+class _BaseExceptionInit(VariableTracker):
+    """A simple builtin exception class's `__init__` reached by `super().__init__(...)` from
+    a Python `__init__`: BaseException's, which sets `args` to the positional arguments."""
+
+    __slots__ = ("exc",)
+
+    def __init__(self, exc):
+        super().__init__(None)
+        self.exc = exc
+
+    def call_function(self, tx, args, kwargs):
+        if kwargs:
+            message = f"{self.exc.exc_type.__name__}() takes no keyword arguments"
+            builtin_raises(TypeError, [ConstantVariable(message)], f"TypeError: {message}")
+        self.exc.args = list(args)
+        self.exc.real = None  # its text follows the new args
+        return ConstantVariable(None)
+
+
+# Builtin exception classes whose __init__ is not BaseException's (it sets fields of its
+# own, or takes keywords): the others' store the positional args and nothing else.
+_OWN_INIT = tuple(c for c in (OSError, UnicodeEncodeError, UnicodeDecodeError, UnicodeTranslateError, ImportError,
+                              SyntaxError, SystemExit, AttributeError, NameError,
+                              getattr(builtins, "BaseExceptionGroup", None)) if c is not None)
+
+
+def exception_init(exc: ExceptionVariable, klass) -> VariableTracker:
+    """`super().__init__` of exception `exc` found on builtin class `klass`."""
+    if issubclass(klass, _OWN_INIT):
+        unsupported("exceptions", f"super().__init__ of {klass.__qualname__}, which sets attributes of its own "
+                                  "(only BaseException's args are modeled)")
+    return _BaseExceptionInit(exc)
 
 
 def _c_attribute(cls, name: str) -> bool:

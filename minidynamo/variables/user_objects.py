@@ -27,6 +27,7 @@ from .attribute_protocols import (GenericGetattribute, PlainSetattr, call_getatt
 from .base import VariableTracker
 from .constant import ConstantVariable
 from .dicts import DictVariable
+from .exceptions import ExceptionVariable, exception_init
 from .functions import UserFunctionVariable, UserMethodVariable
 from .objects import ClassVariable, ModuleTablesSource, UserObjectVariable
 
@@ -388,6 +389,8 @@ class SuperVariable(VariableTracker):
                 return modelled
             if attr is object.__init__:
                 return _ObjectInit(self.obj)
+            if isinstance(self.obj, ExceptionVariable) and name == "__init__":
+                return exception_init(self.obj, klass)  # a builtin exception class's own
             if name == "__getattribute__" and own_getattribute(klass) is None:
                 return GenericGetattribute(self.obj)  # the generic lookup, past the class's own hook
             if attr is object.__setattr__ and isinstance(self.obj, (InstanceAttributes, UserObjectVariable)):
@@ -466,7 +469,8 @@ def call_super(tx, args, kwargs):
         cls, obj = args
         if not cls.is_python_constant() or not isinstance(cls.as_python_constant(), type):
             return None
-        if isinstance(obj, (ClassVariable,)) or not isinstance(obj, (InstanceAttributes, UserObjectVariable)):
+        if isinstance(obj, (ClassVariable,)) or not isinstance(obj, (InstanceAttributes, UserObjectVariable,
+                                                                      ExceptionVariable)):
             return None
         return SuperVariable(cls.as_python_constant(), obj)
     if args:
@@ -480,7 +484,7 @@ def call_super(tx, args, kwargs):
     if obj is None:  # the first argument is a cell of its own: read through it
         holder = tx.cells.get(first)
         obj = holder.load(tx) if holder is not None else None
-    if not isinstance(obj, (InstanceAttributes, UserObjectVariable)):
+    if not isinstance(obj, (InstanceAttributes, UserObjectVariable, ExceptionVariable)):
         return None
     cls = cell.load(tx)
     if not cls.is_python_constant():
