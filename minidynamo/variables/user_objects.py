@@ -581,6 +581,21 @@ class UserExitVariable(UserMethodVariable):
     """The bound `__exit__` a with statement over a user object keeps on the stack (a graph
     break looks for it: breaks.py)."""
 
+    def exit_raising(self, tx, exc):
+        """`__exit__(type(exc), exc, tb)` for `exc` leaving the block (opcodes/exceptions.py);
+        the traceback is an opaque value: anything but passing it around declines."""
+        return tx.call_directly(self, [ConstantVariable(exc.exc_type), exc, TracebackVariable()], {})
+
+
+class TracebackVariable(VariableTracker):
+    """The traceback an `__exit__` is given: not modeled, so reading it declines."""
+
+    def python_type(self):
+        return types.TracebackType
+
+    def describe(self):
+        return "a traceback"
+
 
 def enter_user_context(tx, cm):
     """BEFORE_WITH over a user object whose class defines `__enter__`/`__exit__` in Python:
