@@ -100,10 +100,10 @@ class CallOps:
                 return ConstantVariable(arg.text(fn.value))
         if isinstance(fn, (UserFunctionVariable, NestedFunctionVariable, UserMethodVariable)):
             result = self.call_directly(fn, args, kwargs)  # its raises may be caught here
-            code = (fn.func if isinstance(fn, UserMethodVariable) else fn).get_code()
-            if getattr(result, "dropped_by_loop", None) is not None and result.made_at is None \
-                    and result.frame.code is code:
-                result.made_at = (self, self.ip - 1)  # a generator function's call: a new generator
+            if getattr(result, "dropped_by_loop", None) is not None and result.made_at is None:
+                get_code = getattr(fn.func if isinstance(fn, UserMethodVariable) else fn, "get_code", None)
+                if get_code is not None and result.frame.code is get_code():
+                    result.made_at = (self, self.ip - 1)  # a generator function's call: a new generator
             return result
         return fn.call_function(self, args, kwargs)
 
