@@ -48,7 +48,10 @@ def why_no_break(tx, index: int, fullgraph: bool) -> str | None:
     why = why_no_break_at(tx.instructions[index], fullgraph)
     if why is not None:
         return why
-    operands = AT_BREAK[tx.instructions[index].opname].untraced_operands
+    rule = AT_BREAK[tx.instructions[index].opname]
+    if rule.only_if is not None and not rule.only_if(tx.stack):
+        return f"{tx.instructions[index].opname} breaks only on the operands its rule names"
+    operands = rule.untraced_operands
     if operands and not _untraced(tx.stack[-operands:]):
         # NOTE: kept narrow: an operator on traced values declines for reasons eager shares
         # (a tensor op that raises), which the whole call reports as before.

@@ -220,11 +220,17 @@ def teardown_prints(x):
         return x + 1
 
 
-@pytest.mark.parametrize("fn", [generator_yields_twice, generator_never_yields, raising_body, teardown_prints],
+def test_a_raising_body_is_thrown_into_the_generator():
+    # The exception is thrown in at the yield: the generator's except clause logs and
+    # re-raises it, its finally runs, the try around the with catches it.
+    check(raising_body, torch.ones(2), kind="graph")
+
+
+@pytest.mark.parametrize("fn", [generator_yields_twice, generator_never_yields, teardown_prints],
                          ids=lambda f: f.__name__)
 def test_what_runs_eagerly(fn):
     # A generator that does not yield exactly once (contextlib raises RuntimeError), a
-    # block that raises (the except clause runs), a teardown that prints: what declines
+    # teardown that prints: what declines
     # runs natively at a graph break, inside the real manager (a generator resumed at its
     # yield: tests/test_break_in_context.py); 3.10 and a generator that never yields (the
     # with statement itself raises): eager, whole.

@@ -468,9 +468,9 @@ def test_positional_only_name_as_keyword_goes_to_kwargs():
 
 
 @pytest.mark.parametrize("call, message", [
-    ((), "missing required positional argument: 'a'"),
-    ((1,), "missing required keyword-only argument: 'd'"),
-    ((1, 2, 3), "missing required keyword-only argument: 'd'"),
+    ((), "missing 1 required positional argument: 'a'"),
+    ((1,), "missing 1 required keyword-only argument: 'd'"),
+    ((1, 2, 3), "missing 1 required keyword-only argument: 'd'"),
 ])
 def test_bind_arguments_errors(call, message):
     err = _bind(_sig, *call)

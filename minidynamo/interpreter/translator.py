@@ -261,6 +261,38 @@ class InstructionTranslator(GeneratorOps, LoadStoreOps, StackOps, BinaryOps, Jum
         except _Yield:
             unsupported("exceptions", "RuntimeError: generator didn't stop")
 
+    def resume_raising(self, exc) -> bool:
+        """contextlib's `__exit__` for `exc` leaving the block: raised in the generator at
+        its yield (as `gen.throw(exc)`). True where the body caught it and returned (the
+        exit suppresses it), False where it left the body unchanged (it goes on); another
+        exception leaving the body is raised from here."""
+        if issubclass(exc.exc_type, (StopIteration, GeneratorExit)):
+            unsupported("exceptions", f"{exc.exc_type.__name__} leaving a contextmanager block")
+        index = self.instructions.index(self.yield_inst)
+        if self.exc_info is not None and self.exc_info is not exc:
+            exc.context = self.exc_info
+        self.push(ConstantVariable(None))  # gen_send_ex pushes the sent None before it unwinds
+        raised = Raised(exc, (self, index), f"{exc.exc_type.__qualname__} thrown into a contextmanager")
+        if not self.catch(raised, index):
+            if not raised.catchable:
+                unsupported("exceptions", "an exception thrown into a contextmanager generator suspended "
+                                          "inside a with block of its own")
+            return False
+        try:
+            self.run()
+        except _Yield:
+            unsupported("exceptions", "RuntimeError: generator didn't stop after throw()")
+        except Raised as e:
+            if e.value is exc:
+                return False  # re-raised as it was: the exit answers False
+            if not e.catchable or (e.origin[0] is not self and (e.through or (None,))[0] is not self):
+                raise
+            if issubclass(e.value.exc_type, (StopIteration, RuntimeError)):
+                unsupported("exceptions", "a contextmanager raising StopIteration or RuntimeError on exit "
+                                          "(contextlib compares it with the exception thrown in)")
+            raise  # the with statement's frame may catch it (WITH_EXCEPT_START)
+        return True
+
     def load_global(self, name: str):
         g = self.f_globals
         if name in g:

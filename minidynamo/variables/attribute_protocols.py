@@ -169,7 +169,7 @@ def call_getattribute(tx, obj, name: str, hook):
 def call_setattr(tx, obj, name: str, value, hook) -> None:
     """`obj.name = value` where the class's own `__setattr__` decides: inlined, pinned."""
     hook = _python_hook_checked(tx, obj, "__setattr__", hook)
-    UserFunctionVariable(hook).call_function(tx, [obj, ConstantVariable(name), value], {})
+    tx.call_directly(UserFunctionVariable(hook), [obj, ConstantVariable(name), value], {})  # raises as CPython's
 
 
 def _python_hook_checked(tx, obj, kind, hook):

@@ -155,6 +155,14 @@ class _Method(VariableTracker):
             unsupported("exceptions", f"a graph break inside a with block over {self.cm.describe()}")
         return rb.ns.bind(real, "exit")
 
+    @property
+    def exit_raising(self):
+        """contextlib's exit with an exception (opcodes/exceptions.py): only a generator
+        manager's is traced, its generator thrown the exception at its yield."""
+        if self.name != "__exit__" or self.carried or not isinstance(self.cm, GeneratorContextVariable):
+            return None
+        return lambda tx, exc: ConstantVariable(self.cm.gen.resume_raising(exc))
+
     def call_function(self, tx, args, kwargs):
         if self.name == "__enter__":
             return self.cm.enter(tx)
@@ -485,8 +493,8 @@ def is_contextmanager_function(fn) -> bool:
 class GeneratorContextVariable(ContextManagerVariable):
     """`with helper(...)` for a @contextlib.contextmanager generator: its body up to the
     yield is traced on entry, the rest on exit, the normal way out of the block: the end of
-    a `try` around the yield, its `else`, its `finally`. A block that would raise declines
-    before, so the except clauses never run in a trace."""
+    a `try` around the yield, its `else`, its `finally`. An exception leaving the block is
+    thrown in at the yield (the translator's `resume_raising`), as contextlib's exit does."""
 
     manager_type = contextlib._GeneratorContextManager
 

@@ -13,7 +13,7 @@ not started takes only None.
 
 throw: the exception is raised at the yield the body is suspended at (CPython pushes the
 sent None first, then unwinds): the body's own handlers run through the translator's
-`catch` (a with block's exit declines there), and the body goes on to its next yield, its
+`catch` (a with block whose exit the trace does not call declines there), and the body goes on to its next yield, its
 return, or lets the exception out. Into a generator not started or finished it is raised
 straight back to the caller (3.10/3.11: a StopIteration thrown into one not started
 becomes the RuntimeError). Suspended in `yield from` a generator, the delegate gets the

@@ -19,7 +19,9 @@ What the trace cannot make exact declines, with the reason:
 - an exception leaving the body into a for loop or a consumer model (the eager run
   raises it);
 - a generator left suspended inside a try or with block when the trace ends (CPython
-  runs its cleanup when the last reference goes, at a time the trace does not know);
+  runs its cleanup when the last reference goes, at a time the trace does not know). One
+  that a `for y in gen(...)` loop alone held is closed where the loop drops it (a
+  `break` or `return`: `dropped_by_loop`), as CPython's refcount frees it there;
 - a generator that started and is still live after the trace (returned, or live at a graph
   break) where generator_rebuild.py cannot make it again at its yield (3.10's `yield from`
   or try blocks, finished). One that never started is made again by calling its function
@@ -104,7 +106,7 @@ class GeneratorVariable(IteratorVariable):
     `state` is "created" (not started), "suspended" (at a yield), "running", "done" or
     "failed" (a decline or error went through its body)."""
 
-    __slots__ = ("frame", "fn_var", "args", "kwargs", "state", "return_value", "registry")
+    __slots__ = ("frame", "fn_var", "args", "kwargs", "state", "return_value", "registry", "made_at", "loop_owner")
 
     def __init__(self, frame, fn_var, args: list, kwargs: dict):
         super().__init__(None)
@@ -116,6 +118,8 @@ class GeneratorVariable(IteratorVariable):
         self.return_value: VariableTracker = ConstantVariable(None)
         self.registry = _registry(frame.output)
         self.registry.generators.append(self)
+        self.made_at = None  # (translator, index) of the call of its own function that made it
+        self.loop_owner = None  # the translator whose for loop alone holds it
         # CPython's gi_exc_state: a generator's body handles only its own exceptions (a
         # bare raise outside its handlers declines; a throw chains only to its own).
         frame.exc_info = None
@@ -270,6 +274,18 @@ class GeneratorVariable(IteratorVariable):
             return []
         return advance_lines(rb, name)
 
+    def dropped_by_loop(self, tx) -> None:
+        """Its for loop, the only holder, dropped it early (a break or return): CPython
+        frees it there, and freeing a suspended generator closes it, so its `finally` and
+        with exits run now, before the code after the loop."""
+        self.loop_owner = None
+        if not self.suspended_in_cleanup():
+            return  # closing it would run nothing
+        outcome = _close(self)
+        if type(outcome) is Failed:  # CPython reports it as unraisable and goes on
+            unsupported("generator", f"closing {self.describe()} dropped by its for loop raised "
+                                     f"{outcome.value.exc_type.__name__} (CPython prints it as unraisable)")
+
     def suspended_in_cleanup(self) -> bool:
         """Suspended inside a try or with block: closing it would run code."""
         if self.state != "suspended":
@@ -388,4 +404,4 @@ def _snapshot(v, gen, seen=None):
                 hint="iterate over it with a for loop, or build a list first")
 
 
-from .generator_methods import close, send, throw  # noqa: E402 - they drive the tracker above
+from .generator_methods import Failed, _close, close, send, throw  # noqa: E402 - they drive the tracker above

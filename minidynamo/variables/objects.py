@@ -29,6 +29,7 @@ from .functions import UserFunctionVariable, UserMethodVariable
 from .contexts import make_context_manager
 from ..guards import Guard
 from .module_calls import call_module
+from .module_buffers import stores_buffer_back
 from .loggers import LOGGER_LEVELS, LoggedOnceVariable, LoggerCallVariable, logs_once
 
 
@@ -288,6 +289,8 @@ class UserObjectVariable(VariableTracker):
             descriptor = tx.wrap(static, _class_dict_source(tx, cls, name))
             descriptor.var_getattr(tx, "__set__").call_function(tx, [self, value], {})
             return
+        if self.is_module() and self.source is not None and stores_buffer_back(tx, self, name, value):
+            return  # `self.count += 1`: the buffer itself, changed in place
         why = self._why_not_stored(name, value)
         if why is not None:
             unsupported("side_effect", f"setting attribute {name!r} on {self.describe()}, which outlives "

@@ -117,14 +117,22 @@ class TensorVariable(VariableTracker):
             return tx.output.call("call_function", getattr, [self, ConstantVariable(name)], {},
                                   what=f"Tensor.{name}")
         if name == "grad":
-            unsupported("construct", "reading Tensor.grad while tracing",
+            real = tx.output.example_of(self) if self.source is not None else None
+            if real is not None and (real.is_leaf or not real.requires_grad):
+                # A leaf passed in: its gradient as it is now (nothing in a trace runs a
+                # backward), guarded: None, or a tensor input of its own.
+                return tx.wrap(real.grad, AttrSource(self.source, "grad"))
+            unsupported("construct", "reading Tensor.grad of a tensor computed in the trace or not a leaf",
                         hint="gradients (an optimizer's step reads them) are not traced yet: call "
                              "optimizer.step() outside the optimized function; the forward and the "
                              "loss are captured")
         if not hasattr(self.cls, name):
             unsupported("exceptions", f"AttributeError: {self.cls.__name__!r} object has no attribute {name!r}",
                         raised=AttributeError)
-        if not callable(getattr(torch.Tensor, name)):  # grad_fn, is_leaf, _version...: data, not methods
+        if name == "_version":
+            unsupported("construct", "reading Tensor._version while tracing: it counts the in-place writes "
+                                     "made at run time, which a graph does not replay one by one")
+        if not callable(getattr(torch.Tensor, name)):  # grad_fn, is_leaf...: data, not methods
             unsupported("construct", f"reading Tensor.{name} while tracing")
         return BoundMethodVariable(self, name)
 

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 import torch
 
+from .._compat import PY311
 from ..exc import builtin_raises, unsupported
 from ..guards import Guard
 from ..sources import AttrSource, ItemSource, ObjectSource, Source
@@ -259,7 +260,8 @@ class InstanceAttributes(VariableTracker):
             if not isinstance(setter, types.FunctionType):
                 unsupported("construct", f"{self.cls.__qualname__}.__setattr__ is not traced")
             _guard_attr(tx, self.cls, "__setattr__", setter)
-            UserFunctionVariable(setter).call_function(tx, [self, ConstantVariable(name), value], {})
+            # STORE_ATTR lets what it raises through (a frozen dataclass's error): a try may catch it
+            tx.call_directly(UserFunctionVariable(setter), [self, ConstantVariable(name), value], {})
             return
         self.set_plain(tx, name, value)
 
@@ -279,7 +281,11 @@ class InstanceAttributes(VariableTracker):
         if class_attribute(self.cls, "__delattr__") is not object.__delattr__:
             unsupported("construct", f"{self.cls.__qualname__}.__delattr__ is not traced")
         if name not in self.attrs:
-            unsupported("exceptions", f"AttributeError: {name!r}", raised=AttributeError)
+            if _is_data_descriptor(class_attribute(self.cls, name)):
+                unsupported("exceptions", f"AttributeError: {name!r}", raised=AttributeError)
+            # object's generic delattr on a missing instance attribute: no name/obj set
+            text = name if not PY311 else f"'{self.cls.__name__[:100]}' object has no attribute '{name}'"
+            builtin_raises(AttributeError, [ConstantVariable(text)], f"AttributeError: {text}")
         self.instance_dict.check_mutable("attribute deletion", tx)
         del self.attrs[name]
 
@@ -584,6 +590,25 @@ def user_compare(tx, op: str, a, b):
 class UserExitVariable(UserMethodVariable):
     """The bound `__exit__` a with statement over a user object keeps on the stack (a graph
     break looks for it: breaks.py)."""
+
+    def exit_raising(self, tx, exc):
+        """`__exit__(type(exc), exc, tb)` for `exc` leaving the block (opcodes/exceptions.py);
+        the traceback is an opaque value: anything but passing it around declines."""
+        return tx.call_directly(self, [ConstantVariable(exc.exc_type), exc, TracebackVariable()], {})
+
+
+class TracebackVariable(VariableTracker):
+    """The traceback an `__exit__` is given: not modeled, so reading it declines."""
+
+    def python_type(self):
+        return types.TracebackType
+
+    def describe(self):
+        return "a traceback"
+
+
+def _is_data_descriptor(attr) -> bool:
+    return attr is not None and (hasattr(type(attr), "__set__") or hasattr(type(attr), "__delete__"))
 
 
 def enter_user_context(tx, cm):

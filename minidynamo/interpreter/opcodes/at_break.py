@@ -42,6 +42,8 @@ class Rule(NamedTuple):
     # values is an untraced C function's result (an operator on traced values declines
     # for reasons eager shares: a tensor op that raises)
     untraced_operands: int = 0
+    # where given: the instruction breaks only where it answers True for the value stack
+    only_if: Callable | None = None
 
 
 class AtBreak:

@@ -6,6 +6,7 @@ import operator
 from ...exc import unsupported
 from ...variables.symbolic import SymNodeVariable, SymSliceVariable
 from ...variables.constant import ConstantVariable
+from ...variables.tensor import TensorVariable
 from ..operators import binary_op, compare, contains, getitem, is_same, setitem, unary_op
 from .at_break import AtBreak, Exit, Rendered, Rule
 
@@ -113,6 +114,11 @@ def _not_at_break(b: AtBreak) -> Rendered:
     return Rendered(f"not {b.expr(st[-1])}", True, [Exit(None, b.next, st[:-1] + [b.result])])
 
 
+def _subscr_at_break(b: AtBreak) -> Rendered:  # a tensor indexed by its data (a bool mask)
+    st, e = b.stack, b.expr
+    return Rendered(f"{e(st[-2])}[{e(st[-1])}]", True, [Exit(None, b.next, st[:-2] + [b.result])])
+
+
 def _store_subscr_at_break(b: AtBreak) -> Rendered:
     st, e = b.stack, b.expr
     return Rendered(f"{e(st[-2])}[{e(st[-1])}] = {e(st[-3])}", False, [Exit(None, b.next, st[:-3])])
@@ -129,4 +135,6 @@ AT_BREAK = {
     "COMPARE_OP": Rule(_compare_at_break, untraced_operands=2),
     "UNARY_NOT": Rule(_not_at_break),
     "STORE_SUBSCR": Rule(_store_subscr_at_break), "DELETE_SUBSCR": Rule(_delete_subscr_at_break),
+    # a read whose result's shape depends on the data (`x[mask]`), as torch.compile breaks there
+    "BINARY_SUBSCR": Rule(_subscr_at_break, only_if=lambda stack: isinstance(stack[-2], TensorVariable)),
 }

@@ -99,7 +99,12 @@ class CallOps:
             if fn.value in (str, repr) and isinstance(arg, ExceptionVariable):
                 return ConstantVariable(arg.text(fn.value))
         if isinstance(fn, (UserFunctionVariable, NestedFunctionVariable, UserMethodVariable)):
-            return self.call_directly(fn, args, kwargs)  # its raises may be caught here
+            result = self.call_directly(fn, args, kwargs)  # its raises may be caught here
+            if getattr(result, "dropped_by_loop", None) is not None and result.made_at is None:
+                get_code = getattr(fn.func if isinstance(fn, UserMethodVariable) else fn, "get_code", None)
+                if get_code is not None and result.frame.code is get_code():
+                    result.made_at = (self, self.ip - 1)  # a generator function's call: a new generator
+            return result
         return fn.call_function(self, args, kwargs)
 
     def KW_NAMES(self, inst):  # 3.11/3.12

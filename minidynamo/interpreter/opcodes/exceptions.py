@@ -13,9 +13,9 @@ left by a Python function its call instruction inlined directly (the frames betw
 nothing but their bytecode). A generator's body catches its own the same way; one leaving
 it reaches its caller only through send/throw/close/`yield from`
 (variables/generator_methods.py). One that came out of a model of a builtin (a map's
-function, a generator pulled by list()), or that reaches a with
-statement's exit, is caught by no frame any more: it declines as before, so the eager run
-raises and handles it.
+function, a generator pulled by list()), or that reaches the exit of a with statement
+whose exit the trace does not call with it (`_traced_exit`), is caught by no frame any
+more: it declines as before, so the eager run raises and handles it.
 
 3.10 has no exception table: the translator keeps CPython's block stack (`tx.blocks`:
 SETUP_FINALLY and SETUP_WITH push, POP_BLOCK pops). A raise unwinds it as ceval's
@@ -25,7 +25,7 @@ innermost try block the stack is cut to its depth, an except-handler block is pu
 the previous exception as 3 values and the new one as (tb, value, type), and the trace goes
 on at the handler. A type slot holds the exception's tracker (read only by
 JUMP_IF_NOT_EXC_MATCH), a traceback slot a None (never read by compiled handlers: a
-RERAISE reads the value slot). A with block reached first declines, as on 3.11+.
+RERAISE reads the value slot). A with block reached first is entered as on 3.11+.
 Where an exception made in the optimized frame itself leaves it uncaught, the frame breaks
 at the call that made it, as it did when making one declined.
 """
@@ -46,6 +46,12 @@ def _raise_detail(exc) -> str:
 
 def _none(v) -> bool:
     return isinstance(v, ConstantVariable) and v.value is None
+
+
+def _traced_exit(v) -> bool:
+    """Whether the trace calls the with-exit `v` with an exception: a quiet manager's, a
+    user class's Python `__exit__`, a @contextlib.contextmanager generator's."""
+    return _quiet_exit(v) is not None or getattr(v, "exit_raising", None) is not None
 
 
 def _quiet_exit(v):
@@ -135,7 +141,7 @@ class ExceptionOps:
             e.may_be_caught = True
             return False
         target, depth, lasti = entry
-        if self._with_exit(target) and _quiet_exit(self.stack[depth - (2 if PY314 else 1)]) is None:
+        if self._with_exit(target) and not _traced_exit(self.stack[depth - (2 if PY314 else 1)]):
             e.catchable = False  # a with statement's __exit__ would get it: not modeled
             e.may_be_caught = True
             return False
@@ -150,7 +156,7 @@ class ExceptionOps:
     def _catch_310(self, e: Raised) -> bool:
         """3.10: unwind the block stack to the innermost try block's handler."""
         blocks = self.blocks
-        if not any(type(b) is TryBlock or type(b) is WithBlock and _quiet_exit(self.stack[b.depth - 1])
+        if not any(type(b) is TryBlock or type(b) is WithBlock and _traced_exit(self.stack[b.depth - 1])
                    for b in blocks):
             if any(type(b) is WithBlock for b in blocks):
                 e.catchable = False  # a with statement's __exit__ would get it on the way out
@@ -163,7 +169,7 @@ class ExceptionOps:
                 del self.stack[depth + 3:]
                 self._restore_exc_info()
                 continue
-            if type(block) is not TryBlock and _quiet_exit(self.stack[depth - 1]) is None:
+            if type(block) is not TryBlock and not _traced_exit(self.stack[depth - 1]):
                 e.catchable = False  # a with statement's __exit__ would get it: not modeled
                 e.may_be_caught = True
                 return False
@@ -241,10 +247,25 @@ class ExceptionOps:
 
     def WITH_EXCEPT_START(self, inst):  # ..., exit, [3.14: NULL,] lasti, prev exc, exc → ..., exit's answer
         # (3.10: ..., exit, 3 values of the previous exception, tb, value, type). `catch`
-        # enters a with's cleanup only for a manager whose exit never suppresses: it is
-        # left as on the normal way out, its answer falsy, and RERAISE raises the exception on.
-        cm = _quiet_exit(self.stack[-7 if not PY311 else -5 if PY314 else -4])
-        if cm is None:
+        # enters a with's cleanup only for an exit the trace calls with the exception: a
+        # quiet manager is left as on the normal way out, its answer falsy; a Python exit
+        # answers for itself (a true answer suppresses it, else RERAISE raises it on).
+        exit_ = self.stack[-7 if not PY311 else -5 if PY314 else -4]
+        cm = _quiet_exit(exit_)
+        if cm is not None:
+            cm.exit(self)
+            self.push(ConstantVariable(None))
+            return
+        exit_raising = getattr(exit_, "exit_raising", None)
+        exc = self.stack[-2 if not PY311 else -1]
+        if exit_raising is None or not isinstance(exc, ExceptionVariable):
             unsupported("exceptions", "an exception leaving a with block")
-        cm.exit(self)
-        self.push(ConstantVariable(None))
+        try:
+            answer = exit_raising(self, exc)
+        except Raised as e:
+            if e.catchable and e.origin[0] is not self:
+                e.through = (self, self.ip - 1)  # left the exit's own frame: caught here or above
+            raise
+        if not answer.is_python_constant():
+            unsupported("exceptions", f"the truth of {answer.describe()}, a with statement's __exit__ answer")
+        self.push(answer)

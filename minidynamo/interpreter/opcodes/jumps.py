@@ -53,7 +53,10 @@ class JumpOps:
         self.push(ConstantVariable(self.pop().truthy(self)))
 
     def GET_ITER(self, inst):
-        self.push(iterator_of(self, self.pop()))
+        it = iterator_of(self, self.pop())
+        if getattr(it, "made_at", None) == (self, self.ip - 2) and self.instructions[self.ip].opname == "FOR_ITER":
+            it.loop_owner = self  # `for y in gen(...)`: the loop's stack slot is its only reference
+        self.push(it)
 
     def FOR_ITER(self, inst):
         it = self.stack[-1]

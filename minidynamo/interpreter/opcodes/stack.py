@@ -6,7 +6,9 @@ from ...variables.base import NULL
 
 class StackOps:
     def POP_TOP(self, inst):
-        self.pop()
+        v = self.pop()
+        if getattr(v, "loop_owner", None) is self:  # a for loop left early drops its generator
+            v.dropped_by_loop(self)
 
     def PUSH_NULL(self, inst):
         self.push(NULL)

@@ -1,0 +1,123 @@
+"""`self.count += 1` / `self.running.mul_(m).add_(x)` on buffers of a module passed in
+(changed in place in the graph, the store of the same tensor a no-op as in eager), and
+`x.grad` of leaf tensors passed in (None or a tensor, guarded). Differential against
+eager; one graph where torch.compile keeps one."""
+import torch
+
+from helpers import CountingBackend, check
+import minidynamo
+
+
+class Running(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("count", torch.zeros((), dtype=torch.long))
+        self.register_buffer("running", torch.zeros(4))
+        self.register_buffer("scratch", torch.zeros(4), persistent=False)
+
+    def forward(self, x):
+        self.count += 1
+        self.running.mul_(0.9).add_(x)
+        self.scratch += x
+        return x + self.running * self.count
+
+
+def test_buffers_updated_in_place():
+    m_eager, m_opt = Running(), Running()
+    backend = CountingBackend()
+    opt = minidynamo.optimize(m_opt, backend=backend)
+    for _ in range(3):
+        x = torch.randn(4)
+        torch.testing.assert_close(opt(x), m_eager(x))
+    for name in ("count", "running", "scratch"):
+        torch.testing.assert_close(getattr(m_opt, name), getattr(m_eager, name))
+    assert m_opt.state_dict().keys() == m_eager.state_dict().keys()
+    assert backend.calls == 1 and [e.kind for e in opt.cache_entries()] == ["graph"]
+
+
+def test_buffer_update_checked_differentially():
+    m = Running()
+
+    def f(x, m):
+        return m(x), m.count.clone()
+
+    check(f, (torch.randn(4), m), kind="graph")
+
+
+class Replaces(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("count", torch.zeros(()))
+
+    def forward(self, x):
+        self.count = self.count + 1  # a new tensor under the buffer's name
+        return x * self.count
+
+
+def test_a_new_tensor_stored_as_the_buffer_still_breaks():
+    check(lambda x, m: m(x), (torch.randn(4), Replaces()), kind="break", reason="side_effect")
+
+
+def test_grad_of_an_input():
+    def f(x):
+        if x.grad is None:
+            return x * 2
+        return x + x.grad
+
+    with_grad = torch.randn(4, requires_grad=True)
+    with_grad.grad = torch.randn(4)
+    check(f, (torch.randn(4, requires_grad=True),), kind="graph")
+    check(f, (with_grad,), kind="graph")
+
+
+def test_grad_none_then_a_tensor_recompiles():
+    backend = CountingBackend()
+
+    def f(x):
+        return x * 2 if x.grad is None else x - x.grad
+
+    opt = minidynamo.optimize(f, backend=backend)
+    x = torch.randn(3, requires_grad=True)
+    torch.testing.assert_close(opt(x), f(x))
+    x.grad = torch.ones(3)
+    torch.testing.assert_close(opt(x), f(x))
+    assert len(opt.cache_entries()) == 2
+
+
+def test_grads_of_parameters():
+    torch.manual_seed(0)
+    lin = torch.nn.Linear(3, 2)
+    lin(torch.randn(5, 3)).sum().backward()
+
+    def f(x):
+        norms = [p.grad.norm() for p in lin.parameters()]
+        return lin(x) * sum(norms)
+
+    backend = CountingBackend()
+    opt = minidynamo.optimize(f, backend=backend)
+    x = torch.randn(2, 3)
+    torch.testing.assert_close(opt(x), f(x))
+    lin.weight.grad.mul_(3)  # the same gradient tensor, changed: read again by the graph
+    torch.testing.assert_close(opt(x), f(x))
+    lin.bias.grad = None  # guarded: traced again, and eager's error raised as in eager
+    assert [e.kind for e in opt.cache_entries()] == ["graph"] and backend.calls == 1
+    try:
+        f(x)
+    except AttributeError as e:
+        expected = str(e)
+    try:
+        opt(x)
+    except AttributeError as e:
+        assert str(e) == expected
+    else:
+        raise AssertionError("no AttributeError")
+
+
+def test_version_read_breaks_with_a_reason():
+    def f(x):
+        v = x._version
+        x.add_(1)
+        return x * 2, x._version - v
+
+    info = check(f, (torch.randn(4),), kind="break", reason="construct")
+    assert "_version" in info.break_reason.detail
