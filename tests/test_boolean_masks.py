@@ -1,11 +1,11 @@
 """Boolean-mask writes `x[mask] = v` (index_put_ in the graph: a number, a 0-d tensor, a
 row broadcast over the selected rows, on a tensor passed in or made in the trace), and
 mask reads `x[mask]`, whose shape depends on the data: a graph break at the read, as
-torch.compile breaks there, the rest traced (3.14's `BINARY_OP []`: eager, as before).
+torch.compile breaks there, the rest traced.
 Differential against eager."""
 import torch
 
-from helpers import PY, check
+from helpers import check
 
 
 def test_mask_writes_trace_in_one_graph():
@@ -26,9 +26,9 @@ def test_mask_read_breaks_and_the_rest_is_traced():
         x[m] = y[m] * 2
         return x + 1
 
-    info = check(f, (torch.randn(6), torch.randn(6)), kind="break" if PY < (3, 14) else "eager",
+    info = check(f, (torch.randn(6), torch.randn(6)), kind="break",
                  reason="data_dependent")
-    assert info.graphs == (2 if PY < (3, 14) else 0)  # before the read, after it (torch.compile's too)
+    assert info.graphs == 2  # before the read, after it (torch.compile's too)
 
 
 def test_mask_augmented_assignment():
@@ -41,7 +41,7 @@ def test_mask_augmented_assignment():
 
     x = torch.randn(4, 3)
     x[1, 2] = float("nan")
-    check(f, (x, []), kind="break" if PY < (3, 14) else "eager", reason="data_dependent")
+    check(f, (x, []), kind="break", reason="data_dependent")
 
 
 def test_indexing_a_list_by_a_mask_still_runs_eagerly():
