@@ -141,6 +141,12 @@ class OutputGraph:
             var = TensorVariable(first.node, first.fake, source, cls=type(value))
             self._input_by_source[source] = var
             return var
+        grad = value.grad if value.requires_grad and value.is_leaf else None
+        if grad is not None and (grad.shape != value.shape or grad.dtype != value.dtype):
+            # Left by `p.data = t` of another shape: torch cannot make the fake (its .grad
+            # must match); eager runs the forward and fails only in backward.
+            unsupported("construct", f"{source.name()} has a .grad of another shape or dtype "
+                        f"({tuple(grad.shape)} {grad.dtype} for {tuple(value.shape)} {value.dtype})")
         fake = self._symbolic_fake(source, value)
         if fake is None:
             fake = input_fake(self.fake_mode, value)
