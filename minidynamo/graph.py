@@ -229,12 +229,19 @@ class OutputGraph:
         from .variables.builder import wrap_fake_result  # a cycle: builder's trackers import this module
         fx_args, fake_args = _lower(args), _fake(args)
         fx_kwargs, fake_kwargs = _lower(kwargs), _fake(kwargs)
+        if fake_kwargs.get("requires_grad") is True:
+            # A new leaf that requires grad: AOTAutograd makes it a graph intermediate without
+            # grad; as torch.compile, made outside the graph.
+            unsupported("construct", f"{what} with requires_grad=True makes a leaf that requires grad "
+                                     "(torch's backends do not keep the flag)",
+                        hint="create it outside the optimized function")
         key = op_key(kind, target, fake_args, fake_kwargs, self.fake_mode)
         result = None if key is None else op_result(key, self.fake_mode)
         writes = aliases = items = ()  # a memoized op wrote nothing and made a fresh tensor
         if result is None:
             tensors = _tensor_args(fx_args, fake_args, []) + _tensor_args(fx_kwargs, fake_kwargs, [])
             versions = _versions(tensors)
+            outs = [(t, t.shape) for t in _flat_tensors(fake_kwargs.get("out"))]
             log = self.fake_mode.log = _WriteLog()
             # NOTE: only the op itself is inside the try: what it raises is the user's (eager
             # raises it too); an error of the bookkeeping around it is minidynamo's own.
@@ -255,6 +262,10 @@ class OutputGraph:
                 unsupported("torch_op", f"{what} raised {type(e).__name__}: {_first_line(e)}")
             finally:
                 self.fake_mode.log = None
+            if any(t.shape != shape for t, shape in outs) and self._resizes_input(outs):
+                # As resize_: AOTAutograd cannot replay a graph input's new size (expand error).
+                unsupported("torch_op", f"{what} resizes its out= tensor, a graph input "
+                                        "(torch's backends do not replay it on inputs)")
             if log.overlap is not None:  # the fakes do not check: eager may raise
                 unsupported("torch_op", f"{what} {log.overlap}")
             if self.shape_env is not None and free_unbacked_symbols(result):
@@ -297,6 +308,10 @@ class OutputGraph:
                 if getattr(a, "fake", None) is result:
                     return a
         return wrap_fake_result(self, node, result, what)
+
+    def _resizes_input(self, outs: list) -> bool:
+        inputs = {_storage(i.node.meta["val"]) for i in self.inputs if isinstance(i.node.meta["val"], torch.Tensor)}
+        return any(t.shape != shape and _storage(t) in inputs for t, shape in outs)
 
     def picked(self, var) -> bool:
         """Whether `var` is a min()/max() pick or one of its candidates (picked_storages)."""
@@ -386,6 +401,12 @@ def _tensor_args(fx_value, fake_value, acc: list) -> list:
         for k, f in fake_value.items():
             _tensor_args(fx_value[k], f, acc)
     return acc
+
+
+def _flat_tensors(value) -> list:
+    if isinstance(value, torch.Tensor):
+        return [value]
+    return [t for v in value for t in _flat_tensors(v)] if isinstance(value, (list, tuple)) else []
 
 
 def _versions(tensors: list) -> list | None:

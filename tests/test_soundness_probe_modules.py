@@ -1,5 +1,7 @@
 """Module and tensor state changed between calls, probed against eager: what the fakes or
 the guards must see of parameters, gradients and the state a call leaves behind."""
+import warnings
+
 import torch
 
 import minidynamo
@@ -27,3 +29,39 @@ def test_param_data_of_new_shape_with_stale_grad():
         m.load_state_dict(state)
         got = run(minidynamo.optimize(lambda t: m(t), backend=backend), x)
         assert torch.allclose(got[0], expected[0]) and torch.allclose(got[1], expected[1])
+
+
+def test_out_resizing_an_input_breaks():
+    # torch.exp(x, out=buf) resizes the input buf: eager allows it; AOTAutograd cannot
+    # replay a graph input's new size, so the op stays outside the graph, as resize_.
+    def f(x, buf):
+        torch.exp(x, out=buf)
+        return buf + 1
+
+    for backend in ("eager", "aot_eager"):
+        opt = minidynamo.optimize(f, backend=backend)
+        for shape, n in (((3, 4), 0), ((2, 5), 10)):
+            x = torch.randn(shape)
+            b1, b2 = torch.empty(n), torch.empty(n)
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # torch's deprecation of resizing a non-empty out
+                expected, got = f(x, b1), opt(x, b2)
+            assert torch.equal(expected, got) and torch.equal(b1, b2) and b1.shape == b2.shape
+
+
+def test_factory_with_requires_grad_made_outside_the_graph():
+    # torch.ones(n, requires_grad=True) in the graph came back from aot_eager as an
+    # intermediate: the loss over it lost requires_grad, and backward found no graph.
+    def f(x):
+        w = torch.ones(x.shape[0], requires_grad=True)
+        loss = (x * w).sum()
+        loss.backward()
+        return loss.detach(), w.grad, w.requires_grad
+
+    for backend in ("eager", "aot_eager"):
+        opt = minidynamo.optimize(f, backend=backend)
+        for n in (3, 3, 5):
+            x = torch.randn(n)
+            expected, got = f(x), opt(x)
+            assert all(torch.equal(a, b) if isinstance(a, torch.Tensor) else a == b
+                       for a, b in zip(expected, got))
