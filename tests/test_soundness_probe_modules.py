@@ -5,7 +5,7 @@ import warnings
 import torch
 
 import minidynamo
-from helpers import CountingBackend
+from helpers import CountingBackend, check
 
 
 def test_param_data_of_new_shape_with_stale_grad():
@@ -65,3 +65,24 @@ def test_factory_with_requires_grad_made_outside_the_graph():
             expected, got = f(x), opt(x)
             assert all(torch.equal(a, b) if isinstance(a, torch.Tensor) else a == b
                        for a, b in zip(expected, got))
+
+
+def test_memo_keys_tell_list_element_types_apart():
+    # [2, 1] and [2.0, 1.0] (or [1, 2] and [1+0j, 2+0j]) are equal keys: the second op took
+    # the first's memoized result, and the graph raised eager's TypeError outside the
+    # handler, or after the list append it no longer made.
+    def float_sizes(x, log):
+        a = x.repeat([2, 1])
+        log.append(1)
+        return a, x.repeat([2.0, 1.0])
+
+    def complex_data(x):
+        a = x.new_tensor([1, 2])
+        try:
+            b = x.new_tensor([1 + 0j, 2 + 0j])
+        except TypeError:
+            b = x * 0
+        return a, b
+
+    check(float_sizes, (torch.randn(2, 3), []), kind="break")
+    check(complex_data, torch.randn(2), kind="eager")
