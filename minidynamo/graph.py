@@ -36,6 +36,7 @@ from torch._subclasses.fake_tensor import (
 from torch._subclasses import fake_tensor as _fake_tensor
 from torch.fx.experimental.symbolic_shapes import GuardOnDataDependentSymNode, free_unbacked_symbols
 
+from .data_checks import CHECKED_CALLS, DATA_CHECKED
 from .exc import unsupported
 from .dynamic import (has_symbolic, is_symbolic, new_shape_env, shape_guard_exprs, symbolic_fake,
                       symbolic_int)
@@ -69,6 +70,7 @@ class GraphInput:
 class OutputGraph:
     def __init__(self, name: str, dynamic=None):
         self.name = name
+        self.frames: list = []  # the translators running now, outermost first (in_try_block)
         self.dynamic = dynamic  # the function's DynamicPolicy (dynamic.py), or None: all static
         self.shape_env = None  # made with the first symbolic input
         self.symbolic_inputs: list = []  # (source, fake) of inputs with symbolic sizes
@@ -268,6 +270,11 @@ class OutputGraph:
                                         "(torch's backends do not replay it on inputs)")
             if log.overlap is not None:  # the fakes do not check: eager may raise
                 unsupported("torch_op", f"{what} {log.overlap}")
+            if log.checked is None and any(target is c for c in CHECKED_CALLS):
+                log.checked = target
+            if log.checked is not None and any(frame.in_try_block() for frame in self.frames):
+                unsupported("data_dependent", f"{what} checks tensor values inside a try block: eager's "
+                                              "raise must reach the handler")
             if self.shape_env is not None and free_unbacked_symbols(result):
                 # With a shape environment, torch's fakes answer a read of tensor data (a 0-d
                 # tensor as arange's bound) with an unbacked size instead of raising: the
@@ -281,7 +288,7 @@ class OutputGraph:
                                               "depends on the data")
             if self.inference_regions or torch.is_inference_mode_enabled():  # entered in or around the trace
                 mark_inference_views(target, tensors, result)
-            if key is not None and not writes and not aliases:
+            if key is not None and not writes and not aliases and log.checked is None:
                 remember(key, result)
         if not _contains_tensor(result):
             if has_symbolic(result):  # a size (numel, x.size(0)): a value of the graph
@@ -443,12 +450,13 @@ def _write_spots(func) -> tuple:
 class _WriteLog:
     """The tensors the aten ops of one traced call write, by their schemas."""
 
-    __slots__ = ("ids", "storages", "overlap")
+    __slots__ = ("ids", "storages", "overlap", "checked")
 
     def __init__(self):
         self.ids: set = set()
         self.storages: set = set()
         self.overlap = None  # why eager may refuse a write (overlap.py), or None
+        self.checked = None  # an aten op that checks tensor values (data_checks.py), or None
 
     def note(self, spots, args, kwargs) -> None:
         written = []
@@ -493,6 +501,8 @@ class _FactMode(FakeTensorMode):
                 spots = _WRITE_SPOTS[func] = _write_spots(func)
             if spots:
                 log.note(spots, args, kwargs or {})
+            if func.overloadpacket in DATA_CHECKED:
+                log.checked = func
         handler = _META_HANDLERS.get(func)
         if handler is not None:  # prim.device and the like: FakeTensorMode.dispatch's first step
             return handler(args)

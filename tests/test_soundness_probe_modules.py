@@ -86,3 +86,33 @@ def test_memo_keys_tell_list_element_types_apart():
 
     check(float_sizes, (torch.randn(2, 3), []), kind="break")
     check(complex_data, torch.randn(2), kind="eager")
+
+
+def _caught(op):
+    def f(x, i):
+        try:
+            y = op(x, i)
+        except (RuntimeError, IndexError):
+            y = x * 0 - 1
+        return y
+    return f
+
+
+def test_value_checked_ops_inside_try_run_eagerly():
+    # An index out of range (and the like) raises in eager by the values, which fakes do
+    # not have: the graph raised it outside the handler that eager ran.
+    good, bad = (torch.randn(5), torch.tensor([0, 2])), (torch.randn(5), torch.tensor([0, 7]))
+    ops = [lambda x, i: torch.gather(x, 0, i), lambda x, i: x[i], lambda x, i: x.clone().index_add_(0, i, x[:2]),
+           lambda x, i: torch.nn.functional.one_hot(i, 3).float(),
+           lambda x, i: torch.nn.functional.cross_entropy(x.view(1, 5).expand(2, 5), i)]
+    for op in ops:
+        # The frame runs eagerly; the lambda it calls is optimized on its own (one graph),
+        # whose raise reaches the eager handler.
+        check(_caught(op), good, bad, kind="eager", reason="data_dependent", graphs=1)
+
+
+def test_value_checked_ops_outside_try_still_traced():
+    def f(x, i):
+        return torch.gather(x, 0, i), x[i], torch.nn.functional.embedding(i, x.view(5, 1))
+
+    check(f, (torch.randn(5), torch.tensor([0, 2])), kind="graph")
