@@ -115,4 +115,30 @@ def test_value_checked_ops_outside_try_still_traced():
     def f(x, i):
         return torch.gather(x, 0, i), x[i], torch.nn.functional.embedding(i, x.view(5, 1))
 
-    check(f, (torch.randn(5), torch.tensor([0, 2])), kind="graph")
+    def in_with(x, i):
+        with torch.no_grad():  # a with statement's exit lets the exception through
+            return torch.gather(x, 0, i) * 2
+
+    def in_except_body(x, i):
+        try:
+            raise KeyError("k")
+        except KeyError:
+            return x[i]
+
+    for fn in (f, in_with, in_except_body):
+        check(fn, (torch.randn(5), torch.tensor([0, 2])), kind="graph")
+
+
+def _index_helper(x, i):
+    return x.index_select(0, i) + 1
+
+
+def test_value_checked_op_in_a_callee_of_a_try():
+    def f(x, i):
+        try:
+            return _index_helper(x, i)
+        except IndexError:
+            return x - 1
+
+    check(f, (torch.randn(5), torch.tensor([0, 2])), (torch.randn(5), torch.tensor([0, 7])), kind="eager",
+          reason="data_dependent", graphs=1)
