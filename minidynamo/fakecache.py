@@ -55,7 +55,9 @@ def _arg_key(a, mode, grad: bool):
     if t in _ATOMS or a is None:
         return (t, a)
     if (t is tuple or t is list) and all(type(x) in _SCALARS for x in a):
-        return (t, tuple(a))
+        # Each element with its type: [2, 3] == [2.0, 3.0] == [2+0j, 3+0j] as keys, but
+        # eager raises for floats where ints go (new_zeros) or complex where reals go.
+        return (t, tuple((type(x), x) for x in a))
     return None
 
 

@@ -36,6 +36,7 @@ from torch._subclasses.fake_tensor import (
 from torch._subclasses import fake_tensor as _fake_tensor
 from torch.fx.experimental.symbolic_shapes import GuardOnDataDependentSymNode, free_unbacked_symbols
 
+from .data_checks import CHECKED_CALLS, DATA_CHECKED
 from .exc import unsupported
 from .dynamic import (has_symbolic, is_symbolic, new_shape_env, shape_guard_exprs, symbolic_fake,
                       symbolic_int)
@@ -69,6 +70,7 @@ class GraphInput:
 class OutputGraph:
     def __init__(self, name: str, dynamic=None):
         self.name = name
+        self.frames: list = []  # the translators running now, outermost first (in_try_block)
         self.dynamic = dynamic  # the function's DynamicPolicy (dynamic.py), or None: all static
         self.shape_env = None  # made with the first symbolic input
         self.symbolic_inputs: list = []  # (source, fake) of inputs with symbolic sizes
@@ -142,6 +144,12 @@ class OutputGraph:
             var = TensorVariable(first.node, first.fake, source, cls=type(value))
             self._input_by_source[source] = var
             return var
+        grad = value.grad if value.requires_grad and value.is_leaf else None
+        if grad is not None and (grad.shape != value.shape or grad.dtype != value.dtype):
+            # Left by `p.data = t` of another shape: torch cannot make the fake (its .grad
+            # must match); eager runs the forward and fails only in backward.
+            unsupported("construct", f"{source.name()} has a .grad of another shape or dtype "
+                        f"({tuple(grad.shape)} {grad.dtype} for {tuple(value.shape)} {value.dtype})")
         fake = self._symbolic_fake(source, value)
         if fake is None:
             fake = input_fake(self.fake_mode, value)
@@ -224,12 +232,19 @@ class OutputGraph:
         from .variables.builder import wrap_fake_result  # a cycle: builder's trackers import this module
         fx_args, fake_args = _lower(args), _fake(args)
         fx_kwargs, fake_kwargs = _lower(kwargs), _fake(kwargs)
+        if fake_kwargs.get("requires_grad") is True:
+            # A new leaf that requires grad: AOTAutograd makes it a graph intermediate without
+            # grad; as torch.compile, made outside the graph.
+            unsupported("construct", f"{what} with requires_grad=True makes a leaf that requires grad "
+                                     "(torch's backends do not keep the flag)",
+                        hint="create it outside the optimized function")
         key = op_key(kind, target, fake_args, fake_kwargs, self.fake_mode)
         result = None if key is None else op_result(key, self.fake_mode)
         writes = aliases = items = ()  # a memoized op wrote nothing and made a fresh tensor
         if result is None:
             tensors = _tensor_args(fx_args, fake_args, []) + _tensor_args(fx_kwargs, fake_kwargs, [])
             versions = _versions(tensors)
+            outs = [(t, t.shape) for t in _flat_tensors(fake_kwargs.get("out"))]
             log = self.fake_mode.log = _WriteLog()
             # NOTE: only the op itself is inside the try: what it raises is the user's (eager
             # raises it too); an error of the bookkeeping around it is minidynamo's own.
@@ -250,8 +265,17 @@ class OutputGraph:
                 unsupported("torch_op", f"{what} raised {type(e).__name__}: {_first_line(e)}")
             finally:
                 self.fake_mode.log = None
+            if any(t.shape != shape for t, shape in outs) and self._resizes_input(outs):
+                # As resize_: AOTAutograd cannot replay a graph input's new size (expand error).
+                unsupported("torch_op", f"{what} resizes its out= tensor, a graph input "
+                                        "(torch's backends do not replay it on inputs)")
             if log.overlap is not None:  # the fakes do not check: eager may raise
                 unsupported("torch_op", f"{what} {log.overlap}")
+            if log.checked is None and any(target is c for c in CHECKED_CALLS):
+                log.checked = target
+            if log.checked is not None and any(frame.in_try_block() for frame in self.frames):
+                unsupported("data_dependent", f"{what} checks tensor values inside a try block: eager's "
+                                              "raise must reach the handler")
             if self.shape_env is not None and free_unbacked_symbols(result):
                 # With a shape environment, torch's fakes answer a read of tensor data (a 0-d
                 # tensor as arange's bound) with an unbacked size instead of raising: the
@@ -265,7 +289,7 @@ class OutputGraph:
                                               "depends on the data")
             if self.inference_regions or torch.is_inference_mode_enabled():  # entered in or around the trace
                 mark_inference_views(target, tensors, result)
-            if key is not None and not writes and not aliases:
+            if key is not None and not writes and not aliases and log.checked is None:
                 remember(key, result)
         if not _contains_tensor(result):
             if has_symbolic(result):  # a size (numel, x.size(0)): a value of the graph
@@ -292,6 +316,10 @@ class OutputGraph:
                 if getattr(a, "fake", None) is result:
                     return a
         return wrap_fake_result(self, node, result, what)
+
+    def _resizes_input(self, outs: list) -> bool:
+        inputs = {_storage(i.node.meta["val"]) for i in self.inputs if isinstance(i.node.meta["val"], torch.Tensor)}
+        return any(t.shape != shape and _storage(t) in inputs for t, shape in outs)
 
     def picked(self, var) -> bool:
         """Whether `var` is a min()/max() pick or one of its candidates (picked_storages)."""
@@ -383,6 +411,12 @@ def _tensor_args(fx_value, fake_value, acc: list) -> list:
     return acc
 
 
+def _flat_tensors(value) -> list:
+    if isinstance(value, torch.Tensor):
+        return [value]
+    return [t for v in value for t in _flat_tensors(v)] if isinstance(value, (list, tuple)) else []
+
+
 def _versions(tensors: list) -> list | None:
     """Version counters of the arguments, or None where one has none (inference tensors)."""
     try:
@@ -417,12 +451,13 @@ def _write_spots(func) -> tuple:
 class _WriteLog:
     """The tensors the aten ops of one traced call write, by their schemas."""
 
-    __slots__ = ("ids", "storages", "overlap")
+    __slots__ = ("ids", "storages", "overlap", "checked")
 
     def __init__(self):
         self.ids: set = set()
         self.storages: set = set()
         self.overlap = None  # why eager may refuse a write (overlap.py), or None
+        self.checked = None  # an aten op that checks tensor values (data_checks.py), or None
 
     def note(self, spots, args, kwargs) -> None:
         written = []
@@ -467,6 +502,8 @@ class _FactMode(FakeTensorMode):
                 spots = _WRITE_SPOTS[func] = _write_spots(func)
             if spots:
                 log.note(spots, args, kwargs or {})
+            if func.overloadpacket in DATA_CHECKED:
+                log.checked = func
         handler = _META_HANDLERS.get(func)
         if handler is not None:  # prim.device and the like: FakeTensorMode.dispatch's first step
             return handler(args)

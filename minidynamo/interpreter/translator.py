@@ -117,6 +117,8 @@ class InstructionTranslator(GeneratorOps, LoadStoreOps, StackOps, BinaryOps, Jum
         token = current_location.set((filename, self.code.co_firstlineno))
         start = self.ip
         step = counter[0]
+        frames = self.output.frames
+        frames.append(self)
         try:
             while True:
                 start = self.ip
@@ -170,6 +172,7 @@ class InstructionTranslator(GeneratorOps, LoadStoreOps, StackOps, BinaryOps, Jum
                 e._minidynamo_at = (format_location(current_location.get()), inst)
             raise
         finally:
+            frames.pop()
             current_location.reset(token)
 
     # --- stack helpers ---------------------------------------------------------------

@@ -191,6 +191,24 @@ class ExceptionOps:
             return self.instructions[index].handler is not None
         return any(type(b) in (TryBlock, WithBlock) for b in self.blocks)
 
+    def in_try_block(self) -> bool:
+        """Whether the instruction running now (a call, in a caller's frame) is inside a try
+        statement of this frame; a with statement's exit, which lets the exception through,
+        is looked past to the handler around it."""
+        if not PY311:
+            return any(type(b) is TryBlock for b in self.blocks)
+        insts, index = self.instructions, self.ip - 1
+        for _ in range(len(insts)):  # each step moves to an enclosing handler
+            entry = insts[index].handler
+            if entry is None:
+                return False
+            target = entry[0]
+            if not (self._with_exit(target) or insts[target].opname == "COPY"
+                    and insts[target + 1].opname == "POP_EXCEPT"):
+                return True
+            index = target  # a with's exit, or the cleanup that re-raises: where it goes next
+        return True
+
     def _restore_exc_info(self):
         """3.10: pop an except-handler block's 3 saved values (type, value, tb), restored."""
         _type, value, _tb = self.pop(), self.pop(), self.pop()
