@@ -125,7 +125,14 @@ def test_value_checked_ops_outside_try_still_traced():
         except KeyError:
             return x[i]
 
-    for fn in (f, in_with, in_except_body):
+    def in_finally_only(x, i):
+        state = []
+        try:  # a finally lets the exception through (transformers wraps forward so)
+            return torch.nn.functional.embedding(i, x.view(5, 1)) + 1
+        finally:
+            state.append(1)
+
+    for fn in (f, in_with, in_except_body, in_finally_only):
         check(fn, (torch.randn(5), torch.tensor([0, 2])), kind="graph")
 
 

@@ -193,20 +193,33 @@ class ExceptionOps:
 
     def in_try_block(self) -> bool:
         """Whether the instruction running now (a call, in a caller's frame) is inside a try
-        statement of this frame; a with statement's exit, which lets the exception through,
-        is looked past to the handler around it."""
+        statement of this frame whose handler may catch (an `except` clause); a `finally`
+        and a with statement's exit, which let the exception through, are looked past to
+        the handler around them."""
         if not PY311:
-            return any(type(b) is TryBlock for b in self.blocks)
+            return any(type(b) is TryBlock and self._catches(b.target) for b in self.blocks)
         insts, index = self.instructions, self.ip - 1
         for _ in range(len(insts)):  # each step moves to an enclosing handler
             entry = insts[index].handler
             if entry is None:
                 return False
             target = entry[0]
-            if not (self._with_exit(target) or insts[target].opname == "COPY"
-                    and insts[target + 1].opname == "POP_EXCEPT"):
+            passes = self._with_exit(target) or (insts[target].opname == "COPY"
+                                                 and insts[target + 1].opname == "POP_EXCEPT")
+            if not passes and self._catches(target):
                 return True
-            index = target  # a with's exit, or the cleanup that re-raises: where it goes next
+            index = target  # a with's exit, a finally, or the cleanup that re-raises: where it goes next
+        return True
+
+    def _catches(self, target: int) -> bool:
+        """Whether the handler at `target` is an except clause (it may catch) rather than a
+        finally block (it re-raises): the first of an exception-class match, the end of an
+        except clause or a re-raise met from there. Unknown: it may."""
+        for inst in self.instructions[target:target + 64]:
+            if inst.opname in ("CHECK_EXC_MATCH", "CHECK_EG_MATCH", "JUMP_IF_NOT_EXC_MATCH", "POP_EXCEPT"):
+                return True
+            if inst.opname == "RERAISE":
+                return False
         return True
 
     def _restore_exc_info(self):
