@@ -64,3 +64,28 @@ def test_missing_hook_and_composed_flags_run_as_eager():
         return x + Lenient(9).value, Perm(6) == (Perm.R | Perm.W)
 
     check(f, torch.ones(2), kind="break")
+
+
+SCALES = {Color.RED: 2.0, Color.GREEN: 3.0}
+
+
+def test_members_as_dict_keys_and_the_class_iterated():
+    """A plain Enum's members hash by name and compare by identity: dict keys held as the
+    members themselves (a global table, a dict passed in, one made inside); iterating the
+    class gives its members in definition order."""
+    def f(x, v, table):
+        c = Color(v)
+        made = {m: i for i, m in enumerate(Color)}
+        return x * SCALES[c] + table.get(c, 0) + made[c], [m.name for m in Color], c in table
+
+    check(f, (torch.ones(2), 1, {Color.RED: 5}), (torch.ones(2), 2, {Color.RED: 5}), kind="graph",
+          same_entry=False)
+
+
+def test_mixin_members_as_dict_keys_by_value():
+    """A `str` mixin's member equals its value (`Mode.TRAIN == "train"`): a key by value, found
+    by the string too, as in eager."""
+    def f(x, table):
+        return x + table[Mode.TRAIN] + table["eval"] + table["train"]
+
+    check(f, (torch.ones(2), {Mode.TRAIN: 1, "eval": 2}), kind="graph")

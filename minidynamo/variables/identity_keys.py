@@ -1,5 +1,6 @@
 """Objects hashed by identity as dict keys and set members: modules and other objects whose
-class keeps `object.__hash__` and `object.__eq__`, and tensors the function was given (torch's
+class keeps `object.__hash__` and `object.__eq__` (or, for an Enum without a mixin, Enum's
+`__hash__`), and tensors the function was given (torch's
 `named_modules()` keeps a `memo = set()` of modules, `parameters()` one of tensors;
 `{m: i for i, m in enumerate(model.children())}`).
 
@@ -21,6 +22,7 @@ contents in order.
 """
 from __future__ import annotations
 
+import enum
 import types
 
 import torch
@@ -38,17 +40,23 @@ from .user_objects import InstanceAttributes
 from .same_objects import note_identity  # noqa: F401 (imported from here too)
 
 
+def _identity_hash(cls) -> object:
+    """The `__hash__` a class of objects compared by identity keeps: object's, or Enum's (a
+    member hashes by its name; its class has no other member of that name)."""
+    return enum.Enum.__hash__ if isinstance(cls, enum.EnumMeta) else object.__hash__
+
+
 def _guard_identity_hash(tx, cls) -> None:
     """`cls` hashes and compares by identity, now and on every call the entry serves."""
     klass = ObjectSource(cls, cls.__qualname__)
-    for name in ("__hash__", "__eq__"):
-        tx.output.guards.add(Guard("ID_MATCH", AttrSource(klass, name), getattr(object, name)))
+    tx.output.guards.add(Guard("ID_MATCH", AttrSource(klass, "__hash__"), _identity_hash(cls)))
+    tx.output.guards.add(Guard("ID_MATCH", AttrSource(klass, "__eq__"), object.__eq__))
 
 
 def _hashed_by_identity(tx, cls, what: str) -> None:
     if cls.__hash__ is None:
         unsupported("exceptions", f"TypeError: unhashable type: {cls.__qualname__!r}")
-    if cls.__hash__ is not object.__hash__ or cls.__eq__ is not object.__eq__:
+    if cls.__hash__ is not _identity_hash(cls) or cls.__eq__ is not object.__eq__:
         unsupported("construct", f"{what} as a dict key or set member: {cls.__qualname__} defines its own "
                                  "__hash__ or __eq__")
     _guard_identity_hash(tx, cls)
@@ -95,7 +103,7 @@ def _identity_object(k) -> bool:
     cls = type(k)
     if isinstance(k, torch.Tensor):
         return cls.__hash__ is torch.Tensor.__hash__
-    return not isinstance(k, type) and cls.__hash__ is object.__hash__ and cls.__eq__ is object.__eq__
+    return not isinstance(k, type) and cls.__hash__ is _identity_hash(cls) and cls.__eq__ is object.__eq__
 
 
 def passed_in_keys(tx, value, source, kind) -> list:

@@ -10,6 +10,7 @@ runs code of the class's (a property, a slot) declines the trace. A class's own
 from __future__ import annotations
 
 import collections
+import enum
 import inspect
 import logging
 import types
@@ -110,6 +111,13 @@ class ClassVariable(ObjectConstantVariable):
         if isinstance(static, classmethod):
             return UserMethodVariable(tx.wrap(static.__func__, None), self)
         return tx.wrap(getattr(self.value, name), AttrSource(self.source, name) if self.source else None)
+
+    def iter_items(self, tx):
+        cls = self.value
+        if isinstance(cls, enum.EnumMeta) and type(cls).__iter__ is enum.EnumMeta.__iter__:
+            # its members in definition order (aliases left out), fixed with the class
+            return [tx.wrap(m, ObjectSource(m, f"{cls.__qualname__}.{m.name}")) for m in cls]
+        return super().iter_items(tx)
 
     def call_function(self, tx, args, kwargs):
         cm = make_context_manager(tx, self.value, args, kwargs)
