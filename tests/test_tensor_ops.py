@@ -3,7 +3,7 @@ fake tensors, differential against eager."""
 import torch
 import torch.nn.functional as F
 
-from helpers import PY, assert_uses, by_version, check
+from helpers import assert_uses, by_version, check
 
 G_WEIGHT = torch.randn(3, 3)
 G_HOLDER = {"bias": torch.randn(3)}
@@ -83,8 +83,8 @@ def test_indexing_and_slicing():
                 x[0, 1], x[[0, 2]], x[x > 0], x[:, None, :])
 
     assert_uses(f, by_version(py310=("BINARY_SUBSCR",), py314=("BINARY_OP []",)))
-    # x[x > 0] has a data-dependent size: a break at the read (3.14's BINARY_OP []: eager)
-    check(f, t(), kind="break" if PY < (3, 14) else "eager", reason="data_dependent")
+    # x[x > 0] has a data-dependent size: a break at the read (3.14's BINARY_OP [] too)
+    check(f, t(), kind="break", reason="data_dependent")
 
 
 def test_indexing_without_boolean_mask():
