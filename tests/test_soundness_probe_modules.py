@@ -2,6 +2,7 @@
 the guards must see of parameters, gradients and the state a call leaves behind."""
 import warnings
 
+import pytest
 import torch
 
 import minidynamo
@@ -132,8 +133,35 @@ def test_value_checked_ops_outside_try_still_traced():
         finally:
             state.append(1)
 
-    for fn in (f, in_with, in_except_body, in_finally_only):
+    def except_not_implemented(x, i):
+        y = x.clone()
+        try:  # transformers' static cache: a fallback for devices without index_copy_
+            y.index_copy_(0, i, x[:2])
+        except NotImplementedError:
+            y[i] = x[:2]
+        return y
+
+    def except_other_classes(x, i):
+        try:
+            return torch.gather(x, 0, i) * 2
+        except (KeyError, TypeError, torch.fx.GraphModule):  # none is raised by a value check
+            return x
+
+    for fn in (f, in_with, in_except_body, in_finally_only, except_not_implemented, except_other_classes):
         check(fn, (torch.randn(5), torch.tensor([0, 2])), kind="graph")
+
+
+@pytest.mark.parametrize("handler", ["Exception", "RuntimeError", "IndexError", "(KeyError, IndexError)",
+                                     "torch.linalg.LinAlgError", "BaseException", "LookupError", ""])
+def test_value_checked_op_under_a_handler_that_may_catch_runs_eagerly(handler):
+    """Each of these handlers may catch what gather raises for an index out of range (a
+    bare `except:` too): the op declines, so eager's raise reaches it."""
+    src = (f"def f(x, i):\n    try:\n        return torch.gather(x, 0, i) * 2\n"
+           f"    except {handler}:\n        return x - 1\n")
+    scope = {"torch": torch}
+    exec(src, scope)
+    check(scope["f"], (torch.randn(5), torch.tensor([0, 2])), (torch.randn(5), torch.tensor([0, 7])),
+          kind="eager", reason="data_dependent", graphs=0)
 
 
 def _index_helper(x, i):

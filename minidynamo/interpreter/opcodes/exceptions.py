@@ -36,6 +36,7 @@ from ...exc import Raised, Unsupported, raising, unsupported
 from ...variables.constant import ConstantVariable
 from ...variables.exceptions import ExceptionVariable, exception_class, make_exception, matches
 from ..blocks import HandlerBlock, TryBlock, WithBlock
+from ..except_clauses import may_catch_value_error
 
 _RAISE_DETAIL = "a raise statement (the exception is raised by the eager run)"
 
@@ -193,9 +194,10 @@ class ExceptionOps:
 
     def in_try_block(self) -> bool:
         """Whether the instruction running now (a call, in a caller's frame) is inside a try
-        statement of this frame whose handler may catch (an `except` clause); a `finally`
-        and a with statement's exit, which let the exception through, are looked past to
-        the handler around them."""
+        statement of this frame whose handler may catch what an aten op raises from its
+        tensors' values (except_clauses.py: `except NotImplementedError` does not); a
+        `finally` and a with statement's exit, which let the exception through, are looked
+        past to the handler around them."""
         if not PY311:
             return any(type(b) is TryBlock and self._catches(b.target) for b in self.blocks)
         insts, index = self.instructions, self.ip - 1
@@ -212,15 +214,7 @@ class ExceptionOps:
         return True
 
     def _catches(self, target: int) -> bool:
-        """Whether the handler at `target` is an except clause (it may catch) rather than a
-        finally block (it re-raises): the first of an exception-class match, the end of an
-        except clause or a re-raise met from there. Unknown: it may."""
-        for inst in self.instructions[target:target + 64]:
-            if inst.opname in ("CHECK_EXC_MATCH", "CHECK_EG_MATCH", "JUMP_IF_NOT_EXC_MATCH", "POP_EXCEPT"):
-                return True
-            if inst.opname == "RERAISE":
-                return False
-        return True
+        return may_catch_value_error(self.instructions, target, self.f_globals)
 
     def _restore_exc_info(self):
         """3.10: pop an except-handler block's 3 saved values (type, value, tb), restored."""
