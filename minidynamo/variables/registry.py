@@ -40,7 +40,7 @@ from .. import regions
 from . import (attribute_builtins, autograd, builder, c_callables, collections_types, copying, deques, dict_subclasses, enums,
                distributed, environ, identity_keys, iterutils, library_contexts, namedtuple_classes, namedtuples, nn_modules,
                numpy_interop,
-               object_builtins, storages, torch as torch_trackers, triton, typing_forms, user_modules,
+               object_builtins, storages, super_calls, torch as torch_trackers, triton, typing_forms, user_modules,
                user_objects)
 from ..sources import AttrSource
 from .builtins import BuiltinVariable
@@ -156,7 +156,7 @@ BUILTIN_HANDLERS: dict = {
     setattr: object_builtins._setattr,
     delattr: object_builtins._delattr,
     vars: object_builtins._vars,
-    super: user_objects.call_super,
+    super: super_calls.call_super,
 }
 
 IDENTITY_KEYS: tuple = (identity_keys.identity_key,)

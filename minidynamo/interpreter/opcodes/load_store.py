@@ -20,7 +20,7 @@ from ...variables.base import NULL
 from ...variables.builder import wrap
 from ...variables.constant import ConstantVariable
 from ...variables.cells import CellVariable, RealCellVariable
-from ...variables.user_objects import call_super
+from ...variables.super_calls import call_super
 from .at_break import AtBreak, Exit, Rendered, Rule
 
 
