@@ -14,12 +14,13 @@ import torch
 from ..dynamic import has_symbolic
 from ..exc import READS_FRAME, unsupported
 from ..guards import Guard
-from ..sources import AttrSource, ItemSource, IteratorSource, LocalSource, ObjectSource, iterator_state
+from ..sources import AttrSource, ItemSource, IteratorSource, LocalSource, iterator_state
 from .autograd import FunctionApplyVariable, is_function_apply
 from .builtins import BuiltinVariable, is_builtin_callable
 from .constant import ConstantVariable, is_constant_value
 from .contexts import GradModeExit, null_exit, wrap_exit
 from .dicts import DictVariable
+from .enums import wrap_member
 from .sets import SetVariable
 from .cached_functions import CachedFunctionVariable
 from .functions import PartialVariable, UserFunctionVariable, UserMethodVariable
@@ -373,7 +374,7 @@ def wrap_constant_result(result, what: str, tx=None):
     if isinstance(result, (torch.finfo, torch.iinfo)):
         return ConstantVariable(result)
     if tx is not None and isinstance(result, enum.Enum):
-        return wrap(tx, result, ObjectSource(result, f"{type(result).__qualname__}.{result.name}"))
+        return wrap_member(tx, result)
     if is_type_hint(result):  # `tuple[int, ...]`, `A | B` in an annotation or a cast()
         return TypeHintVariable(result)
     if type(result) in _SEQUENCE_ITERATORS:  # `range(3).__iter__()`: a new iterator over constants

@@ -28,4 +28,10 @@ def lookup_member(tx, cls, args, kwargs):
         return None
     if member is None:
         return None
-    return tx.wrap(member, ObjectSource(member, f"{cls.__qualname__}.{member.name}"))
+    return wrap_member(tx, member)
+
+
+def wrap_member(tx, member):
+    """An enum member's tracker: the member itself, pinned by identity (made once, with
+    its class)."""
+    return tx.wrap(member, ObjectSource(member, f"{type(member).__qualname__}.{member.name}"))

@@ -31,6 +31,7 @@ from .contexts import make_context_manager
 from ..guards import Guard
 from .module_calls import call_module
 from .module_buffers import stores_buffer_back
+from .enums import wrap_member
 from .loggers import LOGGER_LEVELS, LoggedOnceVariable, LoggerCallVariable, logs_once
 
 
@@ -116,7 +117,7 @@ class ClassVariable(ObjectConstantVariable):
         cls = self.value
         if isinstance(cls, enum.EnumMeta) and type(cls).__iter__ is enum.EnumMeta.__iter__:
             # its members in definition order (aliases left out), fixed with the class
-            return [tx.wrap(m, ObjectSource(m, f"{cls.__qualname__}.{m.name}")) for m in cls]
+            return [wrap_member(tx, m) for m in cls]
         return super().iter_items(tx)
 
     def call_function(self, tx, args, kwargs):
