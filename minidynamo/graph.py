@@ -265,7 +265,8 @@ class OutputGraph:
                 unsupported("torch_op", f"{what} raised {type(e).__name__}: {_first_line(e)}")
             finally:
                 self.fake_mode.log = None
-            if any(t.shape != shape for t, shape in outs) and self._resizes_input(outs):
+            resized = [t for t, shape in outs if t.shape != shape]
+            if resized and self._resizes_input(resized):
                 # As resize_: AOTAutograd cannot replay a graph input's new size (expand error).
                 unsupported("torch_op", f"{what} resizes its out= tensor, a graph input "
                                         "(torch's backends do not replay it on inputs)")
@@ -317,9 +318,10 @@ class OutputGraph:
                     return a
         return wrap_fake_result(self, node, result, what)
 
-    def _resizes_input(self, outs: list) -> bool:
+    def _resizes_input(self, resized: list) -> bool:
+        """Whether one of the out= tensors the op resized is a graph input's storage."""
         inputs = {_storage(i.node.meta["val"]) for i in self.inputs if isinstance(i.node.meta["val"], torch.Tensor)}
-        return any(t.shape != shape and _storage(t) in inputs for t, shape in outs)
+        return any(_storage(t) in inputs for t in resized)
 
     def picked(self, var) -> bool:
         """Whether `var` is a min()/max() pick or one of its candidates (picked_storages)."""

@@ -16,6 +16,8 @@ _VALUE_ERRORS = (RuntimeError, IndexError, ValueError)
 _NOT_FROM_VALUES = (NotImplementedError, RecursionError)
 _UNKNOWN = object()
 _MATCHES = ("CHECK_EXC_MATCH", "JUMP_IF_NOT_EXC_MATCH")
+# What only an except clause runs: a class match (an except* one too) or its end.
+_EXCEPT_ONLY = (*_MATCHES, "CHECK_EG_MATCH", "POP_EXCEPT")
 
 
 def may_catch_value_error(insts: list, target: int, f_globals: dict) -> bool:
@@ -76,7 +78,7 @@ def _finally_or_unknown(insts, index):
     """A handler that does not start by loading a class to match: a finally block (its body,
     then a re-raise) or an except clause of another form (unknown: it may catch)."""
     for inst in insts[index:index + 64]:
-        if inst.opname in ("CHECK_EXC_MATCH", "CHECK_EG_MATCH", "JUMP_IF_NOT_EXC_MATCH", "POP_EXCEPT"):
+        if inst.opname in _EXCEPT_ONLY:
             return _UNKNOWN
         if inst.opname == "RERAISE":
             return "finally"

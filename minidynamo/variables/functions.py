@@ -37,6 +37,7 @@ def make_function(code, fn_globals, qualname, defaults, kwdefaults, closure):
 _LOG_RECORD_METHODS = frozenset({"debug", "info", "warning", "warn", "error", "exception", "critical",
                                  "fatal", "log", "_log", "handle", "callHandlers"})
 
+
 def marked_constant(fn) -> bool:
     """`torch.compiler.assume_constant_result(fn)` (also spelled as the attribute it sets):
     the user declares the answer fixed for the process."""
@@ -50,6 +51,7 @@ def constant_call(tx, fn, args, kwargs, what: str):
         return None
     return fold(tx, fn, [a.as_python_constant() for a in args],
                 {k: v.as_python_constant() for k, v in kwargs.items()}, what)
+
 
 class BaseFunctionVariable(VariableTracker):
     """Something with Python bytecode that the translator inlines when called."""
