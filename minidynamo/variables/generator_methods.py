@@ -175,7 +175,7 @@ def _throw_to_delegate(gen, delegate, exc):
         unsupported("generator", f"throw() into a yield from {delegate.describe()}")
     if issubclass(exc.exc_type, GeneratorExit):  # the delegate is closed, then the outer gets it
         if is_gen:
-            outcome = _as_delegate(gen, lambda: _close(delegate))
+            outcome = _as_delegate(gen, lambda: close_outcome(delegate))
             if type(outcome) is Failed:
                 return _raise_at_yield(gen, outcome.value)
         elif hasattr(delegate.python_type(), "close"):
@@ -204,7 +204,7 @@ def _as_delegate(gen, step):
             gen.state = "suspended"
 
 
-def _close(gen):
+def close_outcome(gen):
     """The outcome of close(): Returned(close()'s result) or Failed(exception)."""
     if gen.state in ("created", "done"):
         gen.state = "done"
@@ -271,7 +271,7 @@ def throw(tx, gen, args: list, kwargs: dict):
 
 def close(tx, gen):
     """`gen.close()`."""
-    outcome = _close(gen)
+    outcome = close_outcome(gen)
     if type(outcome) is Failed:
         tx.throw(outcome.value)
     return outcome.value

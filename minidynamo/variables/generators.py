@@ -281,7 +281,7 @@ class GeneratorVariable(IteratorVariable):
         self.loop_owner = None
         if not self.suspended_in_cleanup():
             return  # closing it would run nothing
-        outcome = _close(self)
+        outcome = close_outcome(self)
         if type(outcome) is Failed:  # CPython reports it as unraisable and goes on
             unsupported("generator", f"closing {self.describe()} dropped by its for loop raised "
                                      f"{outcome.value.exc_type.__name__} (CPython prints it as unraisable)")
@@ -404,4 +404,4 @@ def _snapshot(v, gen, seen=None):
                 hint="iterate over it with a for loop, or build a list first")
 
 
-from .generator_methods import Failed, _close, close, send, throw  # noqa: E402 - they drive the tracker above
+from .generator_methods import Failed, close, close_outcome, send, throw  # noqa: E402 - they drive the tracker above
