@@ -2,6 +2,7 @@
 (changed in place in the graph, the store of the same tensor a no-op as in eager), and
 `x.grad` of leaf tensors passed in (None or a tensor, guarded). Differential against
 eager; one graph where torch.compile keeps one."""
+import pytest
 import torch
 
 from helpers import CountingBackend, check
@@ -48,14 +49,58 @@ class Replaces(torch.nn.Module):
     def __init__(self):
         super().__init__()
         self.register_buffer("count", torch.zeros(()))
+        self.register_buffer("scratch", torch.zeros(2), persistent=False)
 
     def forward(self, x):
         self.count = self.count + 1  # a new tensor under the buffer's name
+        self.scratch = x[:2] * self.count  # a non-persistent one stays non-persistent
         return x * self.count
 
 
-def test_a_new_tensor_stored_as_the_buffer_still_breaks():
-    check(lambda x, m: m(x), (torch.randn(4), Replaces()), kind="break", reason="side_effect")
+def test_a_new_tensor_stored_as_the_buffer():
+    m_eager, m_opt = Replaces(), Replaces()
+    backend = CountingBackend()
+    opt = minidynamo.optimize(m_opt, backend=backend)
+    for _ in range(3):
+        x = torch.randn(4)
+        torch.testing.assert_close(opt(x), m_eager(x))
+        for name in ("count", "scratch"):
+            torch.testing.assert_close(getattr(m_opt, name), getattr(m_eager, name))
+    assert m_opt.state_dict().keys() == m_eager.state_dict().keys() == {"count"}
+    assert backend.calls == 1 and [e.kind for e in opt.cache_entries()] == ["graph"]
+    check(lambda x, m: (m(x), m.count), (torch.randn(4), Replaces()), kind="graph")
+
+
+def test_a_buffer_made_a_parameter_recompiles():
+    m_eager, m_opt = Replaces(), Replaces()
+    opt = minidynamo.optimize(m_opt)
+    x = torch.randn(4)
+    torch.testing.assert_close(opt(x), m_eager(x))
+    for m in (m_eager, m_opt):  # the name is a parameter's now: the store raises in eager
+        del m._buffers["count"]
+        m.count = torch.nn.Parameter(torch.zeros(()))
+    with pytest.raises(TypeError) as expected:
+        m_eager(x)
+    with pytest.raises(TypeError) as got:
+        opt(x)
+    assert str(got.value) == str(expected.value)
+
+
+def test_the_buffer_table_read_after_the_store_breaks():
+    class Listing(Replaces):
+        def forward(self, x):
+            self.count = self.count + 1
+            return x * sum(b.sum() for b in self.buffers())
+
+    check(lambda x, m: m(x), (torch.randn(4), Listing()), kind="break", reason="side_effect")
+
+    class HeldTable(Replaces):
+        def forward(self, x):
+            table = self._buffers
+            self.count = self.count + 1
+            return x * table["count"]
+
+    check(lambda x, m: m(x), (torch.randn(4), HeldTable()), kind="break", reason="side_effect")
 
 
 def test_grad_of_an_input():

@@ -18,7 +18,8 @@ from .dicts import DictVariable
 from .call_binding import bind_arguments
 from .functions import UserFunctionVariable, UserMethodVariable
 from .lists import TupleVariable
-from .objects import ClassVariable, record_store
+from .objects import ClassVariable
+from .stores import record_store
 from .namedtuple_classes import make_class
 from .tuple_types import _TUPLEGETTER, _STOCK_CODES, _stock_name, namedtuple_base, is_plain_tuple_type
 

@@ -30,7 +30,8 @@ from .functions import UserFunctionVariable, UserMethodVariable
 from .contexts import make_context_manager
 from ..guards import Guard
 from .module_calls import call_module
-from .module_buffers import stores_buffer_back
+from .module_buffers import check_buffer_table_read, replaces_buffer, stores_buffer_back
+from .stores import ModuleTablesSource, record_store
 from .enums import wrap_member
 from .loggers import LOGGER_LEVELS, LoggedOnceVariable, LoggerCallVariable, logs_once
 
@@ -178,6 +179,8 @@ class UserObjectVariable(VariableTracker):
         cls = type(obj)
         if name in self.stored:  # set by the trace: a plain instance attribute (see set_plain)
             return self.stored[name]
+        if name == "_buffers" and self.stored and self.is_module():
+            check_buffer_table_read(self)
         if name == "__class__" and inspect.getattr_static(cls, name) is _OBJECT_CLASS:
             return tx.wrap(cls, self._attr_source(name))  # guarded by identity, as `type(obj)` is
         inst_dict = instance_dict(obj)
@@ -298,8 +301,9 @@ class UserObjectVariable(VariableTracker):
             descriptor = tx.wrap(static, _class_dict_source(tx, cls, name))
             descriptor.var_getattr(tx, "__set__").call_function(tx, [self, value], {})
             return
-        if self.is_module() and self.source is not None and stores_buffer_back(tx, self, name, value):
-            return  # `self.count += 1`: the buffer itself, changed in place
+        if self.is_module() and self.source is not None and (
+                stores_buffer_back(tx, self, name, value) or replaces_buffer(tx, self, name, value)):
+            return  # `self.count += 1` (the buffer changed in place), or a new tensor as the buffer
         why = self._why_not_stored(name, value)
         if why is not None:
             unsupported("side_effect", f"setting attribute {name!r} on {self.describe()}, which outlives "
@@ -559,19 +563,6 @@ def _is_tensor_or_module(v) -> bool:
     return issubclass(t, (torch.Tensor, torch.nn.Module))
 
 
-def record_store(output, var) -> None:
-    """`var` (an object from outside) has an attribute set by the trace: the entry writes
-    it after the graph, with the outside lists and dicts the trace changed, in the order
-    first changed (side_effects.py)."""
-    # NOTE: while a backward is traced, function_effects.outside_unchanged shadows
-    # record_mutation on the output with a refusal: a write would happen at forward time.
-    refuse = vars(output).get("record_mutation")
-    if refuse is not None:
-        refuse(var)
-    if id(var) not in output.mutated:
-        output.mutated[id(var)] = (var, f"setting attributes of {var.source.name()}")
-
-
 @dataclass(frozen=True)
 class TypeOfSource(Source):
     """`type(obj)`."""
@@ -583,26 +574,6 @@ class TypeOfSource(Source):
 
     def name(self, naming=None):
         return f"type({self.base.name(naming)})"
-
-    @property
-    def depth(self):
-        return self.base.depth + 1
-
-
-@dataclass(frozen=True)
-class ModuleTablesSource(Source):
-    """Whether `name` is in one of a module's tables (parameters, buffers, submodules):
-    where it is, Module.__setattr__ registers a write instead of setting it."""
-
-    base: Source
-    attr: str
-
-    def expr(self, ns):
-        b = self.base.expr(ns)
-        return "(" + " or ".join(f"{self.attr!r} in {b}.{t}" for t in ("_parameters", "_buffers", "_modules")) + ")"
-
-    def name(self, naming=None):
-        return f"{self.attr!r} in the tables of {self.base.name(naming)}"
 
     @property
     def depth(self):

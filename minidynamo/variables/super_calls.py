@@ -17,7 +17,8 @@ from .base import VariableTracker
 from .constant import ConstantVariable
 from .exceptions import ExceptionVariable, exception_init
 from .functions import UserFunctionVariable, UserMethodVariable
-from .objects import ClassVariable, ModuleTablesSource, UserObjectVariable
+from .objects import ClassVariable, UserObjectVariable
+from .stores import ModuleTablesSource
 from .user_objects import InstanceAttributes, _class_var, _guard_attr, is_python_class
 
 
