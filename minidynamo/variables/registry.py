@@ -39,7 +39,7 @@ import torch
 from .. import regions
 from . import (attribute_builtins, autograd, builder, c_callables, collections_types, copying, deques, dict_subclasses, enums,
                distributed, environ, identity_keys, iterutils, library_contexts, namedtuple_classes, namedtuples, nn_modules,
-               numpy_interop,
+               numpy_interop, operator_getters,
                object_builtins, storages, super_calls, torch as torch_trackers, triton, typing_forms, user_modules,
                user_objects)
 from ..sources import AttrSource
@@ -94,6 +94,7 @@ WRAPPERS: tuple = (
     Wrapper(distributed.is_process_group, distributed._wrap_process_group),
     Wrapper(lambda v: v is os.environ, environ._wrap_environ),
     Wrapper(lambda v: v is itertools.chain, iterutils._wrap_chain_class),
+    Wrapper(lambda v: type(v) in operator_getters.GETTER_CLASSES, operator_getters.wrap_getter),
     Wrapper(lambda v: type(v) in (zip, enumerate), iterutils._wrap_pulled, identity=False),
     Wrapper(lambda v: numpy_interop.AVAILABLE and numpy_interop._is_numpy_object(v), numpy_interop._wrap_numpy_object),
     Wrapper(lambda v: numpy_interop.AVAILABLE and numpy_interop._is_numpy_value(v), numpy_interop._wrap_numpy_value,
@@ -123,6 +124,7 @@ CONSTRUCTORS: tuple = (
     Constructor(lambda cls: cls in library_contexts.PROFILE_CLASSES,
                 lambda tx, cls, args, kwargs: library_contexts.make_profile(cls, args, kwargs)),
     Constructor(lambda cls: cls in iterutils._FACTORIES, iterutils._construct),
+    Constructor(lambda cls: cls in operator_getters.GETTER_CLASSES, operator_getters.make_getter),
     Constructor(lambda cls: namedtuples.namedtuple_base(cls) is not None, namedtuples._make_namedtuple),
     Constructor(builder.is_structseq, builder.make_structseq),
     Constructor(lambda cls: cls is deque, deques._make_deque),
