@@ -502,7 +502,7 @@ def test_bare_raise_outside_handler_declines():
     check(f, t(), kind="eager")
 
 
-def test_raise_in_generator_not_caught_in_trace():
+def test_raise_in_generator_caught_around_its_loop():
     def gen(n):
         yield 1
         raise ValueError("gen")
@@ -513,6 +513,47 @@ def test_raise_in_generator_not_caught_in_trace():
                 x = x + v
         except ValueError as e:
             log.append(str(e))
+        return x
+
+    check(f, (t(), []), kind="graph")
+
+
+def test_generator_finished_by_its_exception_and_pep479():
+    def gen(x):
+        yield x
+        raise KeyError("k")
+
+    def stops(x):
+        yield x
+        raise StopIteration  # PEP 479: a RuntimeError at the loop
+
+    def f(x, log):
+        it = gen(x)
+        try:
+            for v in it:
+                x = x + v
+        except KeyError as e:
+            log.append(repr(e))
+        log.append(next(it, "finished"))  # a generator an exception left is done
+        try:
+            for v in stops(x):
+                x = x * 2
+        except RuntimeError as e:
+            log.append((str(e), type(e.__cause__).__name__))
+        return x
+
+    check(f, (t(), []), kind="graph")
+
+
+def test_raise_in_generator_leaving_the_frame():
+    def gen(n):
+        yield n
+        raise ValueError("out")
+
+    def f(x, log):
+        for v in gen(2):
+            log.append(v)
+            x = x * v
         return x
 
     check(f, (t(), []), kind="eager")
@@ -673,3 +714,20 @@ def test_exception_with_a_python_init_leaving_the_function():
         with pytest.raises(WithArgs) as info:
             opt(t())
         assert (info.value.a, info.value.b, info.value.args) == (1, None, (1,))
+
+
+def test_raise_in_generator_through_next_with_a_default():
+    def gen(x):
+        yield x
+        raise ValueError("late")
+
+    def f(x, log):
+        it = gen(x)
+        first = next(it, None)
+        try:
+            next(it, None)
+        except ValueError as e:
+            log.append(str(e))
+        return first * 2, next(it, "done")
+
+    check(f, (t(), []), kind="graph")

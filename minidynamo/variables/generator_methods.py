@@ -115,7 +115,7 @@ def _send(gen, value):
     if gen.state == "done":
         return Returned(None)
     if gen.state == "suspended":
-        gen.frame.push(value)  # the value of the yield
+        gen.frame.push(ConstantVariable(None) if value is None else value)  # the value of the yield
     return _run(gen)
 
 

@@ -11,13 +11,13 @@ from` gives); a generator partly consumed and dropped never runs the rest of its
 body raises is caught by its own handlers (the translator's `catch`), and one leaving the
 body reaches the caller of send/throw/close (or of `yield from`) as CPython raises it there.
 
-An exception leaving the body into `next(gen)` (interpreter/opcodes/calls.py) or
-`gen.__next__()` called by the frame is raised at that call (generator_methods.next_step),
-where the frame may catch it.
+An exception leaving the body into `next(gen[, default])` (interpreter/opcodes/calls.py),
+`gen.__next__()` called by the frame or the frame's `for` loop over it (FOR_ITER) is raised
+at that instruction (generator_methods.next_step), where the frame may catch it.
 
 What the trace cannot make exact declines, with the reason:
-- an exception leaving the body into a for loop or a consumer model (the eager run
-  raises it);
+- an exception leaving the body into a consumer model (`list()`, `zip`, `sum`: the eager
+  run raises it);
 - a generator left suspended inside a try or with block when the trace ends (CPython
   runs its cleanup when the last reference goes, at a time the trace does not know). One
   that a `for y in gen(...)` loop alone held is closed where the loop drops it (a

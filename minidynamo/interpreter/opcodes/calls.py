@@ -87,15 +87,18 @@ class CallOps:
         cls = exception_class(fn)
         if cls is not None:  # an exception object (opcodes/exceptions.py raises and catches it)
             return self.made_here(cls, args, kwargs)
+        if isinstance(fn, BuiltinVariable) and fn.value is next and len(args) in (1, 2) and not kwargs \
+                and isinstance(args[0], IteratorVariable):
+            # A generator: an exception leaving its body is raised at this call
+            step = getattr(args[0], "next_from", None)
+            item = args[0].next_item() if step is None else step(self)
+            if item is None and len(args) == 2:
+                return args[1]
+            if item is None:
+                self.throw(self.made_here(StopIteration), "StopIteration from next()")
+            return item
         if isinstance(fn, BuiltinVariable) and len(args) == 1 and not kwargs:
             arg = args[0]
-            if fn.value is next and isinstance(arg, IteratorVariable):
-                # A generator: an exception leaving its body is raised at this call
-                step = getattr(arg, "next_from", None)
-                item = arg.next_item() if step is None else step(self)
-                if item is None:
-                    self.throw(self.made_here(StopIteration), "StopIteration from next()")
-                return item
             if fn.value in (str, repr) and isinstance(arg, ExceptionVariable):
                 return ConstantVariable(arg.text(fn.value))
         if isinstance(fn, (UserFunctionVariable, NestedFunctionVariable, UserMethodVariable)):

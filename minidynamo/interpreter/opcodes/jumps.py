@@ -62,7 +62,9 @@ class JumpOps:
         it = self.stack[-1]
         if not isinstance(it, IteratorVariable):
             unsupported("construct", f"iterating over {it.describe()}")
-        item = it.next_item()
+        # a generator's body raising reaches the loop here, where a handler may catch it
+        next_from = getattr(it, "next_from", None)
+        item = next_from(self) if next_from is not None else it.next_item()
         if item is None:
             self.pop()
             self.ip = inst.target  # normalized: past END_FOR (3.12) / END_FOR; POP_TOP (3.13+)
