@@ -8,7 +8,7 @@ import pytest
 import torch
 
 import minidynamo
-from helpers import CountingBackend
+from helpers import CountingBackend, check
 
 
 def _both(fn, *make_args, calls=2, graphs=1):
@@ -128,3 +128,28 @@ def test_a_tensor_property_is_not_an_attribute_write():
     x, plain = torch.ones(2), torch.ones(2)
     torch.testing.assert_close(opt(x), f(plain))
     torch.testing.assert_close(x, plain)
+
+
+def test_is_leaf_of_inputs_and_computed_tensors():
+    def f(x, w):
+        y = x * 2
+        with torch.no_grad():
+            z = w * 2
+        return y, [t.is_leaf for t in (x, w, y, z, w.detach())]
+
+    leaf = torch.randn(3, requires_grad=True)
+    check(f, (torch.randn(3), leaf), kind="graph")
+    check(f, (torch.randn(3, requires_grad=True), torch.randn(3)), kind="graph")
+
+
+def test_is_leaf_of_a_computed_input_recompiles():
+    def f(x):
+        return x * 2 if x.is_leaf else x - 1
+
+    backend = CountingBackend()
+    opt = minidynamo.optimize(f, backend=backend)
+    leaf = torch.randn(3, requires_grad=True)
+    computed = leaf * 3  # requires grad, not a leaf: the same tensor metadata
+    for x in (leaf, computed, leaf):
+        torch.testing.assert_close(opt(x), f(x))
+    assert backend.calls == 2

@@ -48,7 +48,7 @@ _RESIZE_METHODS = {"resize_": "reallocates the storage", "resize_as_": "realloca
 # Methods that run or change autograd outside the graph.
 _AUTOGRAD_METHODS = {"backward": "runs autograd", "register_hook": "registers a hook"}
 # Attributes pinned by the TENSOR_MATCH guard (type, dtype, device, shape, strides,
-# requires_grad) or implied by them. Not is_leaf, grad_fn, storage_offset: not guarded.
+# requires_grad) or implied by them. Not grad_fn, storage_offset: not guarded (is_leaf: _is_leaf).
 _METADATA_ATTRS = {"dtype", "device", "ndim", "requires_grad", "is_cuda", "is_sparse", "is_nested", "is_cpu",
                    "is_mkldnn", "is_xpu", "is_mps", "is_sparse_csr",
                    "is_quantized", "is_meta", "layout", "itemsize", "nbytes"}
@@ -126,6 +126,8 @@ class TensorVariable(VariableTracker):
                         hint="gradients (an optimizer's step reads them) are not traced yet: call "
                              "optimizer.step() outside the optimized function; the forward and the "
                              "loss are captured")
+        if name == "is_leaf":
+            return self._is_leaf(tx)
         if not hasattr(self.cls, name):
             unsupported("exceptions", f"AttributeError: {self.cls.__name__!r} object has no attribute {name!r}",
                         raised=AttributeError)
@@ -135,6 +137,17 @@ class TensorVariable(VariableTracker):
         if not callable(getattr(torch.Tensor, name)):  # grad_fn, is_leaf...: data, not methods
             unsupported("construct", f"reading Tensor.{name} while tracing")
         return BoundMethodVariable(self, name)
+
+    def _is_leaf(self, tx):
+        """`x.is_leaf`: a tensor the graph computes is one where autograd does not record it
+        (the fake tensor's grad_fn says); one passed in that requires grad may be either
+        (computed by the caller), guarded so; one that does not always is."""
+        real = tx.output.example_of(self) if self.source is not None else None
+        if real is None:
+            return ConstantVariable(self.fake.grad_fn is None)
+        if real.requires_grad:
+            tx.output.guards.add(Guard("EQUALS_MATCH", AttrSource(self.source, "is_leaf"), real.is_leaf))
+        return ConstantVariable(real.is_leaf)
 
     def _own_attr(self, tx, name):
         """An attribute set on an input tensor from Python (`x.scale = 2`), or None where
