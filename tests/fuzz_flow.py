@@ -64,6 +64,11 @@ GEN_FORMS = [
       "            yield u * e.args[0]"],
      ["{t} = {a}", "for {it} in {g}({b}, 3):", "    {t} = {t} + {it}"],
      "{t}"),
+    # 9: a body's exception leaves it into the for loop pulling it, caught around the loop
+    (["def {g}(u, k):", "    for i in range(k):", "        yield u * i", '    raise KeyError("end")'],
+     ["{t} = {a}", "try:", "    for {it} in {g}({b}, 2):", "        {t} = {t} + {it}",
+      "except KeyError as e:", "    {t} = {t} - len(e.args)"],
+     "{t}"),
 ]
 
 # Raise-and-catch forms: (statements, result expression). {t}: a tensor local; {a}, {b}:
