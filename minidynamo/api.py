@@ -42,16 +42,19 @@ class OptimizedFunction:
         if mode == "cudagraphs":
             backend = wrap_backend(lookup_backend(backend))
         self.mode = mode
+        shown, fn = fn, as_function(fn)
         self._fn = fn
-        code = fn.__code__
-        where = f"{code.co_filename}:{code.co_firstlineno}"
+        where = _where(fn)
         name = entry_name(fn)  # the generated entry's def name
         self._cache = FunctionCache(fn, backend, fullgraph, name, where,
                                     dynamic=_dynamic_for(backend, mode, dynamic), naming=naming)
         self._cache.on_change = self._install_call
         _all_caches.add(self._cache)
-        functools.update_wrapper(self, fn)
-        self.__signature__ = inspect.signature(fn, follow_wrapped=False)
+        functools.update_wrapper(self, shown)
+        try:
+            self.__signature__ = inspect.signature(shown, follow_wrapped=False)
+        except (TypeError, ValueError):  # a C function without a text signature
+            self.__signature__ = inspect.signature(fn, follow_wrapped=False)
 
     @classmethod
     def _resume(cls, fn, root):
@@ -197,31 +200,73 @@ def _check_optimizable(fn):
 
 
 def _not_optimizable(fn) -> str | None:
-    """Why `fn` cannot be optimized, or None when it can."""
+    """Why `fn` cannot be optimized, or None when it can (a Python function, or any other
+    callable: see `as_function`)."""
     if isinstance(fn, OptimizedFunction):
         return None
     if isinstance(fn, (staticmethod, classmethod)):
         return (f"minidynamo.optimize got a {type(fn).__name__} object: apply "
                 f"@minidynamo.optimize below @{type(fn).__name__} (closest to the def)")
-    if isinstance(fn, types.MethodType):
-        return ("minidynamo.optimize got a bound method: optimize the function "
-                "(decorate the def in the class body), or wrap a lambda calling it")
     if isinstance(fn, type):
         return (f"minidynamo.optimize got the class {fn.__qualname__}: optimize a "
                 "function (for a module, its forward method)")
     if isinstance(fn, torch.nn.Module):  # optimize() wraps modules in an OptimizedModule first
         return (f"minidynamo.optimize got the nn.Module instance {type(fn).__name__} here: use "
                 "minidynamo.optimize(module), which returns an OptimizedModule")
-    if isinstance(fn, (types.BuiltinFunctionType, types.BuiltinMethodType)) or (
-            callable(fn) and not isinstance(fn, types.FunctionType) and not hasattr(fn, "__code__")):
-        return (f"minidynamo.optimize needs a Python function; "
-                f"{getattr(fn, '__qualname__', type(fn).__name__)!r} has no Python bytecode")
-    if not isinstance(fn, types.FunctionType):
-        return f"minidynamo.optimize needs a Python function, got {type(fn).__name__}"
-    if fn.__code__.co_flags & (CO_GENERATOR | CO_COROUTINE | CO_ASYNC_GENERATOR):
+    if not callable(fn):
+        return f"minidynamo.optimize needs a function or another callable, got {type(fn).__name__}"
+    if not isinstance(fn, types.FunctionType) and _takes_example_inputs(fn):
+        return (f"minidynamo.optimize got {type(fn).__name__} object, a backend (it takes example_inputs) "
+                "where the function to optimize goes")
+    code = getattr(fn.__func__ if isinstance(fn, types.MethodType) else fn, "__code__", None)
+    if isinstance(code, types.CodeType) and code.co_flags & (CO_GENERATOR | CO_COROUTINE | CO_ASYNC_GENERATOR):
         return (f"minidynamo.optimize cannot optimize {fn.__qualname__}: generator and "
                 "async functions are not supported")
     return None
+
+
+def _takes_example_inputs(fn) -> bool:
+    """Whether callable `fn` looks like a backend, `(gm, example_inputs)`."""
+    try:
+        return "example_inputs" in inspect.signature(fn).parameters
+    except (TypeError, ValueError):
+        return False
+
+
+def as_function(fn) -> types.FunctionType:
+    """`fn` itself for a Python function; for any other callable (a bound method, a
+    functools.partial, an object with `__call__`, a C function such as `torch.add`), a
+    Python function calling it, which the trace inlines as it would that call (as
+    torch.compile accepts any callable). It is named after `fn`; `__wrapped__` is `fn`."""
+    if isinstance(fn, types.FunctionType):
+        return fn
+    target = fn
+
+    def call(*args, **kwargs):
+        return target(*args, **kwargs)
+    name = getattr(fn, "__name__", None) or type(fn).__name__
+    call.__name__ = name if isinstance(name, str) else type(fn).__name__
+    call.__qualname__ = getattr(fn, "__qualname__", call.__name__)
+    call.__wrapped__ = fn
+    return call
+
+
+def _where(fn) -> str:
+    """Where `fn` (as_function's) is defined, for messages: its own code, or the code of
+    the callable it calls (a partial's function, a method's, a `__call__`), or its name."""
+    if fn.__code__ is not _CALL_CODE:
+        return f"{fn.__code__.co_filename}:{fn.__code__.co_firstlineno}"
+    target = fn.__wrapped__
+    while isinstance(target, functools.partial):
+        target = target.func
+    target = getattr(target, "__func__", target)
+    code = getattr(target, "__code__", None) or getattr(getattr(type(target), "__call__", None), "__code__", None)
+    if isinstance(code, types.CodeType):
+        return f"{code.co_filename}:{code.co_firstlineno}"
+    return f"<{getattr(target, '__qualname__', type(target).__qualname__)}>"
+
+
+_CALL_CODE = as_function(len).__code__
 
 
 _MODES = (None, "default", "cudagraphs")

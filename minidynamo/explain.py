@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 import torch
 
 from .dynamic import DynamicPolicy
-from .api import OptimizedFunction, OptimizedModule, _not_optimizable
+from .api import OptimizedFunction, OptimizedModule, _not_optimizable, _where, as_function
 from .codegen import code_signature, entry_name
 from .convert import BreakEntry, CallToCompile, compile_call
 from .exc import HINTS, BackendError
@@ -182,9 +182,9 @@ def explain(fn, backend=None):
     why = _not_optimizable(fn)
     if why is not None:  # named as explain's, not optimize's
         raise TypeError(why.replace("minidynamo.optimize", "minidynamo.explain", 1))
+    fn = as_function(fn)
     name = entry_name(fn)
-    code = fn.__code__
-    where = f"{code.co_filename}:{code.co_firstlineno}"
+    where = _where(fn)
     # Messages name the function as the user wrote it (a module: its forward, `self`, ...).
     naming = cache.naming if cache is not None else plain(name, where)
 

@@ -15,9 +15,6 @@ Decided behaviour, documented by these tests:
 from __future__ import annotations
 
 import asyncio
-import functools
-import math
-import time
 
 import pytest
 import torch
@@ -59,23 +56,13 @@ async def _agen(x):
     ("plus_one", "got str"),
     (None, "got NoneType"),
     ([plus_one], "got list"),
-    (len, "len"),
-    (print, "print"),
-    (math.sqrt, "sqrt"),
-    (time.perf_counter, "perf_counter"),
-    (torch.relu, "relu"),
-    (torch.Tensor.add, "add"),
-    (str.upper, "upper"),
     (Plain, "class"),
     (torch.nn.Linear, "class"),
-    (Plain().method, "bound method"),
     (staticmethod(plus_one), "staticmethod"),
     (classmethod(plus_one), "classmethod"),
     (_gen, "generator"),
     (_coro, "async"),
     (_agen, "async"),
-    (functools.partial(plus_one), "partial"),
-    (Plain(), "Plain"),
 ])
 def test_not_optimizable_is_a_clear_type_error(target, words):
     with pytest.raises(TypeError) as info:
@@ -100,7 +87,7 @@ def test_bad_backend_names_and_types_fail_at_optimize_time():
         with pytest.raises(TypeError, match="minidynamo backend must be"):
             minidynamo.optimize(backend=bad)
     for bad in (3, 2.5, ["eager"]):  # first argument: the function to optimize
-        with pytest.raises(TypeError, match="needs a Python function.*backend=..."):
+        with pytest.raises(TypeError, match="needs a function or another callable.*backend=..."):
             minidynamo.optimize(bad)
     with pytest.raises(ValueError, match="unknown minidynamo mode"):
         minidynamo.optimize(mode="fastest")(plus_one)

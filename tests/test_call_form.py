@@ -120,11 +120,9 @@ def test_backend_lambda_is_never_taken_for_the_function():
 # --- the first argument: the function, a backend name, or a clear error -------------------
 
 @pytest.mark.parametrize("target, words", [
-    (CountingBackend(), ["CountingBackend", "backend=..."]),
+    (CountingBackend(), ["CountingBackend", "a backend", "backend=..."]),
     (torch.nn.Linear, ["class Linear"]),
     (CountingBackend, ["class CountingBackend"]),
-    (CountingBackend().ops, ["bound method"]),
-    (len, ["'len'", "backend=..."]),
     (42, ["got int", "backend=..."]),
 ])
 def test_first_argument_that_is_no_python_function_is_a_type_error(target, words):

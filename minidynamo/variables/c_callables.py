@@ -21,6 +21,7 @@ from .base import RealValueVariable, VariableTracker
 from .builtins import is_builtin_callable
 from .functions import BoundMethodVariable
 from .torch import is_torch_object
+from .unbound_methods import call_unbound_method
 
 _C_CALLABLE_TYPES = (types.BuiltinFunctionType, types.MethodWrapperType, types.WrapperDescriptorType,
                      types.MethodDescriptorType, types.ClassMethodDescriptorType)
@@ -37,6 +38,9 @@ class OpaqueCallableVariable(RealValueVariable):
         return f"C function {_name(self.value)!r}"
 
     def call_function(self, tx, args, kwargs):
+        result = call_unbound_method(tx, self.value, args, kwargs)  # `str.upper(s)`
+        if result is not None:
+            return result
         unsupported("call", f"C function {_name(self.value)!r} is not traced")
 
 

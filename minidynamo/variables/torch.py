@@ -6,6 +6,7 @@ import types
 
 import torch
 
+from .unbound_methods import call_unbound_method
 from ..exc import unsupported
 from ..guards import Guard
 from ..sources import AttrSource
@@ -172,6 +173,9 @@ class TorchVariable(ObjectConstantVariable):
             # Python code of torch's: interpreted like the user's, so whatever it calls
             # passes the same checks.
             return UserFunctionVariable(fn).call_function(tx, args, kwargs)
+        result = call_unbound_method(tx, fn, args, kwargs)  # `torch.Tensor.add(x, 1)`
+        if result is not None:
+            return result
         if not (is_operator(fn) or isinstance(fn, types.FunctionType)
                 or (isinstance(fn, type) and issubclass(fn, torch.Tensor))):
             # NOTE: declined before the call: a C function outside the dispatcher may
