@@ -13,7 +13,7 @@ import itertools
 from .exc import unsupported
 from .sources import Namespace
 from .variables.base import VariableTracker
-from .variables.dicts import DictVariable, ObjectKey
+from .variables.dicts import DictVariable, ObjectKey, ValueKey
 from .variables.lists import ListVariable, TupleVariable
 
 
@@ -105,5 +105,9 @@ class Rebuilder:
             # (a key of a dict passed in the trace never read as a value: the object
             # itself, which the entry's guards pin)
             return self.expr(k.var) if k.has_var else self.ns.bind(k.obj, "k")
+        if type(k) is ValueKey:  # an object hashed by value: rebuilt from its tracker
+            if not k.fresh():  # its table holds it under the hash of fields it no longer has
+                unsupported("construct", f"a {k.cls.__qualname__} key whose fields changed after it was hashed")
+            return self.expr(k.var)
         return repr(k) if type(k) in (int, str, bool) or k is None else self.ns.bind(k, "k")
 

@@ -40,7 +40,8 @@ from ..sources import ItemSource, Source
 from .attribute_protocols import InstanceDictView, class_attribute, dict_source, instance_dict
 from .base import VariableTracker
 from .constant import ConstantVariable
-from .dicts import DictVariable, ObjectKey, has_object_keys
+from .dicts import DictVariable, has_object_keys
+from .dict_keys import is_object_key
 from .sets import SetVariable
 from .lists import ListVariable, TupleVariable
 from .objects import ClassVariable, UserObjectVariable
@@ -179,7 +180,7 @@ class _Copier:
     def _dict(self, v, items: dict):
         made = self._remember(v, DictVariable({}))
         for k, x in items.items():
-            if type(k) is ObjectKey:
+            if is_object_key(k):
                 unsupported("construct", f"{self.what} of a dict keyed by {k.var.describe()} is not traced")
             made.items[k] = self.item(x)  # keys are constants: copy keeps them
         return made

@@ -1,7 +1,8 @@
-"""Keys of dict trackers (and members of set trackers): constants, hashed by value, or
+"""Keys of dict trackers (and members of set trackers): constants, hashed by value;
 `ObjectKey`s, objects hashed by identity (a module, an object of a class without
-`__hash__`/`__eq__`, a tensor), made by the models of objects hashed by identity
-(registry.IDENTITY_KEYS: identity_keys.py); and `KeyItems`, a dict tracker's items."""
+`__hash__`/`__eq__`, a tensor: identity_keys.py); `ValueKey`s, objects hashed by value (a
+frozen dataclass: value_keys.py), made by the models in registry.IDENTITY_KEYS; and
+`KeyItems`, a dict tracker's items."""
 from __future__ import annotations
 
 from ..exc import unsupported
@@ -46,12 +47,52 @@ class ObjectKey:
         return f"ObjectKey({self.var.describe() if self.has_var else type(self.obj).__qualname__})"
 
 
+class ValueKey:
+    """A key hashed and compared by value, as its class's generated `__hash__`/`__eq__`
+    (value_keys.py): `cls`, the values its `__hash__` hashes (`hashed`) and those its
+    `__eq__` compares (`compared`): constants, tuples, ValueKeys; `var`, the object's
+    tracker. `fresh()`: the object's fields are still those read (a later write leaves
+    this key's values behind the object's: comparing it then declines)."""
+
+    __slots__ = ("cls", "hashed", "compared", "var", "fresh")
+
+    def __init__(self, cls, hashed: tuple, compared: tuple, var: VariableTracker, fresh):
+        self.cls, self.hashed, self.compared, self.var, self.fresh = cls, hashed, compared, var, fresh
+
+    def __hash__(self):
+        return hash(self.hashed)
+
+    def __eq__(self, other):
+        if type(other) is not ValueKey or other.cls is not self.cls:
+            return False  # the generated __eq__'s NotImplemented: then identity, and they differ
+        if other.var is self.var:  # one object (CPython's look-up and __eq__ check identity first)
+            return True
+        if not (self.fresh() and other.fresh()):
+            unsupported("construct", f"comparing a {self.cls.__qualname__} key whose fields changed after "
+                                     "it was hashed")
+        return self.compared == other.compared
+
+    def __repr__(self):
+        return f"{self.cls.__qualname__}{self.compared!r}"
+
+
 def key_var(k) -> VariableTracker:
     """The tracker of key `k` of a dict (member of a set) tracker."""
-    return k.var if type(k) is ObjectKey else ConstantVariable(k)
+    return k.var if type(k) in (ObjectKey, ValueKey) else ConstantVariable(k)
+
+
+def is_object_key(k) -> bool:
+    """A key that is an object of the program's, not a constant: rebuilt from its tracker."""
+    return type(k) in (ObjectKey, ValueKey)
 
 
 def has_object_keys(keys) -> bool:
+    return any(type(k) in (ObjectKey, ValueKey) for k in keys)
+
+
+def has_identity_keys(keys) -> bool:
+    """Keys hashed by address here, by the object's own hash there (ValueKeys hash as their
+    objects do)."""
     return any(type(k) is ObjectKey for k in keys)
 
 
@@ -61,8 +102,8 @@ def _key(tx, k: VariableTracker):
             key = identity_key(tx, k)
             if key is not None:
                 return key
-        unsupported("construct", f"dict key {k.describe()} (only constants and objects hashed by identity "
-                                 "are supported)")
+        unsupported("construct", f"dict key {k.describe()} (only constants, objects hashed by identity "
+                                 "and dataclasses hashed by value are supported)")
     value = k.as_python_constant()
     try:
         hash(value)

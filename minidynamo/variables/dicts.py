@@ -1,8 +1,8 @@
 """Dicts (sets: sets.py). Like lists, only those created inside the traced function may be written.
 A dict's views and iterators read it live, as CPython's.
 
-Keys (and set members) are constants, hashed by value, or objects hashed by identity
-(`ObjectKey`s): dict_keys.py."""
+Keys (and set members) are constants, hashed by value, objects hashed by identity
+(`ObjectKey`s) or dataclasses hashed by value (`ValueKey`s): dict_keys.py."""
 from __future__ import annotations
 
 from collections.abc import Mapping
@@ -14,7 +14,8 @@ from .base import VariableTracker
 from .constant import ConstantVariable, fold
 from .lazy_iterators import advanced
 from .lists import IteratorVariable, LiveItems, TupleVariable, items_equal, pulled_one_by_one
-from .dict_keys import MIRRORED, KeyItems, ObjectKey as ObjectKey, _key as _key, has_object_keys, key_var as key_var
+from .dict_keys import (MIRRORED, KeyItems, ObjectKey as ObjectKey, ValueKey as ValueKey, _key as _key, has_object_keys,
+                        key_var as key_var)
 
 
 _ABSENT = object()  # no such key (in a dict read one key at a time)

@@ -16,6 +16,8 @@ Dicts passed in whose keys are such objects (a cache keyed by tensors or modules
 `torch.Size`s: keys guarded in order, those hashed by identity as the very objects (the
 entry holds them), each of them one of the sources `same_objects` pins (a key that is also
 the function's argument `x` is `x` on every call the entry serves, and no other is).
+Keys that are dataclasses hashed by value (value_keys.py) are guarded equal, their fields
+read through the dict (`tuple(d)[i].a`).
 
 Also: sets of classes or functions passed in (a registry of types, of hooks), guarded by their
 contents in order.
@@ -38,6 +40,7 @@ from .objects import UserObjectVariable
 from .tensor import TensorVariable
 from .user_objects import InstanceAttributes
 from .same_objects import note_identity  # noqa: F401 (imported from here too)
+from .value_keys import KeysSource, is_value_hashed, make_value_key
 
 
 def _identity_hash(cls) -> object:
@@ -110,16 +113,21 @@ def passed_in_keys(tx, value, source, kind) -> list:
     """The keys of dict `value` (of type `kind`) read from `source`, as a dict tracker holds
     them, and the guard on them: in order, each hashed by identity the very object."""
     keys = tuple(value)
-    by_id = tuple(not _value_key(k) for k in keys)
+    by_value = tuple(not _value_key(k) and is_value_hashed(type(k)) for k in keys)
+    by_id = tuple(not _value_key(k) and not v for k, v in zip(keys, by_value))
     out = []
     for i, (k, identity) in enumerate(zip(keys, by_id)):
+        if by_value[i]:  # a frozen dataclass: equal keys (the guard), fields read from the key itself
+            var = tx.wrap(k, ItemSource(KeysSource(source), i)) if source is not None else tx.wrap(k, None)
+            out.append(make_value_key(tx, var, type(k)))
+            continue
         if not identity:
             out.append(k)
             continue
         if not _identity_object(k):
             unsupported("construct", f"a {kind.__name__} with the key {type(k).__qualname__}(...) (only "
-                                     "constants, torch.Size, classes, tensors and objects hashed by identity "
-                                     "are supported)")
+                                     "constants, torch.Size, classes, tensors, objects hashed by identity "
+                                     "and dataclasses hashed by value are supported)")
         cls = type(k)
         if not isinstance(k, torch.Tensor):
             _guard_identity_hash(tx, cls)

@@ -12,7 +12,8 @@ every module that models a kind of object; none of them registers itself).
   classes).
 - `BUILTIN_HANDLERS`: builtins and C methods called in the trace whose handler lives with
   the model it needs, tried after builtins.py's own table.
-- `IDENTITY_KEYS`: trackers of objects hashed by identity as dict keys / set members;
+- `IDENTITY_KEYS`: trackers of objects as dict keys / set members (hashed by value, a
+  dataclass's generated methods, or by identity);
   `DICT_WITH_OBJECT_KEYS`: a plain dict passed in holding such keys.
 - `ITEM_PROTOCOLS`: objects passed in whose iteration and indexing are modelled (torch's
   module containers) → `ItemProtocol(container_class(obj), items(tx, var, cls),
@@ -41,7 +42,7 @@ from . import (attribute_builtins, autograd, builder, c_callables, collections_t
                distributed, environ, identity_keys, iterutils, library_contexts, namedtuple_classes, namedtuples, nn_modules,
                numpy_interop, operator_getters,
                object_builtins, storages, super_calls, torch as torch_trackers, triton, typing_forms, user_modules,
-               user_objects)
+               user_objects, value_keys)
 from ..sources import AttrSource
 from .builtins import BuiltinVariable
 from .functions import UserFunctionVariable
@@ -161,7 +162,7 @@ BUILTIN_HANDLERS: dict = {
     super: super_calls.call_super,
 }
 
-IDENTITY_KEYS: tuple = (identity_keys.identity_key,)
+IDENTITY_KEYS: tuple = (value_keys.value_key, identity_keys.identity_key)
 # A plain dict passed in with keys hashed by identity (the builder finds them scanning its keys).
 DICT_WITH_OBJECT_KEYS = identity_keys._wrap_dict
 

@@ -15,7 +15,7 @@ from ..exc import unsupported
 from .base import VariableTracker
 from .constant import ConstantVariable
 from .dicts import DictVariable
-from .dict_keys import MIRRORED, ObjectKey, _key, has_object_keys, key_var
+from .dict_keys import MIRRORED, ObjectKey, _key, has_identity_keys, has_object_keys, key_var
 from .lists import pulled_one_by_one
 
 _SET_UPDATES = ("update", "difference_update", "intersection_update", "symmetric_difference_update")
@@ -44,20 +44,25 @@ class SetVariable(VariableTracker):
         """The members in the program's iteration order; None where the trace does not know it."""
         if len(self.values) <= 1:
             return list(self.values)
-        if has_object_keys(self.values):  # hashed by address here, by the object's hash there
+        if has_identity_keys(self.values):  # hashed by address here, by the object's hash there
             return None
         if self.order is MIRRORED:
             return list(self.values)
         return None if self.order is None else list(self.order)
 
     def mirrors(self) -> bool:
-        return self.order is MIRRORED and not (has_object_keys(self.values) and len(self.values) > 1)
+        return self.order is MIRRORED and not (has_identity_keys(self.values) and len(self.values) > 1)
 
     def rebuild_new(self, rb) -> str:
         t = rb.ns.bind(self.python_type(), "t")
-        if has_object_keys(self.values):  # members hashed by identity: the objects of this call
+        if has_identity_keys(self.values):  # members hashed by identity: the objects of this call
             return f"{t}(({''.join(rb.key(k) + ', ' for k in self.values)}))"
         keys = self._order_or_decline("a set handed back")
+        if has_object_keys(self.values):  # members hashed by value: rebuilt, added one by one
+            if list(self.set_type(tuple(keys))) != keys:
+                unsupported("construct", "a set of objects hashed by value whose order a set made anew "
+                                         "does not give")
+            return f"{t}(({''.join(rb.key(k) + ', ' for k in keys)}))"
         # Made anew from a bound object, iterating as the program's set does: its members
         # added one by one, or a table merged whole from a copy of the trace's set.
         for made_from in (tuple(keys), frozenset(self.values), self.values.copy()):
@@ -219,6 +224,6 @@ def set_made_from(tx, ctor, arg) -> SetVariable:
         shadow = ctor(_key(tx, i) for i in ([] if arg is None else arg.iter_items(tx)))
     order = made.order
     made = SetVariable(shadow=shadow, set_type=ctor)
-    if order is None or has_object_keys(shadow):
+    if order is None or has_identity_keys(shadow):
         made.order = None
     return made
