@@ -11,7 +11,7 @@ import pytest
 import torch
 
 import minidynamo
-from helpers import PY, CountingBackend, assert_uses, check
+from helpers import PY, CountingBackend, assert_uses, check, same_outcome
 
 # Where the exception is caught in the trace: one graph (3.11+'s exception table, 3.10's
 # block stack).
@@ -731,3 +731,76 @@ def test_raise_in_generator_through_next_with_a_default():
         return first * 2, next(it, "done")
 
     check(f, (t(), []), kind="graph")
+
+
+class CodedError(ValueError):
+    default_code = 7
+
+    def __init__(self, msg, code=None):
+        super().__init__(msg)
+        self.code = code if code is not None else self.default_code
+
+    def describe(self, prefix="E"):
+        return f"{prefix}{self.code}:{self.args[0]}"
+
+    @property
+    def doubled(self):
+        return self.code * 2
+
+    @staticmethod
+    def kind():
+        return "coded"
+
+    @classmethod
+    def family(cls):
+        return cls.__name__
+
+
+def test_exception_classes_with_methods_of_their_own():
+    def f(x, log):
+        try:
+            raise CodedError("bad", 3)
+        except CodedError as e:
+            log.append((e.describe(), e.describe(prefix="W"), e.doubled, e.kind(), e.family(), e.default_code))
+            return x * e.code
+    check(f, (t(), []), kind="graph")
+
+    def g(x, log):
+        try:
+            raise CodedError("no code")
+        except ValueError as e:
+            log.append(e.describe())
+            return x + e.doubled
+    check(g, (t(), []), kind="graph")
+
+
+def test_a_patched_exception_method_recompiles():
+    def f(x):
+        try:
+            raise CodedError("m", 1)
+        except CodedError as e:
+            return x + len(e.describe())
+
+    backend = CountingBackend()
+    opt = minidynamo.optimize(f, backend=backend)
+    same_outcome(f, opt, t())
+    original = CodedError.describe
+    CodedError.describe = lambda self, prefix="E": "a much longer description"
+    try:
+        same_outcome(f, opt, t())
+    finally:
+        CodedError.describe = original
+    assert backend.calls == 2
+
+
+def test_an_exception_class_with_its_own_str_stays_eager():
+    class Shown(Exception):
+        def __str__(self):
+            return "shown"
+
+    def f(x):
+        try:
+            raise Shown()
+        except Shown as e:
+            return x + len(str(e))
+    check(f, t(), kind="eager")

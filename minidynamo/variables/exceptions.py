@@ -20,7 +20,7 @@ from ..guards import Guard
 from ..sources import AttrSource, ObjectSource
 from .base import VariableTracker
 from .constant import ConstantVariable
-from .functions import UserFunctionVariable
+from .functions import UserFunctionVariable, UserMethodVariable
 from .lists import TupleVariable
 
 # What a class body leaves in the class's __dict__ without adding behaviour.
@@ -40,13 +40,26 @@ def why_not_modeled(cls) -> str | None:
     for base in cls.__mro__:
         if base.__module__ == "builtins":
             continue
-        extra = set(vars(base)) - _PLAIN_CLASS_KEYS
+        extra = {k for k, v in vars(base).items() if k not in _PLAIN_CLASS_KEYS and not _plain_member(k, v)}
         if extra == {"__init__"} and isinstance(vars(base)["__init__"], types.FunctionType):
             continue  # inlined on the object being made (make_exception)
         if extra:
             return (f"the exception class {base.__qualname__} defines {', '.join(sorted(extra))} (only "
                     "builtin exception classes and subclasses that add nothing are modeled)")
     return None
+
+
+def _plain_member(name: str, value) -> bool:
+    """A class member that adds no behaviour CPython's exception machinery uses: a method,
+    static or class method, property or constant under a name that is no dunder (read
+    through ExceptionVariable.var_getattr, `class_member`)."""
+    if name.startswith("__") and name.endswith("__"):
+        return False
+    if isinstance(value, (staticmethod, classmethod)):
+        value = value.__func__
+    if isinstance(value, property):
+        return all(f is None or isinstance(f, types.FunctionType) for f in (value.fget, value.fset, value.fdel))
+    return isinstance(value, (types.FunctionType, *_CONSTANT_TYPES))
 
 
 def _simple(cls) -> bool:
@@ -156,10 +169,39 @@ class ExceptionVariable(VariableTracker):
             value = getattr(self.real, name)
             if isinstance(value, _CONSTANT_TYPES):
                 return ConstantVariable(value)
+        member = self._class_member(tx, name)
+        if member is not None:
+            return member
         if not hasattr(self.exc_type, name):
             unsupported("exceptions", f"AttributeError: {self.exc_type.__name__!r} object has no "
                                       f"attribute {name!r}", raised=AttributeError)
         unsupported("exceptions", f"attribute {name!r} of a {self.describe()} is not modeled")
+
+
+    def _class_member(self, tx, name):
+        """A member its Python class defines (`_plain_member`), pinned by identity: a method
+        bound to the exception, a static or class method, a property's getter run on it, a
+        constant. None where no class of the user's defines `name`."""
+        owner = next((b for b in self.exc_type.__mro__ if b.__module__ != "builtins" and name in vars(b)), None)
+        if owner is None or not _plain_member(name, vars(owner)[name]):
+            return None
+        value = vars(owner)[name]
+        read = AttrSource(ObjectSource(self.exc_type, self.exc_type.__qualname__), name)
+        if isinstance(value, classmethod):  # a new bound method on every read: its function
+            tx.output.guards.add(Guard("ID_MATCH", AttrSource(read, "__func__"), value.__func__))
+        else:
+            tx.output.guards.add(Guard("ID_MATCH", read, getattr(self.exc_type, name)))
+        if isinstance(value, staticmethod):
+            return UserFunctionVariable(value.__func__)
+        if isinstance(value, classmethod):
+            return UserMethodVariable(UserFunctionVariable(value.__func__), tx.wrap(self.exc_type, None))
+        if isinstance(value, property):
+            if value.fget is None:
+                unsupported("exceptions", f"AttributeError: property {name!r} has no getter", raised=AttributeError)
+            return UserFunctionVariable(value.fget).call_function(tx, [self], {})
+        if isinstance(value, types.FunctionType):
+            return UserMethodVariable(UserFunctionVariable(value), self)
+        return ConstantVariable(value)
 
 
 class _BaseExceptionInit(VariableTracker):
