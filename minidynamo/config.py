@@ -25,6 +25,10 @@ class Config:
     # hold (guards.md: the fast tier); False: every guard walks its path on every call.
     # Read when a function is traced.
     snapshot_guards: bool = True
+    # Keep `t.item()` in the graph as a value read at run time (an unbacked symbol of the
+    # shape environment), as torch.compile's setting of this name (which is read too):
+    # arithmetic with it is traced, a branch or a size made from it breaks. False: break.
+    capture_scalar_outputs: bool = False
     # Turn minidynamo's internal errors into logged eager fallbacks.
     suppress_errors: bool = False
     # Keep minidynamo's own frames in the tracebacks of exceptions the user's code raises

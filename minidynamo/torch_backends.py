@@ -135,6 +135,13 @@ def _wrapped(name: str, compiler):
     return run
 
 
+def scalar_reads(gm: fx.GraphModule) -> list:
+    """The unbacked values of the graph's `t.item()` nodes (scalar_reads.py): a graph with
+    one is handed over as a symbolic one, over the environment they belong to."""
+    return [n.meta["val"] for n in gm.graph.nodes if n.op == "call_method" and n.target == "item"
+            and isinstance(n.meta.get("val"), (torch.SymInt, torch.SymFloat, torch.SymBool))]
+
+
 def symbolic_inputs(gm: fx.GraphModule, example_inputs) -> tuple:
     """(the fakes the trace made for the graph's inputs, why a backend may not take them),
     or (None, None) where no input is symbolic. The fakes are the placeholders' values:
@@ -144,7 +151,7 @@ def symbolic_inputs(gm: fx.GraphModule, example_inputs) -> tuple:
     fakes = [n.meta.get("val") for n in placeholders]
     symbolic = any(has_symbolic(tuple(v.shape)) or has_symbolic(v.stride()) if isinstance(v, torch.Tensor)
                    else is_symbolic(v) for v in fakes)
-    if not symbolic:
+    if not symbolic and not scalar_reads(gm):
         return None, None
     if len(fakes) != len(example_inputs):
         return fakes, "the graph's placeholders are not its inputs"
@@ -177,7 +184,7 @@ def _compile(compiler, name: str, gm: fx.GraphModule, inputs, symbolic: bool = F
     context = contextlib.nullcontext()
     if symbolic:
         from torch._guards import TracingContext, tracing
-        mode, inputs = backend_fakes(inputs)
+        mode, inputs = backend_fakes(gm, inputs)
         context = tracing(TracingContext(mode))
     # Our kernel table stays off the graph while torch has it: torch's caches pickle the
     # graph module for their keys, and the launches are torch's own ops by now.
@@ -214,13 +221,13 @@ def _explain_launch_failure(gm: fx.GraphModule, e: RuntimeError) -> None:
             f"backend='eager' ({e})") from e
 
 
-def backend_fakes(fakes: list) -> tuple:
+def backend_fakes(gm: fx.GraphModule, fakes: list) -> tuple:
     """(a fresh FakeTensorMode over the trace's shape environment, the trace's fakes made
     again in it): what torch.compile hands its backend. Its sizes are the same SymInts; the
     mode is a plain FakeTensorMode, the type torch registers its higher-order ops' fake
     rules for (the trace's own mode is a subclass that notes writes)."""
     from torch._subclasses.fake_tensor import FakeTensorMode
-    shape_env = next(v.node.shape_env for v in _sym_values(fakes))
+    shape_env = next(v.node.shape_env for v in (*_sym_values(fakes), *scalar_reads(gm)))
     mode = FakeTensorMode(shape_env=shape_env)
     return mode, [mode.from_tensor(v) if isinstance(v, torch.Tensor) else v for v in fakes]
 
@@ -238,7 +245,7 @@ def user_backend_context(gm: fx.GraphModule, example_inputs):
         yield example_inputs
         return
     from torch._guards import TracingContext, tracing
-    mode, made = backend_fakes(fakes)
+    mode, made = backend_fakes(gm, fakes)
     for real, fake in zip(example_inputs, made):
         if isinstance(real, torch.Tensor):
             mode.fake_tensor_converter.set_tensor_memo(real, fake)

@@ -10,6 +10,8 @@ from __future__ import annotations
 import builtins
 import sys
 
+from torch.fx.experimental.symbolic_shapes import GuardOnDataDependentSymNode
+
 from .._compat import CO_ASYNC_GENERATOR, CO_COROUTINE, CO_GENERATOR, CO_ITERABLE_COROUTINE, VERSION
 from ..exc import Raised, Unsupported, current_location, format_location, unsupported
 from ..frame_hook import in_torch_or_stdlib
@@ -142,6 +144,10 @@ class InstructionTranslator(GeneratorOps, LoadStoreOps, StackOps, BinaryOps, Jum
                 except Raised as e:
                     if not self.catch(e, start):
                         raise
+                except GuardOnDataDependentSymNode as e:
+                    # a decision on a value read from a tensor (config.capture_scalar_outputs)
+                    unsupported("data_dependent", f"a value read from tensor data decides a branch or a "
+                                                  f"constant ({_first_line(e)})")
                 except Unsupported as e:
                     if e.raised_args is None or e.raised_at is not None:
                         raise
@@ -467,3 +473,8 @@ def _short(v) -> str:
 
 
 __all__ = ["InstructionTranslator", "trace", "NULL", "sys"]
+
+
+def _first_line(e) -> str:
+    text = str(e).strip()
+    return text.splitlines()[0] if text else type(e).__name__

@@ -7,10 +7,13 @@ from __future__ import annotations
 
 import inspect
 import operator
+import sys
 
 import torch
 
+from ..config import config
 from ..dynamic import has_symbolic
+from ..scalar_reads import scalar_read
 from ..exc import unsupported
 from ..guards import Guard
 from ..sources import AttrSource
@@ -53,6 +56,13 @@ _METADATA_ATTRS = {"dtype", "device", "ndim", "requires_grad", "is_cuda", "is_sp
                    "is_mkldnn", "is_xpu", "is_mps", "is_sparse_csr",
                    "is_quantized", "is_meta", "layout", "itemsize", "nbytes"}
 _TENSOR_ATTRS = {"T", "mT", "H", "mH", "real", "imag", "data"}
+
+
+def captures_scalars() -> bool:
+    """config.capture_scalar_outputs, or torch.compile's setting of that name where
+    torch._dynamo's config is loaded (never imported for this)."""
+    torch_config = sys.modules.get("torch._dynamo.config")
+    return config.capture_scalar_outputs or bool(getattr(torch_config, "capture_scalar_outputs", False))
 
 
 def _legacy_tensor_type(v) -> str | None:
@@ -204,6 +214,8 @@ class TensorVariable(VariableTracker):
                 return array
         if name == "untyped_storage":  # its size, of a tensor passed in
             return storage_of(tx, self, args, kwargs)
+        if name == "item" and not args and not kwargs and captures_scalars():
+            return scalar_read(tx.output, self)
         if name in _DATA_METHODS:
             unsupported("data_dependent", f"Tensor.{name}() {_DATA_METHODS[name]}",
                         hint=_VALUE_HINT if name in _VALUE_METHODS else None)
