@@ -304,3 +304,27 @@ def test_fullgraph_refuses_what_it_declines(reentrant):
     with pytest.raises(minidynamo.Unsupported, match="use_reentrant"), warnings.catch_warnings():
         warnings.simplefilter("ignore")
         opt(torch.randn(2, 4, requires_grad=True))
+
+
+def test_nested_checkpoint_with_an_autograd_function_inside():
+    class Square(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            ctx.save_for_backward(x)
+            return x * x
+
+        @staticmethod
+        def backward(ctx, g):
+            x, = ctx.saved_tensors
+            return 2 * x * g
+
+    def f(m, x):
+        def inner(a):
+            return Square.apply(m(a)).tanh()
+
+        def outer(a):
+            return checkpoint(inner, a * 2, use_reentrant=False) + 1
+
+        return checkpoint(outer, x, use_reentrant=False)
+
+    _differential(f, torch.nn.Linear(8, 8), torch.randn(3, 8, requires_grad=True))
