@@ -1,5 +1,5 @@
 """Subgraphs: an fx graph traced inside another (the bodies of a captured
-autograd.Function), taking what it uses from its parent as placeholders.
+autograd.Function, a checkpointed function), taking what it uses from its parent as placeholders.
 
 While a body is traced, `OutputGraph.graph` is the body's `LiftingGraph`; every node it
 creates may name a node of an enclosing graph, and `create_node` replaces such a node by

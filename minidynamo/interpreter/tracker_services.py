@@ -1,13 +1,13 @@
 """What the trackers ask of the translator (`tx`) that lives above them: the generic
 operators (interpreter/operators.py), which tracker models which real object
 (variables/registry.py), iterating a user object (iteration_protocol.py), sorting
-(builtins.sort_items),
+(builtins.sort_items), checkpointed calls (checkpoint.py),
 folded results (builder.wrap_constant_result) and `x.numpy()` (numpy_interop.py).
 Each of those modules imports the trackers, so a tracker module cannot import it: it
 calls `tx.compare(...)` instead, as it calls `tx.wrap(...)`."""
 from __future__ import annotations
 
-from ..variables import numpy_interop, registry
+from ..variables import checkpoint, numpy_interop, registry
 from ..variables.builder import wrap_constant_result
 from ..variables.builtins import sort_items
 from ..variables.iteration_protocol import drain, user_iterator
@@ -51,6 +51,10 @@ class TrackerServices:
 
     def wrap_constant_result(self, result, what: str):
         return wrap_constant_result(result, what, self)
+
+    def capture_checkpoint(self, args: list, kwargs: dict):
+        """`torch.utils.checkpoint.checkpoint(*args, **kwargs)` (variables/checkpoint.py)."""
+        return checkpoint.capture_checkpoint(self, args, kwargs)
 
     def tensor_to_ndarray(self, tensor, args, kwargs):
         """`x.numpy()`, or None where NumPy (2 or later) or torch._numpy is missing."""

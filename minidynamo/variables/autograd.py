@@ -514,7 +514,7 @@ def _holds_values(v) -> bool:
                for i in v.items)
 
 
-def _bodies_of(output, graph) -> torch.nn.Module:
+def bodies_of(output, graph) -> torch.nn.Module:
     """A module holding the bodies a body's own Function nodes name (a Function applied
     inside this one's forward): what its GraphModule reads them from."""
     holder = torch.nn.Module()
@@ -530,7 +530,7 @@ def _emit(tx, cls, spec, fwd, bwd, user_outputs, outs, args, extra_nodes):
     for the outputs and the escaping values."""
     output = tx.output
     n = output.next_body_index()
-    fwd_gm = fx.GraphModule(_bodies_of(output, fwd), fwd, class_name=f"{cls.__name__}_fwd_body")
+    fwd_gm = fx.GraphModule(bodies_of(output, fwd), fwd, class_name=f"{cls.__name__}_fwd_body")
     bwd_gm = fx.GraphModule(torch.nn.Module(), bwd, class_name=f"{cls.__name__}_bwd_body")
     fwd_attr = output.add_submodule(f"fwd_body_{n}", fwd_gm)
     bwd_attr = output.add_submodule(f"bwd_body_{n}", bwd_gm)

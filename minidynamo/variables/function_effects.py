@@ -193,8 +193,12 @@ def outside_unchanged(output, what: str):
         unsupported("side_effect", f"{what} changes {change or var.source.name()!r} from outside: it runs "
                                    "at backward time, after the forward's graph")
 
+    # Nested (a Function's backward inside a checkpointed body): the enclosing refusal is
+    # put back after.
+    enclosing = {k: v for k, v in vars(output).items() if k in ("record_append", "record_mutation")}
     output.record_append = output.record_mutation = refuse  # OutputGraph's own, shadowed
     try:
         yield
     finally:
         del output.record_append, output.record_mutation
+        vars(output).update(enclosing)

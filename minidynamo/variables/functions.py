@@ -15,7 +15,7 @@ from .code_objects import CodeVariable, signature_of
 from .constant import ConstantVariable, fold
 from .dicts import DictVariable
 from .lists import TupleVariable
-from .purity import is_compiler_disabled, is_disabled_by_torch
+from .purity import is_checkpoint, is_compiler_disabled, is_disabled_by_torch
 from .torch_graph_break import breaks_here
 
 
@@ -140,6 +140,8 @@ class UserFunctionVariable(BaseFunctionVariable):
             unsupported("graph_break", "minidynamo.graph_break()")
         if breaks_here(self.fn):  # torch._dynamo.graph_break(): torch.compile breaks here too
             unsupported("graph_break", "torch._dynamo.graph_break()")
+        if is_checkpoint(self.fn):
+            return tx.capture_checkpoint(list(args), dict(kwargs))
         if is_compiler_disabled(self.fn):  # runs eagerly (torch's wrapper switches the eval-frame hook off)
             which = "minidynamo.disable" if getattr(self.fn, "_minidynamo_disable", False) \
                 else "torch's own torch._disable_dynamo (torch.compile breaks here too)" \

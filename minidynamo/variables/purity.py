@@ -22,6 +22,7 @@ import importlib
 import types
 
 import torch
+import torch.utils.checkpoint
 
 _OPERATOR_NAMESPACES = ("_VariableFunctions", "_nn", "_fft", "_linalg", "_special", "_nested",
                         "_sparse")
@@ -127,6 +128,15 @@ def is_compiler_disabled(fn) -> bool:
     (or torch's own `torch._disable_dynamo` one): always runs eagerly."""
     return getattr(fn, "_torchdynamo_disable", False) is True or getattr(fn, "_minidynamo_disable", False) is True \
         or is_disabled_by_torch(fn)
+
+
+def is_checkpoint(fn) -> bool:
+    """`torch.utils.checkpoint.checkpoint`: disabled for torch.compile's frames, but
+    captured whole (variables/checkpoint.py), as torch.compile captures it."""
+    return fn is _CHECKPOINT
+
+
+_CHECKPOINT = torch.utils.checkpoint.checkpoint
 
 
 def is_disabled_by_torch(fn) -> bool:

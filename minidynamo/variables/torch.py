@@ -15,7 +15,7 @@ from .constant import ConstantVariable, fold, is_constant_value
 from .contexts import GradModeVariable, _set_grad
 from .lists import BaseListVariable, TupleVariable
 from .scalar_tensor_args import decompose_call
-from .purity import is_compiler_disabled, is_operator, qualified_name
+from .purity import is_checkpoint, is_compiler_disabled, is_operator, qualified_name
 from .torch_queries import query_of
 from .symbolic import SymNodeVariable
 from .tensor import _METADATA_METHODS, TensorVariable
@@ -163,6 +163,8 @@ class TorchVariable(ObjectConstantVariable):
                                  "called outside the optimized function")
             unsupported("call", f"creating a {what} object while tracing",
                         hint="create it outside the optimized function and pass it in")
+        if is_checkpoint(fn):
+            return tx.capture_checkpoint(list(args), dict(kwargs))
         if is_compiler_disabled(fn):
             unsupported("call", f"{what} is wrapped by torch.compiler.disable: it runs eagerly")
         if isinstance(fn, types.FunctionType) and (
