@@ -7,6 +7,7 @@ to that point, so a function that cannot be traced costs one failed trace, not o
 from __future__ import annotations
 
 import builtins
+import contextlib
 import keyword
 import time
 import warnings
@@ -76,7 +77,7 @@ def _trace_frame(fn, args, kwargs, output, stop_at=None):
     `stop_at`, the StoppedForBreak holding the translator in place of the result."""
     state = GlobalState()  # what the trace assumes of grad mode, default dtype, autocast...
     try:
-        with paused_gc():
+        with paused_gc(), _saved_tensor_hooks_off():
             result = trace(output, fn, args, kwargs, stop_at)
     except StoppedForBreak as stopped:
         result = stopped
@@ -84,6 +85,22 @@ def _trace_frame(fn, args, kwargs, output, stop_at=None):
         output.final_grad_mode = torch.is_grad_enabled()  # where the graph leaves it
         output.leave_state(state.expected["grad mode"])
     return result, state
+
+
+@contextlib.contextmanager
+def _saved_tensor_hooks_off():
+    """The trace's fake ops save fake tensors for autograd: the user's saved-tensor hooks
+    around the call are for the graph's run, not for the trace (torch's tracing flag turns
+    them off, as torch.compile sets it while it traces)."""
+    set_tracing = getattr(torch._C._autograd, "_saved_tensors_hooks_set_tracing", None)
+    if set_tracing is None:
+        yield
+        return
+    prior = set_tracing(True)
+    try:
+        yield
+    finally:
+        set_tracing(prior)
 
 
 class _ReturnTail:

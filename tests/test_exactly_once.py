@@ -66,3 +66,27 @@ def test_a_graph_entry_whose_graph_raises_runs_once():
     with pytest.raises((IndexError, RuntimeError)):
         opt(x, torch.tensor([0, 9]))  # guards pass; the graph itself raises
     assert seen == [1]
+
+
+def test_saved_tensor_hooks_around_the_call_see_the_graphs_tensors_only():
+    """The trace's fake ops save fake tensors: the user's pack hook must not see them (it
+    runs for the tensors the graph saves, once per call, as in eager)."""
+    packed = []
+
+    def pack(t):
+        packed.append((tuple(t.shape), type(t).__name__))
+        return t
+
+    def f(x, w):
+        return (x @ w).relu().sum()
+
+    x, w = torch.randn(3, 4, requires_grad=True), torch.randn(4, 5, requires_grad=True)
+    opt = minidynamo.optimize(f)
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        for run in (f, opt, opt):
+            packed.clear()
+            run(x, w).backward()
+            if run is f:
+                expected = list(packed)
+            else:
+                assert packed == expected
