@@ -27,6 +27,7 @@ from ..codegen import code_signature
 from ..variables.call_binding import bind_arguments
 from ..variables.cells import CellVariable, FrameCellVariable, frame_cells
 from ..variables.functions import UserFunctionVariable
+from ..variables.global_stores import stored_global
 from .opcodes.binary import BinaryOps
 from .opcodes.build import BuildOps
 from .opcodes.calls import CallOps
@@ -304,6 +305,9 @@ class InstructionTranslator(GeneratorOps, LoadStoreOps, StackOps, BinaryOps, Jum
 
     def load_global(self, name: str):
         g = self.f_globals
+        stored = stored_global(self.output, g, name)  # assigned by the trace
+        if stored is not None:
+            return stored
         if name in g:
             return wrap(self, g[name], GlobalSource(name, g))
         if name in self.f_builtins:

@@ -33,6 +33,7 @@ from .module_calls import call_module
 from .module_buffers import check_buffer_table_read, replaces_buffer, stores_buffer_back
 from .stores import ModuleTablesSource, record_store
 from .enums import wrap_member
+from .global_stores import store_global, stored_global
 from .loggers import LOGGER_LEVELS, LoggedOnceVariable, LoggerCallVariable, logs_once
 
 
@@ -48,12 +49,23 @@ class ModuleVariable(ObjectConstantVariable):
         return f"module {self.value.__name__!r}"
 
     def var_getattr(self, tx, name):
+        stored = stored_global(tx.output, vars(self.value), name)  # assigned by the trace
+        if stored is not None:
+            return stored
         try:
             value = getattr(self.value, name)
         except AttributeError:
             unsupported("exceptions", f"AttributeError: module {self.value.__name__!r} has no attribute {name!r}",
                         raised=AttributeError)
         return tx.wrap(value, AttrSource(self.source, name) if self.source else None)
+
+    def store_attr(self, tx, name, value):
+        """`helpers.STATE = v`: a global of that module, as `global STATE` there stores it
+        (a module whose class has its own `__setattr__` declines)."""
+        if type(self.value) is not types.ModuleType:
+            unsupported("side_effect", f"setting attribute {name!r} on {self.describe()} (a module class "
+                                       "of its own)")
+        store_global(tx, name, value, vars(self.value))
 
 
 # (predicate(cls), factory(tx, cls, args, kwargs) -> tracker or None) pairs: how calling a

@@ -12,6 +12,7 @@ import builtins
 import sys
 import types
 
+from ...variables.global_stores import delete_global, store_global
 from ..._compat import PY313
 from ...exc import unsupported
 from ...guards import Guard
@@ -97,10 +98,10 @@ class LoadStoreOps:
             self.push(self.load_global(name))
 
     def STORE_GLOBAL(self, inst):
-        unsupported("side_effect", f"assigning the global {inst.arg!r}")
+        store_global(self, inst.arg, self.pop())
 
     def DELETE_GLOBAL(self, inst):
-        unsupported("side_effect", f"deleting the global {inst.arg!r}")
+        delete_global(self, inst.arg)
 
     def LOAD_ATTR(self, inst):
         is_method, name = inst.arg
