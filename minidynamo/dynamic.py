@@ -102,10 +102,11 @@ class DynamicPolicy:
         new.ints = dict(self.ints)
         return new
 
-    def int_is_symbolic(self, name: str, value: int) -> bool:
-        """Whether int argument `name` is traced as a symbolic int. Under `dynamic=True`, 0
-        and 1 are not; automatically, one that changed is, whatever its value (as torch.compile's
-        ints, which it does not specialise on 0 and 1 as it does sizes)."""
+    def int_is_symbolic(self, name: str, value) -> bool:
+        """Whether int (or float) argument `name` is traced as a symbolic one. Under
+        `dynamic=True`, 0 and 1 are not; automatically, one that changed is, whatever its
+        value (as torch.compile's ints and floats, which it does not specialise on 0 and 1
+        as it does sizes)."""
         if self.mode is False:
             return False
         if self.mode is True:
@@ -159,6 +160,19 @@ def symbolic_int(shape_env, value: int, index: int):
     expr = shape_env.create_symbol(value, SymSource(index), dynamic_dim=DimDynamic.DYNAMIC, positive=None,
                                    do_not_specialize_zero_one=True)
     sym = shape_env.create_symintnode(expr, hint=value, source=SymSource(index))
+    return sym if is_symbolic(sym) else None
+
+
+def symbolic_float(shape_env, value: float, index: int):
+    """A SymFloat of the environment for a float argument, or None where it specialises
+    it: an infinity or a NaN (no symbol stands for those), a zero (the environment's
+    numbers lose the sign of -0.0)."""
+    import math
+    if not math.isfinite(value) or value == 0.0:
+        return None
+    from torch.fx.experimental.symbolic_shapes import DimDynamic
+    expr = shape_env.create_unspecified_symbol(value, SymSource(index), dynamic_dim=DimDynamic.DYNAMIC)
+    sym = shape_env.create_symfloatnode(expr, hint=value, source=SymSource(index))
     return sym if is_symbolic(sym) else None
 
 

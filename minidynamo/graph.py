@@ -39,7 +39,7 @@ from torch.fx.experimental.symbolic_shapes import GuardOnDataDependentSymNode, f
 from .data_checks import CHECKED_CALLS, DATA_CHECKED
 from .exc import unsupported
 from .dynamic import (has_symbolic, is_symbolic, new_shape_env, shape_guard_exprs, symbolic_fake,
-                      symbolic_int)
+                      symbolic_float, symbolic_int)
 from .fakecache import SLOW, direct, input_fake, learn, memo_key, op_key, op_result, remember, replay
 from .guards import Guard, GuardSet, shape_guard, tensor_guard
 from .overlap import refused_write
@@ -164,16 +164,18 @@ class OutputGraph:
         self._input_by_id[id(value)] = (value, var)
         return var
 
-    def add_int_input(self, source: Source, value: int):
-        """An int argument the policy traces symbolically: a placeholder of the graph
-        (the entry passes the int) and a SymNodeVariable; None when it stays a constant."""
+    def add_int_input(self, source: Source, value):
+        """An int (or float) argument the policy traces symbolically: a placeholder of the
+        graph (the entry passes the number) and a SymNodeVariable; None when it stays a
+        constant."""
         if self.dynamic is None or not self.dynamic.int_is_symbolic(source.name(), value):
             return None
         existing = self._input_by_source.get(source)
         if existing is not None:
             return existing
         self._ensure_shape_env()
-        sym = symbolic_int(self.shape_env, value, len(self.symbolic_inputs))
+        make = symbolic_float if type(value) is float else symbolic_int
+        sym = make(self.shape_env, value, len(self.symbolic_inputs))
         if sym is None:
             return None
         self.symbolic_inputs.append((source, sym))

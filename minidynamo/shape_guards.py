@@ -256,6 +256,8 @@ def collect(shape_env, fakes: list) -> list[tuple[ShapeExpr, bool]]:
         for term, v in items:
             if isinstance(v, torch.SymInt) and v.node.maybe_as_int() is None:
                 e = v.node.expr
+            elif isinstance(v, torch.SymFloat) and not v.node.is_constant():  # a float argument's
+                e = v.node.expr
             else:
                 e = sympy.Integer(int(v))
             if isinstance(e, sympy.Symbol) and e not in symbols:

@@ -98,10 +98,10 @@ def _wrap(tx, value, source):
     if type(value) is torch.Size:
         _guard(tx, "EQUALS_MATCH", source, value)
         return size_variable(value)
-    if type(value) is int and _is_argument(source):
+    if type(value) in (int, float) and _is_argument(source):
         var = tx.output.add_int_input(source, value)  # symbolic where the policy says so
         if var is not None:
-            _guard(tx, "TYPE_MATCH", source, int, symbol=str(var.sym))
+            _guard(tx, "TYPE_MATCH", source, type(value), symbol=str(var.sym))
             return var
     if is_constant_value(value) and type(value) is not tuple and type(value) is not frozenset:
         _guard(tx, "EQUALS_MATCH", source, value)
