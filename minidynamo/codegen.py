@@ -6,6 +6,7 @@ The text is kept: explain(), the logs and MINIDYNAMO_DUMP show exactly what runs
 """
 from __future__ import annotations
 
+import builtins
 import inspect
 import keyword
 import operator
@@ -66,10 +67,11 @@ def signature_parts(fn, ns: Namespace) -> tuple[str, str]:
 
 def entry_name(fn) -> str:
     """The generated entry's def name: fn's own, or where that is no identifier
-    (`<lambda>`) `fn_` and its letters."""
+    (`<lambda>`) `fn_` and its letters; a builtin's name (a function named `len`) takes a
+    trailing `_`, since the generated code calls the builtins by name."""
     name = fn.__name__
     if name.isidentifier() and not keyword.iskeyword(name):
-        return name
+        return name + "_" if hasattr(builtins, name) else name
     return "fn_" + identifier(name).strip("_")
 
 

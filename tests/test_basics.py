@@ -120,7 +120,7 @@ def test_backend_returning_non_callable():
 
 def test_optimize_rejects_non_functions():
     with pytest.raises(TypeError):
-        minidynamo.optimize()(len)
+        minidynamo.optimize()(42)
     with pytest.raises(TypeError):
         minidynamo.optimize()(torch.nn.Linear)
 
