@@ -227,9 +227,10 @@ def test_cache_size_limit_warns_once_and_runs_eagerly():
     def f(x, k):
         return x + k
 
-    opt, be = opt_of(f)
+    be = CountingBackend()
+    opt = minidynamo.optimize(f, backend=be, dynamic=False)
     x = torch.zeros(1)
-    opt(x, 1.0)  # floats stay constants (a changing int argument becomes symbolic)
+    opt(x, 1.0)  # static: each float a constant (automatically, a changing one becomes symbolic)
     opt(x, 2.0)
     with pytest.warns(RuntimeWarning, match="cache_size_limit"):
         assert opt(x, 3.0).tolist() == [3.0]
