@@ -33,6 +33,7 @@ from .module_calls import call_module
 from .module_buffers import check_buffer_table_read, replaces_buffer, stores_buffer_back
 from .stores import ModuleTablesSource, record_store
 from .enums import wrap_member
+from .made_classes import made_tracker
 from .loggers import LOGGER_LEVELS, LoggedOnceVariable, LoggerCallVariable, logs_once
 
 
@@ -93,7 +94,11 @@ _SLOT_READS = (types.MemberDescriptorType, type(collections.namedtuple("_Field",
 class ClassVariable(ObjectConstantVariable):
     """A class used as a value (isinstance checks, `type(x) is T`, class attributes)."""
 
-    rebuild = ObjectConstantVariable.rebuild_as_itself
+    def rebuild(self, rb) -> str:
+        made = made_tracker(self.value)
+        if made is not None and made is not self:  # a class the trace made: made again per call
+            return rb.expr(made)
+        return self.rebuild_as_itself(rb)
 
     def describe(self):
         return f"class {self.value.__qualname__!r}"
