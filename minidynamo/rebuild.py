@@ -80,6 +80,10 @@ class Rebuilder:
         self.prelude.extend(v.rebuild_fill(self, name))
         return name
 
+    def is_building(self, v) -> bool:
+        """Whether `v` is being built now (what it holds is being rebuilt)."""
+        return id(v) in self._building
+
     def prepare(self, roots) -> None:
         """Note which list trackers own the item lists iterators walk, among everything
         reachable from `roots`, so an iterator over one is rebuilt over that same list."""
