@@ -15,6 +15,7 @@ from .sources import Namespace
 from .variables.base import VariableTracker
 from .variables.dicts import DictVariable, ObjectKey
 from .variables.lists import ListVariable, TupleVariable
+from .variables.made_classes import holds_made, made_tracker
 
 
 class Rebuilder:
@@ -109,5 +110,8 @@ class Rebuilder:
             # (a key of a dict passed in the trace never read as a value: the object
             # itself, which the entry's guards pin)
             return self.expr(k.var) if k.has_var else self.ns.bind(k.obj, "k")
+        if holds_made(k):  # a class the trace made (in a tuple): the one made for this call
+            made = made_tracker(k)
+            return self.expr(made) if made is not None else f"({''.join(self.key(x) + ', ' for x in k)})"
         return repr(k) if type(k) in (int, str, bool) or k is None else self.ns.bind(k, "k")
 

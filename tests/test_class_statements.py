@@ -209,6 +209,22 @@ def test_returned_method_keeps_the_frame_cell():
     torch.testing.assert_close(m2(X), X * (X + 1))
 
 
+def in_containers(x):
+    class A:
+        pass
+    return A, {A: 1, (A, 2): 3}, [A], {A}, frozenset([A]), x + 1
+
+
+def test_returned_containers_hold_the_class_made_for_the_call():
+    opt, backend = _optimized(in_containers)
+    for t in (X, X + 1):
+        cls, d, lst, s, fs, _ = opt(t)
+        keys = list(d)
+        assert keys[0] is cls and keys[1][0] is cls and lst[0] is cls
+        assert next(iter(s)) is cls and next(iter(fs)) is cls
+    assert backend.calls == 1 and [e.kind for e in opt.cache_entries()] == ["graph"]
+
+
 def super_escapes(x):
     class Base:
         def f(self, y):
@@ -405,3 +421,46 @@ def tagging_decorator(x):
 
 def test_a_decorator_setting_class_attributes_declines():
     _declines(tagging_decorator, "side_effect", "setting attribute 'tag' of class")
+
+
+def exception_class(x):
+    class BadInput(ValueError):
+        pass
+    try:
+        raise BadInput("bad")
+    except BadInput as e:
+        return x + len(str(e)), isinstance(e, ValueError)
+
+
+def test_exception_class_defined_inside():
+    check(exception_class, (X,), kind="graph", graphs=1)
+
+
+def eq_and_hash(x):
+    class A:
+        def __eq__(self, other):
+            return isinstance(other, A)
+        __hash__ = None
+    return x * 2, A() == A(), A() != 3, A.__hash__ is None
+
+
+def test_dunder_methods_of_a_class_defined_inside():
+    check(eq_and_hash, (X,), kind="graph", graphs=1)
+
+
+_Pair = __import__("collections").namedtuple("_Pair", "a b")
+
+
+def namedtuple_subclass(x):
+    class Q(_Pair):
+        def total(self):
+            return self.a + self.b + x
+    return Q(1, 2)
+
+
+def test_namedtuple_subclass_defined_inside_escapes_per_call():
+    opt, backend = _optimized(namedtuple_subclass)
+    q1, q2 = opt(X), opt(X + 1)
+    assert type(q1) is not type(q2) and q1 == (1, 2) and type(q1).__qualname__ == "namedtuple_subclass.<locals>.Q"
+    torch.testing.assert_close(q2.total(), X + 4)
+    assert backend.calls == 0 and [e.kind for e in opt.cache_entries()] != ["eager"]

@@ -20,7 +20,7 @@ from ..guards import Guard
 from ..sources import AttrSource, ObjectSource
 from .base import VariableTracker
 from .constant import ConstantVariable
-from .functions import UserFunctionVariable
+from .functions import function_var
 from .lists import TupleVariable
 
 # What a class body leaves in the class's __dict__ without adding behaviour.
@@ -85,7 +85,7 @@ def _made_by_python_init(tx, cls, init, args: list, kwargs: dict, made_at) -> "E
     attribute writes kept on the tracker). Its text is not modeled (no instance is made)."""
     tx.output.guards.add(Guard("ID_MATCH", AttrSource(ObjectSource(cls, cls.__qualname__), "__init__"), init))
     exc = ExceptionVariable(cls, list(args), None, made_at)
-    result = UserFunctionVariable(init).call_function(tx, [exc, *args], kwargs)
+    result = function_var(init).call_function(tx, [exc, *args], kwargs)
     if not (result.is_python_constant() and result.as_python_constant() is None):
         unsupported("exceptions", "TypeError: __init__() should return None")
     return exc

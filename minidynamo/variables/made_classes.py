@@ -31,6 +31,11 @@ def is_made(obj) -> bool:
     return made_tracker(obj) is not None
 
 
+def holds_made(value) -> bool:
+    """Whether a dict key or set member is, or is a tuple holding, an object a trace made."""
+    return is_made(value) or type(value) is tuple and any(holds_made(x) for x in value)
+
+
 def wrap_made(tx, value, source):
     return _made[value]
 

@@ -26,7 +26,7 @@ from .attribute_protocols import (GenericAttrSource, InstanceDictView,
                                   plain_writeback)
 from .base import ObjectConstantVariable, VariableTracker
 from .constant import ConstantVariable
-from .functions import UserFunctionVariable, UserMethodVariable
+from .functions import function_var, UserMethodVariable
 from .contexts import make_context_manager
 from ..guards import Guard
 from .module_calls import call_module
@@ -227,11 +227,11 @@ class UserObjectVariable(VariableTracker):
             unsupported("exceptions", f"AttributeError: {cls.__qualname__!r} object has no attribute {name!r}",
                         raised=AttributeError)
         if isinstance(static, staticmethod):
-            return UserFunctionVariable(static.__func__)
+            return function_var(static.__func__)
         if isinstance(static, classmethod):
-            return UserMethodVariable(UserFunctionVariable(static.__func__), ClassVariable(cls))
+            return UserMethodVariable(function_var(static.__func__), ClassVariable(cls))
         if isinstance(static, types.FunctionType):
-            return UserMethodVariable(UserFunctionVariable(static), self)
+            return UserMethodVariable(function_var(static), self)
         if isinstance(static, property):
             if static.fget is None:
                 unsupported("exceptions", f"AttributeError: property {name!r} has no getter", raised=AttributeError)
@@ -239,7 +239,7 @@ class UserObjectVariable(VariableTracker):
                 unsupported("construct", f"property {name!r} of {cls.__qualname__} is computed by C code "
                                          f"({type(static.fget).__name__}), which is not traced",
                             hint="read it before the optimized call and pass the value in")
-            return UserFunctionVariable(static.fget).call_function(tx, [self], {})
+            return function_var(static.fget).call_function(tx, [self], {})
         if hasattr(type(static), "__get__"):
             if isinstance(obj, logging.Logger) and logs_once(static) and self.source is not None:
                 self.guard_class_function(tx, name, static)
@@ -274,7 +274,7 @@ class UserObjectVariable(VariableTracker):
         self.guard_class_function(tx, "__getattr__", hook)
         guard_generic_miss(tx, self.source, name)
         try:
-            return UserFunctionVariable(hook).call_function(tx, [self, ConstantVariable(name)], {})
+            return function_var(hook).call_function(tx, [self, ConstantVariable(name)], {})
         except Unsupported as e:
             if e.raises(AttributeError) and not (isinstance(e, Raised) and e.catchable):
                 unsupported("construct", f"{cls.__qualname__}.__getattr__({name!r}) declined an AttributeError "
@@ -301,7 +301,7 @@ class UserObjectVariable(VariableTracker):
                                        inspect.getattr_static(cls, "__setattr__")))
             self._guard_class_attr(tx, name, static, shadowable=False)
             if isinstance(static, property):
-                UserFunctionVariable(static.fset).call_function(tx, [self, value], {})
+                function_var(static.fset).call_function(tx, [self, value], {})
                 return
             descriptor = tx.wrap(static, _class_dict_source(tx, cls, name))
             descriptor.var_getattr(tx, "__set__").call_function(tx, [self, value], {})
@@ -528,7 +528,7 @@ class UserObjectVariable(VariableTracker):
                                          f"({type(static).__name__}), which is not traced")
             if self.source is not None:
                 self._guard_class_attr(tx, name, static, shadowable=False)
-            result = UserMethodVariable(UserFunctionVariable(static), self).call_function(tx, [], {})
+            result = UserMethodVariable(function_var(static), self).call_function(tx, [], {})
             if name == "__bool__":
                 return result.truthy(tx)
             return result.as_python_constant() != 0
