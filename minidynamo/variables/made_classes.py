@@ -9,10 +9,12 @@ rebuilt) the entry uses the tracker's rebuild: the class made again, once per ca
 """
 from __future__ import annotations
 
+import types
 import weakref
 
 # object made at trace time → the tracker that stands for it (and rebuilds it per call)
 _made: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+_KINDS = (type, types.FunctionType)  # what a trace makes: classes of metaclass type, functions
 
 
 def register(obj, var) -> None:
@@ -21,10 +23,9 @@ def register(obj, var) -> None:
 
 def made_tracker(obj):
     """The tracker of a class or function the trace made, else None."""
-    try:
-        return _made.get(obj)
-    except TypeError:  # not weakly referable: nothing a trace made
+    if type(obj) not in _KINDS:  # (only these hash by identity: no __hash__ of the user's runs)
         return None
+    return _made.get(obj)
 
 
 def is_made(obj) -> bool:
