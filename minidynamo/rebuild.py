@@ -15,6 +15,7 @@ from .sources import Namespace
 from .variables.base import VariableTracker
 from .variables.dicts import DictVariable, ObjectKey, ValueKey
 from .variables.lists import ListVariable, TupleVariable
+from .variables.made_classes import holds_made, made_tracker
 
 
 class Rebuilder:
@@ -80,6 +81,10 @@ class Rebuilder:
         self.prelude.extend(v.rebuild_fill(self, name))
         return name
 
+    def is_building(self, v) -> bool:
+        """Whether `v` is being built now (what it holds is being rebuilt)."""
+        return id(v) in self._building
+
     def prepare(self, roots) -> None:
         """Note which list trackers own the item lists iterators walk, among everything
         reachable from `roots`, so an iterator over one is rebuilt over that same list."""
@@ -109,5 +114,8 @@ class Rebuilder:
             if not k.fresh():  # its table holds it under the hash of fields it no longer has
                 unsupported("construct", f"a {k.cls.__qualname__} key whose fields changed after it was hashed")
             return self.expr(k.var)
+        if holds_made(k):  # a class the trace made (in a tuple): the one made for this call
+            made = made_tracker(k)
+            return self.expr(made) if made is not None else f"({''.join(self.key(x) + ', ' for x in k)})"
         return repr(k) if type(k) in (int, str, bool) or k is None else self.ns.bind(k, "k")
 

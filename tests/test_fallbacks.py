@@ -340,10 +340,19 @@ def test_fullgraph_message_has_file_and_line():
     assert "x.item()" in str(e.value)
 
 
-def test_unsupported_class_creation_inside():
+def test_class_statement_inside():
     def f(x):
         class Local:
             pass
+        return x + 1
+
+    check(f, t(), kind="graph")  # (tests/test_class_statements.py)
+
+
+def test_unsupported_class_statement_inside():
+    def f(x):
+        class Local:
+            __slots__ = ()
         return x + 1
 
     check_fallback(f, t(), reason="construct")

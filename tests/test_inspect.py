@@ -467,7 +467,7 @@ def c_triton(x):
 
 
 def c_construct(x):
-    class Local:  # marker
+    class Local(metaclass=type):  # marker
         pass
     return x
 
@@ -508,7 +508,8 @@ FALLBACKS = [
                                    "but got [4, 3] X [4, 3]."),
     ("triton", c_triton, (torch.ones(64, device=K.DEVICE),), "triton.jit() inside the traced function: a kernel defined inside "
                                             "the traced function is not captured (define it at module level)"),
-    ("construct", c_construct, (X,), "defining a class inside the traced function"),
+    ("construct", c_construct, (X,), "a class statement with keywords (metaclass): a metaclass or "
+                                     "__init_subclass__ arguments are not traced"),
     ("opcode", c_opcode, (X, [1, 2]),
      f"opcode MATCH_SEQUENCE is not supported (Python {sys.version_info[0]}.{sys.version_info[1]})"),
 ]

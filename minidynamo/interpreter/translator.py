@@ -31,6 +31,7 @@ from ..variables.global_stores import stored_global
 from .opcodes.binary import BinaryOps
 from .opcodes.build import BuildOps
 from .opcodes.calls import CallOps
+from .opcodes.class_bodies import ClassBodyOps
 from .opcodes.control import ControlOps
 from .opcodes.exceptions import ExceptionOps
 from .opcodes.generators import GeneratorOps
@@ -61,7 +62,7 @@ class StoppedForBreak(Exception):
 
 
 class InstructionTranslator(GeneratorOps, LoadStoreOps, StackOps, BinaryOps, JumpOps, BuildOps, CallOps, MatchOps,
-                            ExceptionOps, ControlOps, TrackerServices):
+                            ExceptionOps, ControlOps, ClassBodyOps, TrackerServices):
     dispatch: dict = {}
 
     def __init_subclass__(cls, **kw):
@@ -104,6 +105,7 @@ class InstructionTranslator(GeneratorOps, LoadStoreOps, StackOps, BinaryOps, Jum
         # HandlerBlock (a handler entered in the trace); 3.11+: unused.
         self.blocks: list = []
         self.direct_call = None  # the index of the call instruction inlining a function now
+        self.namespace = None  # a class body's names (a DictVariable): opcodes/class_bodies.py
 
     # --- the run loop --------------------------------------------------------------
     def run(self):
@@ -207,7 +209,8 @@ class InstructionTranslator(GeneratorOps, LoadStoreOps, StackOps, BinaryOps, Jum
         finally:
             self.direct_call = None
 
-    def inline_call(self, fn_var, args: list, kwargs: dict):
+    def inline_call(self, fn_var, args: list, kwargs: dict, namespace=None):
+        """Inline a call of `fn_var`; with `namespace`, run it as a class body, its names there."""
         flags = fn_var.get_code().co_flags
         if flags & _NOT_PLAIN:
             if (flags & _NOT_PLAIN) == CO_GENERATOR:  # a generator object; its body runs as it is pulled
@@ -215,6 +218,7 @@ class InstructionTranslator(GeneratorOps, LoadStoreOps, StackOps, BinaryOps, Jum
             unsupported("generator", f"calling {fn_var.describe()}, a coroutine or async generator function")
         direct, self.direct_call = self.direct_call, None  # only the call instruction's own callee
         child = self._child(fn_var, args, kwargs)
+        child.namespace = namespace
         try:
             return child.run()
         except Raised as e:

@@ -21,7 +21,7 @@ from ..guards import Guard
 from ..sources import AttrSource, InDictSource, ItemSource, ObjectSource, Source
 from .base import VariableTracker
 from .constant import ConstantVariable
-from .functions import UserFunctionVariable
+from .functions import function_var
 
 # Instance attribute access as object's: SimpleNamespace has slot wrappers of its own for it.
 GENERIC_SETATTR = (object.__setattr__, vars(types.SimpleNamespace).get("__setattr__"))
@@ -158,7 +158,7 @@ def call_getattribute(tx, obj, name: str, hook):
     identity pinned. An AttributeError it may have caught itself declines."""
     hook = _python_hook_checked(tx, obj, "__getattribute__", hook)
     try:
-        return UserFunctionVariable(hook).call_function(tx, [obj, ConstantVariable(name)], {})
+        return function_var(hook).call_function(tx, [obj, ConstantVariable(name)], {})
     except Unsupported as e:
         if e.raises(AttributeError) and _may_catch(hook.__code__):
             unsupported("construct", f"{obj.python_type().__qualname__}.__getattribute__ may catch the "
@@ -169,7 +169,7 @@ def call_getattribute(tx, obj, name: str, hook):
 def call_setattr(tx, obj, name: str, value, hook) -> None:
     """`obj.name = value` where the class's own `__setattr__` decides: inlined, pinned."""
     hook = _python_hook_checked(tx, obj, "__setattr__", hook)
-    tx.call_directly(UserFunctionVariable(hook), [obj, ConstantVariable(name), value], {})  # raises as CPython's
+    tx.call_directly(function_var(hook), [obj, ConstantVariable(name), value], {})  # raises as CPython's
 
 
 def _python_hook_checked(tx, obj, kind, hook):

@@ -96,6 +96,11 @@ class VariableTracker:
     def rebuild_fill(self, rb, name: str) -> list:
         return []
 
+    def fills_cell(self, cell) -> bool:
+        """Whether making this object for real fills closure cell `cell` (a class statement's
+        `__class__` cell, which type() fills)."""
+        return False
+
     def rebuild(self, rb) -> str:
         """The expression that gives this value for real after the graph (rebuild.py's
         Rebuilder asks every tracker through this one method). By default an object from

@@ -47,7 +47,9 @@ class CellVariable(VariableTracker):
         return f"{rb.ns.bind(types.CellType, 'CellType')}()"
 
     def rebuild_fill(self, rb, name: str) -> list:
-        return [] if self.contents is None else [f"{name}.cell_contents = {rb.expr(self.contents)}"]
+        if self.contents is None or rb.is_building(self.contents) and self.contents.fills_cell(self):
+            return []  # (a class's __class__ cell, filled by type() as the class is made)
+        return [f"{name}.cell_contents = {rb.expr(self.contents)}"]
 
 
 class _OutsideCell:

@@ -36,6 +36,7 @@ from .dicts import DictVariable, _key, key_var
 from .lists import pulled_one_by_one
 from .identity_keys import note_identity
 from .lists import iterator_of
+from .made_classes import class_expr
 from .objects import UserObjectVariable
 from .user_objects import (InstanceAttributes, InstanceDictVariable, _class_var, init_object, is_user_class,
                            python_method, why_not_modelled)
@@ -279,7 +280,7 @@ class _DictObject(InstanceAttributes):
 
     # --- after the graph (rebuild.py, side_effects.py) ------------------------------------
     def rebuild_new(self, rb) -> str:
-        return f"{rb.ns.bind(dict.__new__, 'dict_new')}({rb.ns.bind(self.cls, 'cls')})"
+        return f"{rb.ns.bind(dict.__new__, 'dict_new')}({class_expr(rb, self.cls)})"
 
     def rebuild_fill(self, rb, name) -> list:
         lines = []

@@ -20,7 +20,7 @@ from ..guards import Guard
 from ..sources import AttrSource, ObjectSource
 from .base import VariableTracker
 from .constant import ConstantVariable
-from .functions import UserFunctionVariable, UserMethodVariable
+from .functions import UserFunctionVariable, UserMethodVariable, function_var
 from .lists import TupleVariable
 
 # What a class body leaves in the class's __dict__ without adding behaviour.
@@ -98,7 +98,7 @@ def _made_by_python_init(tx, cls, init, args: list, kwargs: dict, made_at) -> "E
     attribute writes kept on the tracker). Its text is not modeled (no instance is made)."""
     tx.output.guards.add(Guard("ID_MATCH", AttrSource(ObjectSource(cls, cls.__qualname__), "__init__"), init))
     exc = ExceptionVariable(cls, list(args), None, made_at)
-    result = UserFunctionVariable(init).call_function(tx, [exc, *args], kwargs)
+    result = function_var(init).call_function(tx, [exc, *args], kwargs)
     if not (result.is_python_constant() and result.as_python_constant() is None):
         unsupported("exceptions", "TypeError: __init__() should return None")
     return exc
@@ -192,15 +192,15 @@ class ExceptionVariable(VariableTracker):
         else:
             tx.output.guards.add(Guard("ID_MATCH", read, getattr(self.exc_type, name)))
         if isinstance(value, staticmethod):
-            return UserFunctionVariable(value.__func__)
+            return function_var(value.__func__)
         if isinstance(value, classmethod):
-            return UserMethodVariable(UserFunctionVariable(value.__func__), tx.wrap(self.exc_type, None))
+            return UserMethodVariable(function_var(value.__func__), tx.wrap(self.exc_type, None))
         if isinstance(value, property):
             if value.fget is None:
                 unsupported("exceptions", f"AttributeError: property {name!r} has no getter", raised=AttributeError)
-            return UserFunctionVariable(value.fget).call_function(tx, [self], {})
+            return function_var(value.fget).call_function(tx, [self], {})
         if isinstance(value, types.FunctionType):
-            return UserMethodVariable(UserFunctionVariable(value), self)
+            return UserMethodVariable(function_var(value), self)
         return ConstantVariable(value)
 
 

@@ -15,8 +15,16 @@ from .code_objects import CodeVariable, signature_of
 from .constant import ConstantVariable, fold
 from .dicts import DictVariable
 from .lists import TupleVariable
+from .made_classes import made_tracker
 from .purity import is_checkpoint, is_compiler_disabled, is_disabled_by_torch
 from .torch_graph_break import breaks_here
+
+
+def function_var(fn):
+    """A function found on a class: its tracker where the trace made it (a method of a class
+    statement's, closing over the frame's cells: class_statements.py), else the function."""
+    made = made_tracker(fn)
+    return made if made is not None else UserFunctionVariable(fn)
 
 
 def _pairs_dict(pairs) -> dict:

@@ -15,6 +15,7 @@ from ..exc import builtin_raises, unsupported
 from .base import VariableTracker
 from .constant import ConstantVariable
 from .constant import fold
+from .made_classes import class_expr, is_made
 from .tuple_types import is_plain_tuple_type, namedtuple_base
 
 
@@ -185,11 +186,8 @@ class TupleVariable(BaseListVariable):
         inner = "".join(rb.expr(i) + ", " for i in self.items)
         if self.tuple_type is tuple:
             return f"({inner})"
-        # a class made in the trace: made again per call (a cycle: namedtuple_classes builds on lists)
-        from .namedtuple_classes import class_expr
-        made = class_expr(rb, self.tuple_type)
-        if made is not None:
-            return f"{rb.ns.bind(tuple.__new__, 'tuple_new')}({made}, ({inner}))"
+        if is_made(self.tuple_type):  # a class made in the trace: made again per call
+            return f"{rb.ns.bind(tuple.__new__, 'tuple_new')}({class_expr(rb, self.tuple_type)}, ({inner}))"
         return f"{rb.ns.bind(tuple_maker(self.tuple_type), 't')}(({inner}))"
 
     def is_python_constant(self):

@@ -10,15 +10,13 @@ the entry makes the class again, once per call, by the same call with the module
 from __future__ import annotations
 
 import collections
-import weakref
 
 from ..exc import READS_FRAME, unsupported
 from ..sources import GlobalSource
 from .constant import is_constant_value
+from .made_classes import register
 from .objects import ClassVariable
 
-# The classes traces made → the tracker that rebuilds each (one class per trace).
-_made: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 _PARAMETERS = ("typename", "field_names", "rename", "defaults", "module")
 
 
@@ -41,12 +39,6 @@ class MadeNamedTupleClassVariable(ClassVariable):
     def rebuild_new(self, rb) -> str:
         args = ", ".join(f"{k}={v!r}" for k, v in self.recipe.items())
         return f"{rb.ns.bind(collections.namedtuple, 'namedtuple')}({args})"
-
-
-def class_expr(rb, cls) -> str | None:
-    """The expression of the class made for this call, for a class a trace made, else None."""
-    var = _made.get(cls) if isinstance(cls, type) else None
-    return None if var is None else rb.expr(var)
 
 
 def make_class(tx, args, kwargs):
@@ -76,14 +68,5 @@ def make_class(tx, args, kwargs):
         unsupported("exceptions", f"collections.namedtuple() raised {type(e).__name__}: {e}", raised=type(e),
                     no_break=READS_FRAME)
     var = MadeNamedTupleClassVariable(cls, recipe)
-    _made[cls] = var
+    register(cls, var)  # read back (`type(p)`): this tracker (made_classes.py)
     return var
-
-
-def _is_made_class(value) -> bool:
-    """A namedtuple class the trace made (read back: `type(p)`): its tracker."""
-    return isinstance(value, type) and value in _made
-
-
-def _wrap_made_class(tx, value, source):
-    return _made[value]

@@ -16,7 +16,7 @@ from .attribute_protocols import overrides_instance_dict
 from .constant import ConstantVariable, is_constant_value
 from .dicts import DictVariable
 from .call_binding import bind_arguments
-from .functions import UserFunctionVariable, UserMethodVariable
+from .functions import function_var, UserFunctionVariable, UserMethodVariable
 from .lists import TupleVariable
 from .objects import ClassVariable
 from .stores import record_store
@@ -67,15 +67,15 @@ def namedtuple_getattr(tx, tup: TupleVariable, name: str):
         owner = ClassVariable(cls) if isinstance(static, classmethod) else tup
         return UserMethodVariable(NamedTupleMethodVariable(fn), owner)
     if isinstance(static, types.FunctionType):
-        return UserMethodVariable(UserFunctionVariable(static), tup)
+        return UserMethodVariable(function_var(static), tup)
     if isinstance(static, staticmethod):
-        return UserFunctionVariable(static.__func__)
+        return function_var(static.__func__)
     if isinstance(static, classmethod):
-        return UserMethodVariable(UserFunctionVariable(static.__func__), ClassVariable(cls))
+        return UserMethodVariable(function_var(static.__func__), ClassVariable(cls))
     if isinstance(static, property):
         if static.fget is None:
             unsupported("exceptions", f"AttributeError: property {name!r} has no getter", raised=AttributeError)
-        return UserFunctionVariable(static.fget).call_function(tx, [tup], {})
+        return function_var(static.fget).call_function(tx, [tup], {})
     if hasattr(type(static), "__get__"):
         return None  # tuple's methods (count, index, __getitem__...): the tuple tracker's own
     if source is not None:
@@ -225,7 +225,7 @@ def _class_method(cls, name):
     static = inspect.getattr_static(cls, name)
     if not isinstance(static, classmethod):
         unsupported("construct", f"{cls.__qualname__}.{name} is not a classmethod")
-    fn = NamedTupleMethodVariable(static.__func__) if _stock_name(static) == name else UserFunctionVariable(static.__func__)
+    fn = NamedTupleMethodVariable(static.__func__) if _stock_name(static) == name else function_var(static.__func__)
     return UserMethodVariable(fn, ClassVariable(cls))
 
 

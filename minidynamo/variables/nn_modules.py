@@ -31,6 +31,7 @@ from .dicts import DictVariable
 from .lists import iterator_of
 from .objects import UserObjectVariable
 from .functions import BoundMethodVariable
+from .made_classes import class_expr
 from ..interpreter.operators import contains
 from .module_calls import call_new_module
 
@@ -273,7 +274,7 @@ class NewContainerVariable(VariableTracker):
         return out
 
     def rebuild_new(self, rb):
-        cls = rb.ns.bind(self.cls, "cls")
+        cls = class_expr(rb, self.cls)
         items = list(self.children.items())
         if self.cls is nn.ModuleDict:
             return f"{cls}({{{', '.join(f'{k!r}: {rb.expr(v)}' for k, v in items)}}})"

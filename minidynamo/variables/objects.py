@@ -26,7 +26,7 @@ from .attribute_protocols import (GenericAttrSource, InstanceDictView,
                                   plain_writeback)
 from .base import ObjectConstantVariable, VariableTracker
 from .constant import ConstantVariable
-from .functions import UserFunctionVariable, UserMethodVariable
+from .functions import function_var, UserMethodVariable
 from .contexts import make_context_manager
 from ..guards import Guard
 from .module_calls import call_module
@@ -34,6 +34,7 @@ from .module_buffers import check_buffer_table_read, replaces_buffer, stores_buf
 from .stores import ModuleTablesSource, record_store
 from .enums import wrap_member
 from .global_stores import store_global, stored_global
+from .made_classes import made_tracker
 from .loggers import LOGGER_LEVELS, LoggedOnceVariable, LoggerCallVariable, logs_once
 
 
@@ -105,7 +106,11 @@ _SLOT_READS = (types.MemberDescriptorType, type(collections.namedtuple("_Field",
 class ClassVariable(ObjectConstantVariable):
     """A class used as a value (isinstance checks, `type(x) is T`, class attributes)."""
 
-    rebuild = ObjectConstantVariable.rebuild_as_itself
+    def rebuild(self, rb) -> str:
+        made = made_tracker(self.value)
+        if made is not None and made is not self:  # a class the trace made: made again per call
+            return rb.expr(made)
+        return self.rebuild_as_itself(rb)
 
     def describe(self):
         return f"class {self.value.__qualname__!r}"
@@ -234,11 +239,11 @@ class UserObjectVariable(VariableTracker):
             unsupported("exceptions", f"AttributeError: {cls.__qualname__!r} object has no attribute {name!r}",
                         raised=AttributeError)
         if isinstance(static, staticmethod):
-            return UserFunctionVariable(static.__func__)
+            return function_var(static.__func__)
         if isinstance(static, classmethod):
-            return UserMethodVariable(UserFunctionVariable(static.__func__), ClassVariable(cls))
+            return UserMethodVariable(function_var(static.__func__), ClassVariable(cls))
         if isinstance(static, types.FunctionType):
-            return UserMethodVariable(UserFunctionVariable(static), self)
+            return UserMethodVariable(function_var(static), self)
         if isinstance(static, property):
             if static.fget is None:
                 unsupported("exceptions", f"AttributeError: property {name!r} has no getter", raised=AttributeError)
@@ -246,7 +251,7 @@ class UserObjectVariable(VariableTracker):
                 unsupported("construct", f"property {name!r} of {cls.__qualname__} is computed by C code "
                                          f"({type(static.fget).__name__}), which is not traced",
                             hint="read it before the optimized call and pass the value in")
-            return UserFunctionVariable(static.fget).call_function(tx, [self], {})
+            return function_var(static.fget).call_function(tx, [self], {})
         if hasattr(type(static), "__get__"):
             if isinstance(obj, logging.Logger) and logs_once(static) and self.source is not None:
                 self.guard_class_function(tx, name, static)
@@ -281,7 +286,7 @@ class UserObjectVariable(VariableTracker):
         self.guard_class_function(tx, "__getattr__", hook)
         guard_generic_miss(tx, self.source, name)
         try:
-            return UserFunctionVariable(hook).call_function(tx, [self, ConstantVariable(name)], {})
+            return function_var(hook).call_function(tx, [self, ConstantVariable(name)], {})
         except Unsupported as e:
             if e.raises(AttributeError) and not (isinstance(e, Raised) and e.catchable):
                 unsupported("construct", f"{cls.__qualname__}.__getattr__({name!r}) declined an AttributeError "
@@ -308,7 +313,7 @@ class UserObjectVariable(VariableTracker):
                                        inspect.getattr_static(cls, "__setattr__")))
             self._guard_class_attr(tx, name, static, shadowable=False)
             if isinstance(static, property):
-                UserFunctionVariable(static.fset).call_function(tx, [self, value], {})
+                function_var(static.fset).call_function(tx, [self, value], {})
                 return
             descriptor = tx.wrap(static, _class_dict_source(tx, cls, name))
             descriptor.var_getattr(tx, "__set__").call_function(tx, [self, value], {})
@@ -535,7 +540,7 @@ class UserObjectVariable(VariableTracker):
                                          f"({type(static).__name__}), which is not traced")
             if self.source is not None:
                 self._guard_class_attr(tx, name, static, shadowable=False)
-            result = UserMethodVariable(UserFunctionVariable(static), self).call_function(tx, [], {})
+            result = UserMethodVariable(function_var(static), self).call_function(tx, [], {})
             if name == "__bool__":
                 return result.truthy(tx)
             return result.as_python_constant() != 0

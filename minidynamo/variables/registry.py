@@ -39,7 +39,7 @@ import torch
 
 from .. import regions
 from . import (attribute_builtins, autograd, builder, c_callables, collections_types, copying, deques, dict_subclasses, enums,
-               distributed, environ, identity_keys, iterutils, library_contexts, namedtuple_classes, namedtuples, nn_modules,
+               distributed, environ, identity_keys, iterutils, library_contexts, made_classes, namedtuples, nn_modules,
                numpy_interop, operator_getters,
                object_builtins, storages, super_calls, torch as torch_trackers, triton, typing_forms, user_modules,
                user_objects, value_keys)
@@ -75,6 +75,8 @@ def _script_original(tx, value, source):
 
 
 WRAPPERS: tuple = (
+    # a class or function the trace made (read back: `type(obj)`, a method): its tracker
+    Wrapper(made_classes.is_made, made_classes.wrap_made, identity=False),
     Wrapper(lambda v: v is copy.deepcopy or v is copy.copy, copying._copy_function),
     Wrapper(lambda v: v is object.__setattr__ or v is object.__getattribute__, _builtin),
     Wrapper(typing_forms.is_type_hint, lambda tx, v, source: typing_forms.TypeHintVariable(v, source)),
@@ -90,7 +92,6 @@ WRAPPERS: tuple = (
     Wrapper(namedtuples._is_stock_function, namedtuples._wrap_stock_function),
     Wrapper(namedtuples._is_uninstantiable_constant, namedtuples._wrap_uninstantiable_constant, identity=False),
     Wrapper(lambda v: v is collections.namedtuple or v is typing.NamedTuple, namedtuples._wrap_factory),
-    Wrapper(namedtuple_classes._is_made_class, namedtuple_classes._wrap_made_class, identity=False),
     Wrapper(lambda v: type(v) is torch.UntypedStorage, storages._wrap_storage, identity=False),
     Wrapper(distributed.is_process_group, distributed._wrap_process_group),
     Wrapper(lambda v: v is os.environ, environ._wrap_environ),

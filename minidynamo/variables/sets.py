@@ -17,6 +17,7 @@ from .constant import ConstantVariable
 from .dicts import DictVariable
 from .dict_keys import MIRRORED, ObjectKey, _key, has_identity_keys, has_object_keys, key_var
 from .lists import pulled_one_by_one
+from .made_classes import holds_made
 
 _SET_UPDATES = ("update", "difference_update", "intersection_update", "symmetric_difference_update")
 _SET_OPERATORS = {"or_": operator.or_, "and_": operator.and_, "sub": operator.sub, "xor": operator.xor}
@@ -55,7 +56,8 @@ class SetVariable(VariableTracker):
 
     def rebuild_new(self, rb) -> str:
         t = rb.ns.bind(self.python_type(), "t")
-        if has_identity_keys(self.values):  # members hashed by identity: the objects of this call
+        if has_identity_keys(self.values) or any(holds_made(k) for k in self.values):
+            # members hashed by identity: the objects of this call
             return f"{t}(({''.join(rb.key(k) + ', ' for k in self.values)}))"
         keys = self._order_or_decline("a set handed back")
         if has_object_keys(self.values):  # members hashed by value: rebuilt, added one by one

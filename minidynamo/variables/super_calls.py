@@ -16,7 +16,7 @@ from .attribute_protocols import GenericGetattribute, PlainSetattr, own_getattri
 from .base import VariableTracker
 from .constant import ConstantVariable
 from .exceptions import ExceptionVariable, exception_init
-from .functions import UserFunctionVariable, UserMethodVariable
+from .functions import function_var, UserMethodVariable
 from .objects import ClassVariable, UserObjectVariable
 from .stores import ModuleTablesSource
 from .user_objects import InstanceAttributes, _class_var, _guard_attr, is_python_class
@@ -66,13 +66,13 @@ class SuperVariable(VariableTracker):
                     and self.obj.is_module() and self.obj.source is not None:
                 return _ModuleGetattr(self.obj)  # from a module class's own __getattr__
             if isinstance(attr, types.FunctionType):
-                return UserMethodVariable(UserFunctionVariable(attr), self.obj)
+                return UserMethodVariable(function_var(attr), self.obj)
             if isinstance(attr, staticmethod):
-                return UserFunctionVariable(attr.__func__)
+                return function_var(attr.__func__)
             if isinstance(attr, classmethod):
-                return UserMethodVariable(UserFunctionVariable(attr.__func__), _class_var(obj_type))
+                return UserMethodVariable(function_var(attr.__func__), _class_var(obj_type))
             if isinstance(attr, property) and attr.fget is not None:
-                return UserFunctionVariable(attr.fget).call_function(tx, [self.obj], {})
+                return function_var(attr.fget).call_function(tx, [self.obj], {})
             if not hasattr(type(attr), "__get__"):
                 return tx.wrap(attr, AttrSource(ObjectSource(klass, klass.__qualname__), name))
             unsupported("construct", f"super().{name}: {type(attr).__name__} of {klass.__qualname__} is not traced")

@@ -27,7 +27,8 @@ from .attribute_protocols import call_getattribute, class_attribute, own_getattr
 from .base import VariableTracker
 from .constant import ConstantVariable
 from .dicts import DictVariable
-from .functions import UserFunctionVariable, UserMethodVariable
+from .functions import function_var, UserMethodVariable
+from .made_classes import class_expr, made_tracker
 from .objects import ClassVariable, UserObjectVariable
 
 # Class attributes that make an object something `object.__new__` + `__dict__` cannot
@@ -107,8 +108,10 @@ def is_user_class(cls) -> bool:
 
 
 def _class_var(cls) -> ClassVariable:
-    """The class as a tracker whose attribute reads are guarded by identity."""
-    return ClassVariable(cls, ObjectSource(cls, cls.__qualname__))
+    """The class as a tracker whose attribute reads are guarded by identity (a class the
+    trace made: its own tracker)."""
+    made = made_tracker(cls)
+    return made if made is not None else ClassVariable(cls, ObjectSource(cls, cls.__qualname__))
 
 
 def defining_class(cls, name):
@@ -233,7 +236,7 @@ class InstanceAttributes(VariableTracker):
             getattr_hook = class_attribute(self.cls, "__getattr__")
             if isinstance(getattr_hook, types.FunctionType):
                 _guard_attr(tx, self.cls, "__getattr__", getattr_hook)
-                return UserFunctionVariable(getattr_hook).call_function(tx, [self, ConstantVariable(name)], {})
+                return function_var(getattr_hook).call_function(tx, [self, ConstantVariable(name)], {})
             # hasattr()/getattr() with a default go on: the class must not gain it later
             for missing in (name,) if getattr_hook is not None else (name, "__getattr__"):
                 tx.output.guards.add(Guard("EQUALS_MATCH", ClassDefinesSource(self.cls, missing), False))
@@ -241,7 +244,7 @@ class InstanceAttributes(VariableTracker):
                         raised=AttributeError)
         if isinstance(static, types.FunctionType):
             _guard_attr(tx, self.cls, name, static)
-            return UserMethodVariable(UserFunctionVariable(static), self)
+            return UserMethodVariable(function_var(static), self)
         if isinstance(static, (staticmethod, classmethod)) or not hasattr(type(static), "__get__"):
             return _class_var(self.cls).var_getattr(tx, name)
         return self._descriptor(tx, name, static)
@@ -249,7 +252,7 @@ class InstanceAttributes(VariableTracker):
     def _descriptor(self, tx, name, static):
         if isinstance(static, property) and static.fget is not None:
             _guard_attr(tx, self.cls, name, static)
-            return UserFunctionVariable(static.fget).call_function(tx, [self], {})
+            return function_var(static.fget).call_function(tx, [self], {})
         unsupported("construct", f"descriptor {name!r} of {self.cls.__qualname__} is not traced")
 
     def store_attr(self, tx, name, value):
@@ -259,7 +262,7 @@ class InstanceAttributes(VariableTracker):
                 unsupported("construct", f"{self.cls.__qualname__}.__setattr__ is not traced")
             _guard_attr(tx, self.cls, "__setattr__", setter)
             # STORE_ATTR lets what it raises through (a frozen dataclass's error): a try may catch it
-            tx.call_directly(UserFunctionVariable(setter), [self, ConstantVariable(name), value], {})
+            tx.call_directly(function_var(setter), [self, ConstantVariable(name), value], {})
             return
         self.set_plain(tx, name, value)
 
@@ -269,7 +272,7 @@ class InstanceAttributes(VariableTracker):
         if static is not None and hasattr(type(static), "__set__"):
             if isinstance(static, property) and static.fset is not None:
                 _guard_attr(tx, self.cls, name, static)
-                UserFunctionVariable(static.fset).call_function(tx, [self, value], {})
+                function_var(static.fset).call_function(tx, [self, value], {})
                 return
             unsupported("construct", f"setting descriptor {name!r} of {self.cls.__qualname__}")
         self.instance_dict.check_mutable("attribute assignment", tx)
@@ -329,7 +332,7 @@ class NewObjectVariable(InstanceAttributes):
 
     # --- rebuilt after the graph (rebuild.py) -------------------------------------
     def rebuild_new(self, rb) -> str:
-        return f"{rb.ns.bind(object.__new__, 'object_new')}({rb.ns.bind(self.cls, 'cls')})"
+        return f"{rb.ns.bind(object.__new__, 'object_new')}({class_expr(rb, self.cls)})"
 
     def rebuild_fill(self, rb, name) -> list:
         return self.fill_attrs(rb, name)
@@ -341,7 +344,7 @@ def init_object(tx, cls, obj, args, kwargs) -> None:
     if not isinstance(init, types.FunctionType):
         unsupported("call", f"{cls.__qualname__}.__init__ is not a Python function")
     _guard_attr(tx, cls, "__init__", init)
-    result = UserFunctionVariable(init).call_function(tx, [obj, *args], kwargs)
+    result = function_var(init).call_function(tx, [obj, *args], kwargs)
     if not (result.is_python_constant() and result.as_python_constant() is None):
         unsupported("exceptions", "TypeError: __init__() should return None")
 

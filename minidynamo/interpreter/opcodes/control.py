@@ -67,8 +67,5 @@ class ControlOps:
     def SETUP_ASYNC_WITH(self, inst):
         unsupported("generator", "async with")
 
-    def LOAD_BUILD_CLASS(self, inst):
-        unsupported("construct", "defining a class inside the traced function")
-
     def LOAD_SUPER_ATTR(self, inst):
         unsupported("construct", "super() is not traced")

@@ -134,9 +134,6 @@ class LoadStoreOps:
             return
         unsupported("side_effect", f"deleting attribute {inst.arg!r} of {obj.describe()}")
 
-    def LOAD_NAME(self, inst):
-        unsupported("construct", "module- or class-level code is not traced")
-
     def IMPORT_NAME(self, inst):
         # __import__(name, globals, locals, fromlist, level) on modules already in
         # sys.modules (importing one that is not runs its code: declined).
