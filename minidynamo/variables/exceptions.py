@@ -20,7 +20,7 @@ from ..guards import Guard
 from ..sources import AttrSource, ObjectSource
 from .base import VariableTracker
 from .constant import ConstantVariable
-from .functions import UserFunctionVariable, UserMethodVariable, function_var
+from .functions import UserMethodVariable, function_var
 from .lists import TupleVariable
 
 # What a class body leaves in the class's __dict__ without adding behaviour.
