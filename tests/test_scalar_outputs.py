@@ -28,10 +28,10 @@ def test_off_by_default_it_breaks():
     check(scale_by, (torch.randn(3), torch.tensor(2.5)), kind="break", reason="data_dependent")
 
 
-def test_torch_compiles_setting_is_read(monkeypatch):
+def test_torch_compiles_setting_is_read():
     import torch._dynamo.config as torch_config
-    monkeypatch.setattr(torch_config, "capture_scalar_outputs", True)
-    check(scale_by, (torch.randn(3), torch.tensor(2.5)), kind="graph")
+    with torch_config.patch(capture_scalar_outputs=True):  # torch's own way: restored exactly
+        check(scale_by, (torch.randn(3), torch.tensor(2.5)), kind="graph")
 
 
 def test_a_branch_on_the_value_breaks_there(captured):

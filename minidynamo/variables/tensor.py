@@ -61,8 +61,14 @@ _TENSOR_ATTRS = {"T", "mT", "H", "mH", "real", "imag", "data"}
 def captures_scalars() -> bool:
     """config.capture_scalar_outputs, or torch.compile's setting of that name where
     torch._dynamo's config is loaded (never imported for this)."""
+    if config.capture_scalar_outputs:
+        return True
     torch_config = sys.modules.get("torch._dynamo.config")
-    return config.capture_scalar_outputs or bool(getattr(torch_config, "capture_scalar_outputs", False))
+    # (its settings as a dict: a name a torch release lacks is then no AttributeError,
+    # which torch's config module logs as an error before raising)
+    settings = getattr(torch_config, "_config", None)
+    return isinstance(settings, dict) and "capture_scalar_outputs" in settings \
+        and bool(torch_config.capture_scalar_outputs)
 
 
 def _legacy_tensor_type(v) -> str | None:
