@@ -20,7 +20,7 @@ from ..guards import Guard
 from ..sources import AttrSource, ObjectSource
 from .base import VariableTracker
 from .constant import ConstantVariable
-from .functions import UserMethodVariable, function_var
+from .functions import bound_member, function_var
 from .lists import TupleVariable
 
 # What a class body leaves in the class's __dict__ without adding behaviour.
@@ -191,17 +191,10 @@ class ExceptionVariable(VariableTracker):
             tx.output.guards.add(Guard("ID_MATCH", AttrSource(read, "__func__"), value.__func__))
         else:
             tx.output.guards.add(Guard("ID_MATCH", read, getattr(self.exc_type, name)))
-        if isinstance(value, staticmethod):
-            return function_var(value.__func__)
-        if isinstance(value, classmethod):
-            return UserMethodVariable(function_var(value.__func__), tx.wrap(self.exc_type, None))
-        if isinstance(value, property):
-            if value.fget is None:
-                unsupported("exceptions", f"AttributeError: property {name!r} has no getter", raised=AttributeError)
-            return function_var(value.fget).call_function(tx, [self], {})
-        if isinstance(value, types.FunctionType):
-            return UserMethodVariable(function_var(value), self)
-        return ConstantVariable(value)
+        if isinstance(value, property) and value.fget is None:
+            unsupported("exceptions", f"AttributeError: property {name!r} has no getter", raised=AttributeError)
+        bound = bound_member(tx, value, self, tx.wrap(self.exc_type, None))
+        return bound if bound is not None else ConstantVariable(value)
 
 
 class _BaseExceptionInit(VariableTracker):

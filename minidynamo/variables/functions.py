@@ -27,6 +27,21 @@ def function_var(fn):
     return made if made is not None else UserFunctionVariable(fn)
 
 
+def bound_member(tx, member, obj, cls_var):
+    """What reading class member `member` through `obj` gives, where it is a plain Python
+    one: a function bound to `obj`, a staticmethod's function, a classmethod's function
+    bound to `cls_var`, a property's getter called on `obj`; None for any other member."""
+    if isinstance(member, types.FunctionType):
+        return UserMethodVariable(function_var(member), obj)
+    if isinstance(member, staticmethod):
+        return function_var(member.__func__)
+    if isinstance(member, classmethod):
+        return UserMethodVariable(function_var(member.__func__), cls_var)
+    if isinstance(member, property) and member.fget is not None:
+        return function_var(member.fget).call_function(tx, [obj], {})
+    return None
+
+
 def _pairs_dict(pairs) -> dict:
     """MAKE_FUNCTION's annotations (name, value, name, value...) as the function's dict."""
     return dict(zip(pairs[::2], pairs[1::2]))

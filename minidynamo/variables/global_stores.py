@@ -73,11 +73,16 @@ class GlobalBinding(VariableTracker):
         return False
 
 
+def _binding(output, globals_dict: dict, name: str):
+    """The trace's binding of global `name` of `globals_dict`, or None where it stored none."""
+    found = _bindings.get(output)
+    return found.get((id(globals_dict), name)) if found else None
+
+
 def stored_global(output, globals_dict: dict, name: str):
     """The value the trace stored in global `name` of `globals_dict`, or None (a global
     the trace deleted: NameError)."""
-    found = _bindings.get(output)
-    binding = found.get((id(globals_dict), name)) if found else None
+    binding = _binding(output, globals_dict, name)
     if binding is not None and binding.contents is DELETED:
         unsupported("exceptions", f"NameError: name {name!r} is not defined", raised=NameError)
     return None if binding is None else binding.contents
@@ -86,8 +91,7 @@ def stored_global(output, globals_dict: dict, name: str):
 def delete_global(tx, name: str) -> None:
     """`del name` of a global the trace assigned (deleted after the graph); another
     declines: whether it exists then is not known to the trace."""
-    found = _bindings.get(tx.output)
-    binding = found.get((id(tx.f_globals), name)) if found else None
+    binding = _binding(tx.output, tx.f_globals, name)
     if binding is None or binding.contents is DELETED:
         unsupported("side_effect", f"deleting the global {name!r}")
     binding.contents = DELETED
@@ -97,12 +101,9 @@ def store_global(tx, name: str, value, globals_dict: dict | None = None) -> None
     """`STORE_GLOBAL name` of `value` in `tx`'s globals (or in `globals_dict`, a module's
     attribute set through the module)."""
     output, g = tx.output, tx.f_globals if globals_dict is None else globals_dict
-    found = _bindings.get(output)
-    if found is None:
-        found = _bindings[output] = {}
-    binding = found.get((id(g), name))
+    binding = _binding(output, g, name)
     if binding is None:
-        binding = found[(id(g), name)] = GlobalBinding(g, name)
+        binding = _bindings.setdefault(output, {})[(id(g), name)] = GlobalBinding(g, name)
         output.mutated[id(binding)] = (binding, f"assigning the global {name!r}")
         output.wrapped[binding.source] = (binding.source.obj, binding)
     binding.contents = value

@@ -26,7 +26,7 @@ from .attribute_protocols import (GenericAttrSource, InstanceDictView,
                                   plain_writeback)
 from .base import ObjectConstantVariable, VariableTracker
 from .constant import ConstantVariable
-from .functions import function_var, UserMethodVariable
+from .functions import bound_member, function_var, UserMethodVariable
 from .contexts import make_context_manager
 from ..guards import Guard
 from .module_calls import call_module
@@ -238,12 +238,6 @@ class UserObjectVariable(VariableTracker):
                 tx.output.guards.add(Guard("HASATTR", self.source, False, {"attr": name, "module": plain_module}))
             unsupported("exceptions", f"AttributeError: {cls.__qualname__!r} object has no attribute {name!r}",
                         raised=AttributeError)
-        if isinstance(static, staticmethod):
-            return function_var(static.__func__)
-        if isinstance(static, classmethod):
-            return UserMethodVariable(function_var(static.__func__), ClassVariable(cls))
-        if isinstance(static, types.FunctionType):
-            return UserMethodVariable(function_var(static), self)
         if isinstance(static, property):
             if static.fget is None:
                 unsupported("exceptions", f"AttributeError: property {name!r} has no getter", raised=AttributeError)
@@ -251,7 +245,9 @@ class UserObjectVariable(VariableTracker):
                 unsupported("construct", f"property {name!r} of {cls.__qualname__} is computed by C code "
                                          f"({type(static.fget).__name__}), which is not traced",
                             hint="read it before the optimized call and pass the value in")
-            return function_var(static.fget).call_function(tx, [self], {})
+        bound = bound_member(tx, static, self, ClassVariable(cls))
+        if bound is not None:
+            return bound
         if hasattr(type(static), "__get__"):
             if isinstance(obj, logging.Logger) and logs_once(static) and self.source is not None:
                 self.guard_class_function(tx, name, static)

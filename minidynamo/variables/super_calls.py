@@ -5,7 +5,6 @@ called this way (`object.__init__`, `Module.__getattr__`, `BaseException.__init_
 base's methods)."""
 from __future__ import annotations
 
-import types
 
 import torch
 
@@ -16,7 +15,7 @@ from .attribute_protocols import GenericGetattribute, PlainSetattr, own_getattri
 from .base import VariableTracker
 from .constant import ConstantVariable
 from .exceptions import ExceptionVariable, exception_init
-from .functions import function_var, UserMethodVariable
+from .functions import bound_member
 from .objects import ClassVariable, UserObjectVariable
 from .stores import ModuleTablesSource
 from .user_objects import InstanceAttributes, _class_var, _guard_attr, is_python_class
@@ -65,14 +64,9 @@ class SuperVariable(VariableTracker):
             if attr is torch.nn.Module.__getattr__ and isinstance(self.obj, UserObjectVariable) \
                     and self.obj.is_module() and self.obj.source is not None:
                 return _ModuleGetattr(self.obj)  # from a module class's own __getattr__
-            if isinstance(attr, types.FunctionType):
-                return UserMethodVariable(function_var(attr), self.obj)
-            if isinstance(attr, staticmethod):
-                return function_var(attr.__func__)
-            if isinstance(attr, classmethod):
-                return UserMethodVariable(function_var(attr.__func__), _class_var(obj_type))
-            if isinstance(attr, property) and attr.fget is not None:
-                return function_var(attr.fget).call_function(tx, [self.obj], {})
+            bound = bound_member(tx, attr, self.obj, _class_var(obj_type))
+            if bound is not None:
+                return bound
             if not hasattr(type(attr), "__get__"):
                 return tx.wrap(attr, AttrSource(ObjectSource(klass, klass.__qualname__), name))
             unsupported("construct", f"super().{name}: {type(attr).__name__} of {klass.__qualname__} is not traced")
