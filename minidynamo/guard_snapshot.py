@@ -38,7 +38,6 @@ from collections import OrderedDict
 
 import torch
 
-from ._compat import PY312
 from .guard_values import is_immutable
 from .sources import AttrSource, ClosureSource, GlobalSource, ItemSource, LocalSource, ObjectSource
 
@@ -173,14 +172,14 @@ class Snapshot:
 
     __slots__ = ("root_refs", "root_types", "root_dicts", "values", "getters", "gdicts", "expected", "absent_dicts", "absent_keys",
                  "mods", "types", "mdicts", "hook_dicts", "hook_getters", "hook_owners", "tensors", "tensor_check",
-                 "sized", "sizes", "keyed_dicts", "keyed_keys", "vdicts", "versions", "__weakref__")
+                 "sized", "sizes", "keyed_dicts", "keyed_keys", "vdicts", "versions", "empties", "__weakref__")
 
     def holds(self, roots) -> bool:
         for root, ref, cls, d in zip(roots, self.root_refs, self.root_types, self.root_dicts):
             if root is not ref() or type(root) is not cls or _dict_attr(root) is not d:
                 return False
         if self.versions is not None:  # no dict read changed since: same items, same absent keys
-            if list(map(_dict_version, self.vdicts)) != self.versions:
+            if list(map(_dict_version, self.vdicts)) != self.versions or any(self.empties):
                 return False
         elif not self.read_back():
             return False
@@ -409,15 +408,19 @@ class Snapshots:
             vdicts.update((i, d) for i, (d, _) in keyed.items())
             snap.vdicts = list(vdicts.values())
             snap.versions = list(map(_dict_version, snap.vdicts))
+            # An empty dict filled from a dict by `update` keeps its version on 3.12+.
+            snap.empties = [d for d in snap.vdicts if not d]
         return snap
 
 
 def _probe_dict_version():
-    """torch's C `dict_version` (the dict's PEP 509 version tag) where it changes on every
-    change of a dict's items; else None. Not on 3.12+: the tag is gone (torch's stand-in,
-    bumped by a dict watcher, missed attribute writes to modules in tests on 3.13)."""
-    if PY312:
-        return None
+    """torch's C `dict_version` where it changes on every change of a dict's items, and of
+    an object's attributes through its `__dict__`; else None. On 3.10/3.11 it is the PEP
+    509 tag; on 3.12+ torch's stand-in, a number a dict watcher bumps: CPython 3.13.0 runs
+    specialized attribute stores past the watchers (then None), and no Python notifies a
+    watcher when an empty dict is filled by `update` from a dict (`PyDict_EVENT_CLONED`,
+    which torch's callback ignores): snapshots check the dicts that were empty by their
+    length, beside the versions."""
     try:
         from torch._C._dynamo.guards import dict_version
         d, o = {"a": 1}, OrderedDict(a=1)
@@ -428,13 +431,55 @@ def _probe_dict_version():
             change()
             if (dict_version(d), dict_version(o)) == before:
                 return None
-        return dict_version
+        return dict_version if _sees_attribute_writes(dict_version) else None
     except Exception:
         return None
 
 
+class _Plain:
+    pass
+
+
+def _store(obj, value):
+    obj.k = value
+
+
+def _add(obj):
+    obj.q = 1
+
+
+def _delete(obj):
+    del obj.q
+
+
+def _sees_attribute_writes(dict_version) -> bool:
+    """Whether attribute stores, additions and deletions through the interpreter's
+    specialized instructions (warmed on other objects first) change the version of a
+    plain object's and a module's `__dict__`, read before or after the dict was made."""
+    for cls in (_Plain, torch.nn.Module):
+        warm = [cls() for _ in range(8)]
+        for _ in range(64):
+            for w in warm:
+                _store(w, 0)
+                _add(w)
+                _delete(w)
+        for made_first in (False, True):
+            obj = cls()
+            _store(obj, 0)
+            if made_first:
+                obj.__dict__  # noqa: B018 (materializes the dict before the stores)
+            d = _instance_dict(obj)
+            for write in (lambda: _store(obj, 5), lambda: _add(obj), lambda: _delete(obj),
+                          lambda: object.__setattr__(obj, "k", 6), lambda: setattr(obj, "k", 7)):
+                before = dict_version(d)
+                write()
+                if dict_version(d) == before:
+                    return False
+    return True
+
+
 _dict_version = _probe_dict_version()
-VERSIONED = _dict_version is not None  # snapshots hold dicts by their version tags (3.10, 3.11)
+VERSIONED = _dict_version is not None  # snapshots hold dicts by their versions
 
 
 def _getter(keys):
