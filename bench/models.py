@@ -5,6 +5,7 @@ eager fallbacks with their reasons, correctness against eager, crashes, and time
     python bench/models.py                                # every model, infer + train
     python bench/models.py --models llama,bert --tasks infer
     python bench/models.py --zoo more                     # models_zoo_more.py's models
+    python bench/models.py --zoo extra                    # models_zoo_extra.py's models
     python bench/models.py --jobs 2 --json out.json --markdown
     python bench/models.py --from-json out.json --markdown   # the report of a saved run
 
@@ -39,7 +40,8 @@ if _BENCH not in sys.path:
 
 import models_report  # noqa: E402
 from models_zoo import MODELS  # noqa: E402
-from models_zoo_more import BY_NAME, MORE  # noqa: E402
+from models_zoo_extra import BY_NAME, EXTRA  # noqa: E402
+from models_zoo_more import MORE  # noqa: E402
 
 MARK = "@@models-result "
 TASKS = ("infer", "train")
@@ -109,9 +111,9 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--models", help="comma list of model names (default: all): "
                         + ", ".join(s.name for s in MODELS))
-    parser.add_argument("--zoo", choices=("suite", "more", "all"), default="suite",
+    parser.add_argument("--zoo", choices=("suite", "more", "extra", "all"), default="suite",
                         help="the models without --models: the suite (models_zoo.py), the more "
-                             "of models_zoo_more.py, or both")
+                             "of models_zoo_more.py, the extra of models_zoo_extra.py, or all three")
     parser.add_argument("--tasks", default=",".join(TASKS), help="infer,train")
     parser.add_argument("--jobs", type=int, default=1, help="models measured at once")
     parser.add_argument("--timeout", type=float, default=300, help="seconds per model/task")
@@ -133,7 +135,7 @@ def main(argv=None) -> int:
             saved = json.load(f)
         print(models_report.report(saved["results"], saved["meta"], markdown=args.markdown))
         return 0
-    zoo = {"suite": MODELS, "more": MORE, "all": MODELS + MORE}[args.zoo]
+    zoo = {"suite": MODELS, "more": MORE, "extra": EXTRA, "all": MODELS + MORE + EXTRA}[args.zoo]
     names = [n for n in args.models.split(",") if n] if args.models else [s.name for s in zoo]
     if unknown := [n for n in names if n not in BY_NAME]:
         parser.error(f"unknown model(s) {', '.join(unknown)}; see --help")
