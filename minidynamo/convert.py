@@ -32,6 +32,7 @@ from .guards import Guard
 from .breaks import BreakTail, why_no_break, why_no_break_at
 from .instructions import normalize
 from .interpreter.translator import StoppedForBreak, trace
+from .variables.function_modes import check_around
 from .rebuild import Rebuilder
 from .side_effects import mutation_guards, writeback_lines
 from .logs import get_logger
@@ -76,6 +77,7 @@ def _trace_frame(fn, args, kwargs, output, stop_at=None):
     """(result tracker, global state) of one trace of the call into `output`; with
     `stop_at`, the StoppedForBreak holding the translator in place of the result."""
     state = GlobalState()  # what the trace assumes of grad mode, default dtype, autocast...
+    check_around(output, state.guard())  # a user's mode around the call: whole-call eager
     try:
         with paused_gc(), _saved_tensor_hooks_off():
             result = trace(output, fn, args, kwargs, stop_at)

@@ -39,7 +39,8 @@ def snapshot() -> dict:
         "default dtype": torch.get_default_dtype(),
     }
     if hasattr(torch, "get_default_device"):
-        state["default device"] = torch.get_default_device()
+        with torch._C.DisableTorchFunction():  # it makes a torch.device, which a user's mode would see
+            state["default device"] = torch.get_default_device()
     for device in _AUTOCAST_DEVICES:
         found = _autocast(device)
         if found is not None:

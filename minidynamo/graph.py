@@ -79,6 +79,7 @@ class OutputGraph:
         self.root_graph = self.graph  # the frame's graph: inputs are its placeholders
         self.submodules: dict = {}  # bodies held by nodes (autograd.Function), by attribute name
         self.entered: list = []  # real context managers the trace is inside (autocast)
+        self.function_modes: list = []  # trackers of the torch function modes entered (function_modes.py)
         self.inference_regions = 0  # torch.inference_mode() regions the trace is inside
         self.final_grad_mode = None  # grad mode where the trace ended (convert._trace_frame)
         self.fake_mode = _FactMode()

@@ -10,6 +10,7 @@ from ..exc import Unsupported, unsupported
 from ..variables.base import VariableTracker
 from ..variables.constant import ConstantVariable, fold
 from ..variables.dicts import DictVariable, DictViewVariable
+from ..variables.function_modes import dispatch_operator
 from ..variables.dict_keys import MIRRORED
 from ..variables.sets import SetVariable
 from ..variables.same_objects import note_identity
@@ -60,6 +61,9 @@ def binary_op(tx, name: str, a: VariableTracker, b: VariableTracker, inplace: bo
         return result
     if _is_tensor(a) or _is_tensor(b):
         fn = INPLACE[name] if inplace and _is_tensor(a) else BINARY[name]
+        handled = dispatch_operator(tx, fn, [a, b])
+        if handled is not None:
+            return handled
         return tx.output.call("call_function", fn, [a, b], {}, what=f"tensor {sym}")
     if a.is_python_constant() and b.is_python_constant() and not isinstance(
             a, (ListVariable, DictVariable)) and not isinstance(b, (ListVariable, DictVariable)):
@@ -125,6 +129,9 @@ def compare(tx, op: str, a: VariableTracker, b: VariableTracker):
     if result is not None:
         return result
     if _is_tensor(a) or _is_tensor(b):
+        handled = dispatch_operator(tx, COMPARE[op], [a, b])
+        if handled is not None:
+            return handled
         return tx.output.call("call_function", COMPARE[op], [a, b], {}, what=f"tensor {op}")
     if a.is_python_constant() and b.is_python_constant():
         return fold(tx, COMPARE[op], [a.as_python_constant(), b.as_python_constant()], {},
@@ -275,6 +282,9 @@ def unary_op(tx, name: str, a: VariableTracker):
     if user_class(a) is not None and name in UNARY:
         return a.call_method(tx, f"__{name}__", [], {})
     if _is_tensor(a):
+        handled = dispatch_operator(tx, UNARY[name], [a])
+        if handled is not None:
+            return handled
         return tx.output.call("call_function", UNARY[name], [a], {}, what=f"tensor unary {name}")
     if a.is_python_constant():
         return fold(tx, UNARY[name], [a.as_python_constant()], {}, f"unary {name}")

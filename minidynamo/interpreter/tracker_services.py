@@ -7,9 +7,10 @@ Each of those modules imports the trackers, so a tracker module cannot import it
 calls `tx.compare(...)` instead, as it calls `tx.wrap(...)`."""
 from __future__ import annotations
 
-from ..variables import checkpoint, numpy_interop, registry
+from ..variables import checkpoint, function_modes, numpy_interop, registry
 from ..variables.builder import wrap_constant_result
 from ..variables.builtins import sort_items
+from ..variables.torch import TorchVariable
 from ..variables.iteration_protocol import drain, user_iterator
 from . import operators
 
@@ -18,6 +19,24 @@ class TrackerServices:
     """Mixed into InstructionTranslator."""
 
     registry = registry  # its tables: WRAPPERS, CONSTRUCTORS, BUILTIN_HANDLERS, IDENTITY_KEYS
+
+    def function_mode_call(self, fn, args: list, kwargs: dict):
+        """A call of `TorchFunctionMode.__enter__`/`__exit__` (function_modes.py), else None."""
+        model = function_modes.MODE_FUNCTIONS.get(fn)
+        return None if model is None else model(self, args, kwargs)
+
+    def torch_callable(self, fn):
+        """`fn`, a function or method of torch's, called as the trace calls torch's (a thin
+        Python wrapper such as `Tensor.__rsub__` on fakes, not inlined)."""
+        return TorchVariable(fn)
+
+    def mode_dispatch_call(self, fn, args: list, kwargs: dict):
+        """A torch function or Tensor method handed to the entered torch function modes, or None."""
+        return function_modes.dispatch_call(self, fn, args, kwargs)
+
+    def mode_dispatch_getattr(self, tensor, name: str):
+        """A tensor attribute read handed to the entered torch function modes, or None."""
+        return function_modes.dispatch_getattr(self, tensor, name)
 
     def compare(self, op: str, a, b):
         return operators.compare(self, op, a, b)

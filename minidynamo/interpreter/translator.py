@@ -26,6 +26,7 @@ from ..variables.c_callables import wrap_untraced_result
 from ..codegen import code_signature
 from ..variables.call_binding import bind_arguments
 from ..variables.cells import CellVariable, FrameCellVariable, frame_cells
+from ..variables import function_modes
 from ..variables.functions import UserFunctionVariable
 from ..variables.global_stores import stored_global
 from .opcodes.binary import BinaryOps
@@ -158,8 +159,13 @@ class InstructionTranslator(GeneratorOps, LoadStoreOps, StackOps, BinaryOps, Jum
                     if not self.catch(raised, start):
                         raise raised from None
         except _Return as r:
+            if self.is_root and self.output.function_modes:
+                unsupported("call", "the function returns with a torch function mode still entered",
+                            no_break=function_modes.NO_BREAK)
             return r.value
         except Unsupported as e:
+            if e.no_break is None and self.is_root and self.output.function_modes:
+                e.no_break = function_modes.NO_BREAK
             if isinstance(e, Raised) and self.is_root and e.break_at is None:
                 made = e.value.made_at  # made by a call of this frame: break there, as before
                 if made is not None and made[0] is self:

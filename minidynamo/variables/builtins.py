@@ -78,6 +78,11 @@ class BuiltinVariable(ObjectConstantVariable):
         fn = self.value
         if isinstance(fn, type) and issubclass(fn, BaseException):  # only ever made to be raised
             exception_made(tx, fn)
+        if tx.output.function_modes and fn not in _NO_TORCH_FUNCTION and any(
+                isinstance(a, TensorVariable) for a in (*args, *kwargs.values())):
+            # len(x), float(x), iter(x)...: eager hands Tensor.__len__ and the like to the mode
+            unsupported("call", f"{fn.__name__}() of a tensor under a torch function mode entered in the trace",
+                        no_break="a torch function mode entered in the traced code is active here")
         handler = _HANDLERS.get(fn) or tx.registry.BUILTIN_HANDLERS.get(fn)
         if handler is not None:
             result = handler(tx, args, kwargs)
@@ -113,6 +118,8 @@ class BuiltinVariable(ObjectConstantVariable):
 
 
 _SYMBOLIC_MATH = (math.ceil, math.floor, math.trunc)
+# Builtins that never ask a torch function mode about a tensor argument.
+_NO_TORCH_FUNCTION = {isinstance, type, id, callable, hasattr, getattr, issubclass}
 
 
 def _const_args(args):

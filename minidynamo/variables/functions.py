@@ -165,6 +165,9 @@ class UserFunctionVariable(BaseFunctionVariable):
             unsupported("graph_break", "torch._dynamo.graph_break()")
         if is_checkpoint(self.fn):
             return tx.capture_checkpoint(list(args), dict(kwargs))
+        modelled = tx.function_mode_call(self.fn, args, kwargs)  # TorchFunctionMode.__enter__/__exit__
+        if modelled is not None:
+            return modelled
         if is_compiler_disabled(self.fn):  # runs eagerly (torch's wrapper switches the eval-frame hook off)
             which = "minidynamo.disable" if getattr(self.fn, "_minidynamo_disable", False) \
                 else "torch's own torch._disable_dynamo (torch.compile breaks here too)" \

@@ -121,6 +121,10 @@ class TensorVariable(VariableTracker):
         own = self._own_attr(tx, name)
         if own is not None:
             return own
+        if tx.output.function_modes:
+            handled = tx.mode_dispatch_getattr(self, name)  # x.shape asks the mode
+            if handled is not None:
+                return handled
         if name == "shape":
             return size_variable(fake.shape, tx.output, self.node)
         if name in _METADATA_ATTRS:
@@ -211,6 +215,10 @@ class TensorVariable(VariableTracker):
         return False
 
     def call_method(self, tx, name, args, kwargs):
+        if tx.output.function_modes:
+            method = inspect.getattr_static(torch.Tensor, name, None)
+            if method is not None:
+                return tx.mode_dispatch_call(method, [self, *args], kwargs)
         if name in _AUTOGRAD_METHODS:
             unsupported("call", f"Tensor.{name}() {_AUTOGRAD_METHODS[name]}",
                         hint=f"call .{name}() on what the optimized function returns, outside it")

@@ -21,6 +21,7 @@ from .symbolic import SymNodeVariable
 from .tensor import _METADATA_METHODS, TensorVariable
 from .contexts import ContextDecoratedFunction, make_context_manager
 from .dicts import DictVariable
+from .function_modes import NO_BREAK, STACK_QUERIES, active, dispatch_call
 from .functions import BaseFunctionVariable, UserMethodVariable, UserFunctionVariable
 from .lazy_iterators import bind_args
 from .objects import ClassVariable, construct
@@ -125,6 +126,10 @@ class TorchVariable(ObjectConstantVariable):
             takeover = getattr(a, "call_torch_function", None)
             if takeover is not None:
                 return takeover(tx, fn, args, kwargs)
+        if active(tx) and (is_operator(fn) or _is_wrapper(fn) or _is_tensor_method(fn)):
+            return dispatch_call(tx, fn, list(args), dict(kwargs))  # the entered torch function mode's handler
+        if fn in STACK_QUERIES and active(tx):
+            unsupported("call", f"{what}() under a torch function mode entered in the trace", no_break=NO_BREAK)
         if fn in _SIDE_EFFECTS:
             unsupported("side_effect", f"{what}() changes global state")
         if fn in _RUNS_AUTOGRAD:
@@ -199,6 +204,17 @@ class TorchVariable(ObjectConstantVariable):
                               what=what, fold_metadata=tensor_in)
 
 
+def _is_wrapper(fn) -> bool:
+    """A thin operator wrapper of torch's in Python (`F.relu`): called as one node."""
+    return isinstance(fn, types.FunctionType) and fn.__module__ in _OPERATOR_WRAPPER_MODULES \
+        and not fn.__name__.startswith("_")
+
+
+def _is_tensor_method(fn) -> bool:
+    name = getattr(fn, "__name__", None)
+    return isinstance(name, str) and inspect.getattr_static(torch.Tensor, name, None) is fn
+
+
 class TorchSettingsVariable(ObjectConstantVariable):
     """`torch.backends.cuda.matmul` and the like: each attribute read is a setting, read
     now and guarded by reading it again (assigning it between calls recompiles)."""
@@ -252,7 +268,7 @@ def _has_torch_function(tx, fn, args, kwargs):
         elems = args[0].unpack_sequence(tx)
     else:
         unsupported("call", f"{fn.__name__}() of {args[0].describe()} (a tuple or list is answered)")
-    if torch._C._is_torch_function_mode_enabled():
+    if torch._C._is_torch_function_mode_enabled() or active(tx):
         unsupported("call", "has_torch_function() while a torch function mode is active (the mode "
                             "would handle the call)")
     if not torch._C._is_torch_function_enabled():
