@@ -174,6 +174,33 @@ class OptimizedModule(torch.nn.Module):
             return super().__delattr__(name)
         return delattr(self._orig_mod, name)
 
+    # Python looks dunders up on the class, past __getattr__: the container protocol and
+    # truth are the original's (an empty ModuleList is false; `len` of a Linear raises
+    # eager's TypeError, and its truth stays True).
+    def __bool__(self):
+        return bool(self._orig_mod)
+
+    def __len__(self):
+        return len(self._orig_mod)
+
+    def __iter__(self):
+        return iter(self._orig_mod)
+
+    def __getitem__(self, key):
+        return self._orig_mod[key]
+
+    def __setitem__(self, key, value):
+        self._orig_mod[key] = value
+
+    def __delitem__(self, key):
+        del self._orig_mod[key]
+
+    def __contains__(self, item):
+        return item in self._orig_mod
+
+    def __dir__(self):
+        return dir(self._orig_mod)
+
     def state_dict(self, *args, **kwargs):
         return self._orig_mod.state_dict(*args, **kwargs)
 

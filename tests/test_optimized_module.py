@@ -153,3 +153,38 @@ def test_the_wrappers_own_attributes_stay_on_the_wrapper():
     assert opt._orig_mod is mod and "_optimized" in opt.__dict__
     assert not hasattr(mod, "_optimized") and not hasattr(mod, "_super_module_initialized")
     assert list(opt.state_dict()) == list(mod.state_dict())
+
+
+def _outcome(fn):
+    try:
+        return ("ok", fn())
+    except Exception as e:  # the type and message, as eager gives them
+        return ("raise", type(e), str(e))
+
+
+@pytest.mark.parametrize("make", [
+    lambda: torch.nn.ModuleList(),
+    lambda: torch.nn.ModuleList([torch.nn.ReLU(), torch.nn.Tanh()]),
+    lambda: torch.nn.Sequential(),
+    lambda: torch.nn.Sequential(torch.nn.ReLU()),
+    lambda: torch.nn.ModuleDict({"a": torch.nn.ReLU()}),
+    lambda: torch.nn.Linear(2, 2),
+])
+def test_truth_length_items_and_iteration_are_the_originals(make):
+    """Dunders are looked up on the class, past __getattr__: the wrapper answers them as
+    its module does (an empty container is false; a Linear is true and has no len)."""
+    mod = make()
+    opt = minidynamo.optimize(mod)
+    probes = [bool, len, lambda m: [type(c) for c in m], lambda m: type(m[0]), lambda m: type(m["a"]),
+              lambda m: "a" in m, lambda m: sorted(dir(m)) == sorted(dir(mod))]
+    for probe in probes:
+        assert _outcome(lambda: probe(opt)) == _outcome(lambda: probe(mod))
+
+
+def test_item_writes_reach_the_original_container():
+    mod = torch.nn.ModuleList([torch.nn.ReLU()])
+    opt = minidynamo.optimize(mod)
+    opt[0] = torch.nn.Tanh()
+    assert type(mod[0]) is torch.nn.Tanh
+    del opt[0]
+    assert len(mod) == 0 and not opt
