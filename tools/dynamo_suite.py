@@ -61,8 +61,11 @@ def _sync_config():
     import torch._dynamo.config as tconfig
 
     import minidynamo
-    for name in ("cache_size_limit", "error_on_recompile", "suppress_errors", "capture_scalar_outputs"):
-        value = getattr(tconfig, name, None)
+    # cache_size_limit is an alias of recompile_limit (patch.object on the alias deletes it on exit)
+    for name, torch_name in (("cache_size_limit", "recompile_limit"), ("error_on_recompile", "error_on_recompile"),
+                             ("suppress_errors", "suppress_errors"),
+                             ("capture_scalar_outputs", "capture_scalar_outputs")):
+        value = getattr(tconfig, torch_name, None)
         if value is not None and getattr(minidynamo.config, name) != value:
             setattr(minidynamo.config, name, value)
 
@@ -340,6 +343,8 @@ def main(argv=None) -> int:
         tc = run_file(f.resolve(), "tc", args.out, args.timeout)
         md = run_file(f.resolve(), "md", args.out, args.timeout)
         report[f.name] = compare(tc, md)
+        if not tc:
+            report[f.name]["counts"]["no_tests"] = 1  # collection failed: OUT/<name>.tc.log says why
         print(f.name, report[f.name]["counts"], flush=True)
     (args.out / "results.json").write_text(json.dumps(report, indent=1))
     lines = ["file".ljust(34) + "".join(c.rjust(9) for c in COLUMNS)]
