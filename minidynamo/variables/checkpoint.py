@@ -6,7 +6,10 @@ recomputed in backward, as in eager.
 The body runs twice in eager, the second time at backward time: one that changes anything
 outside itself (an outside list, an object made in the frame, a print) declines, as does
 one that writes a tensor it reads or returns a view of one (the node would hide that from
-the graph's memory facts). Without grad mode checkpoint only calls the function: the call
+the graph's memory facts). Attribute and global stores it puts back before returning
+leave nothing to run twice (transformers' kernel hub layers set a context variable around
+each layer's forward, a global under a compiler): kept while it is traced and dropped after,
+where each leaves the value it found (body_stores.py). Without grad mode checkpoint only calls the function: the call
 is traced inline. The reentrant variant, an unspecified `use_reentrant` (torch then warns and
 runs it), and `context_fn` / `debug` / `determinism_check` other than their defaults decline.
 """
@@ -24,6 +27,7 @@ from ..exc import Unsupported, unsupported
 from ..graph import written_values
 from ..subgraph import LiftingGraph, tracing_into
 from .autograd import bodies_of
+from .body_stores import BodyStores
 from .constant import ConstantVariable
 from .function_effects import made_state, outside_unchanged
 from .lists import BaseListVariable, ListVariable, TupleVariable
@@ -76,9 +80,10 @@ def _capture(tx, fn, fn_args: list, fn_kwargs: dict, options: dict):
     roots = [fn, *fn_args, *fn_kwargs.values()]
     before = (made_state(roots), len(output.deferred_calls), _tensor_attrs(output))
     try:
-        with outside_unchanged(output, "the checkpointed function"), \
-                tracing_into(output, body, grad_enabled=True):
-            result = fn.call_function(tx, list(fn_args), fn_kwargs)
+        with outside_unchanged(output, "the checkpointed function", stores=BodyStores) as stores:
+            with tracing_into(output, body, grad_enabled=True):
+                result = fn.call_function(tx, list(fn_args), fn_kwargs)
+            stores.settle(tx)  # stores it put back are dropped; others decline
         if (made_state(roots), len(output.deferred_calls), _tensor_attrs(output)) != before:
             unsupported("side_effect", "it changes state outside itself")
         structure, outs = _flatten(result)
