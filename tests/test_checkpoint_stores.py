@@ -256,3 +256,30 @@ def test_function_backward_storing_a_global_runs_at_backward_time():
         y.sum().backward()
         seen.append(COUNT)
     assert seen == [0, 1, 0, 1], seen
+
+
+def test_store_of_the_frame_before_the_body_is_kept():
+    """The frame sets an attribute, the body changes it and puts the frame's value back:
+    the frame's store is written back after the graph, the body's are dropped."""
+    lin = torch.nn.Linear(4, 4)
+
+    def f(flags, x):
+        flags.fast = "frame"
+
+        def body(a):
+            saved = flags.fast
+            flags.fast = "body"
+            y = lin(a).relu() * (2 if flags.fast == "body" else 3)
+            flags.fast = saved
+            return y
+
+        return checkpoint(body, x, use_reentrant=False) * 2
+
+    backend = CountingBackend()
+    opt = minidynamo.optimize(backend=backend)(f)
+    for _ in range(2):
+        eager_flags, opt_flags = Flags(None), Flags(None)
+        x = torch.randn(2, 4, requires_grad=True)
+        assert torch.equal(opt(opt_flags, x), f(eager_flags, x))
+        assert opt_flags.fast == eager_flags.fast == "frame"
+    assert backend.calls == 1 and len(_checkpoint_nodes(backend.graphs[0])) == 1
