@@ -1,14 +1,30 @@
 """More models for bench/models.py (`--zoo more` or `--zoo all`): families and constructs
 the main suite does not have — a mixture of experts (Mixtral), Gemma 2's eager attention
 with soft-capping, MobileBERT, Funnel's pooling, ConvBERT, MobileViT, Segformer, LeViT,
-XCiT, EVA-02, HRNet, torchvision's VGG/GoogLeNet/Swin... Same conventions as
-models_zoo.py (tiny configs, random weights, nothing downloaded)."""
+XCiT, EVA-02, HRNet, torchvision's VGG/GoogLeNet/Swin..., and suite models trained with
+transformers' gradient checkpointing (`*_gc`). Same conventions as models_zoo.py (tiny
+configs, random weights, nothing downloaded)."""
 from __future__ import annotations
 
 from models_zoo import (BART, BY_NAME as SUITE, CLASSES, ENC, GQA, IMG, VOCAB, W2V, VIT, ModelSpec, audio,
                         class_loss, hf, model_loss, pixels, seq2seq, tm, tokens, tv)
 
+def checkpointed(name: str, **kwargs) -> ModelSpec:
+    """Suite model `name` with `gradient_checkpointing_enable(kwargs or transformers' default)`:
+    each layer's call goes through torch.utils.checkpoint in training."""
+    spec = SUITE[name]
+
+    def build():
+        model = spec.build()
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs=kwargs or None)
+        return model
+
+    suffix = "_gc" + "".join(f"_{k}" for k, v in kwargs.items() if v)
+    return ModelSpec(name + suffix.replace("use_", ""), spec.family, spec.source, build, spec.inputs, spec.loss)
+
+
 MORE: list[ModelSpec] = [
+    checkpointed("llama"), checkpointed("llama", use_reentrant=True), checkpointed("gpt2"), checkpointed("bert"),
     ModelSpec("mixtral", "decoder", "transformers", hf("MixtralForCausalLM", "MixtralConfig", **GQA, num_local_experts=4, num_experts_per_tok=2), tokens("ids"), model_loss),
     ModelSpec("phi3", "decoder", "transformers", hf("Phi3ForCausalLM", "Phi3Config", **GQA, pad_token_id=0), tokens("ids"), model_loss),
     ModelSpec("stablelm", "decoder", "transformers", hf("StableLmForCausalLM", "StableLmConfig", **GQA), tokens("ids"), model_loss),

@@ -1,9 +1,9 @@
-"""Run time of a captured `torch.utils.checkpoint.checkpoint(fn, *args, use_reentrant=False)`.
+"""Run time of a captured `torch.utils.checkpoint.checkpoint(fn, *args, use_reentrant=...)`.
 
 The trace turns the call into one graph node holding the function's body, traced into a
 graph of its own (variables/checkpoint.py):
 
-    checkpoint(body, *inputs, use_reentrant=False, preserve_rng_state=..., ...)
+    checkpoint(body, *inputs, use_reentrant=False or True, preserve_rng_state=..., ...)
 
 `inputs` are the tensors the body reads: the checkpointed call's positional tensor
 arguments first, then what the function reads from elsewhere (parameters, closures,
@@ -12,6 +12,8 @@ the body as the function and the positional tensor arguments as its arguments, t
 reached by closure: checkpoint saves exactly what eager's saves (its inputs through
 autograd, every activation of the body through its own saved-tensor hooks, dropped and
 recomputed in backward), restores the RNG state for the recompute, and runs its checks.
+The reentrant variant likewise: the body runs under no_grad, and in backward again with
+grad, its backward reaching what the closure holds (parameters) as eager's does.
 """
 from __future__ import annotations
 

@@ -205,11 +205,6 @@ def _breaks(fn, *args, reason="call"):
 LIN = torch.nn.Linear(4, 4)
 
 
-def test_reentrant_declines():
-    info = _breaks(lambda x: checkpoint(LIN, x, use_reentrant=True) * 2, torch.randn(2, 4, requires_grad=True))
-    assert "use_reentrant=True" in info.break_reason.detail
-
-
 @pytest.mark.filterwarnings("ignore:torch.utils.checkpoint")
 def test_unspecified_use_reentrant_declines_and_warns_as_eager():
     info = _breaks(lambda x: checkpoint(LIN, x) * 2, torch.randn(2, 4, requires_grad=True))
@@ -297,13 +292,13 @@ def test_object_output_declines():
     assert "returns" in info.break_reason.detail
 
 
-@pytest.mark.parametrize("reentrant", [None, True])
-def test_fullgraph_refuses_what_it_declines(reentrant):
+@pytest.mark.parametrize("reentrant, requires_grad", [(None, True), (True, False)])
+def test_fullgraph_refuses_what_it_declines(reentrant, requires_grad):
     opt = minidynamo.optimize(backend=CountingBackend(), fullgraph=True)(
         lambda x: checkpoint(LIN, x, use_reentrant=reentrant))
     with pytest.raises(minidynamo.Unsupported, match="use_reentrant"), warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        opt(torch.randn(2, 4, requires_grad=True))
+        opt(torch.randn(2, 4, requires_grad=requires_grad))
 
 
 def test_nested_checkpoint_with_an_autograd_function_inside():

@@ -1,17 +1,23 @@
 """`torch.utils.checkpoint.checkpoint(fn, *args, use_reentrant=False, **kwargs)` in a trace:
 `fn(*args, **kwargs)` traced into a body of its own, one node of the graph calling torch's
 checkpoint on it (run time: checkpointing.py), so the body's activations are dropped and
-recomputed in backward, as in eager.
+recomputed in backward, as in eager. The reentrant variant (`use_reentrant=True`) is
+captured the same way, its node calling torch's checkpoint with use_reentrant=True.
 
 The body runs twice in eager, the second time at backward time: one that changes anything
 outside itself (an outside list, an object made in the frame, a print) declines, as does
 one that writes a tensor it reads or returns a view of one (the node would hide that from
-the graph's memory facts). Without grad mode checkpoint only calls the function: the call
-is traced inline. The reentrant variant, an unspecified `use_reentrant` (torch then warns and
-runs it), and `context_fn` / `debug` / `determinism_check` other than their defaults decline.
+the graph's memory facts). Attribute and global stores it puts back before returning
+leave nothing to run twice (transformers' kernel hub layers set a context variable around
+each layer's forward, a global under a compiler): kept while it is traced and dropped after,
+where each leaves the value it found (body_stores.py). Without grad mode checkpoint only
+calls the function: the call is traced inline. An unspecified `use_reentrant` (torch then warns and runs the reentrant
+variant), `context_fn` / `debug` / `determinism_check` other than their defaults, and where
+the reentrant variant would differ from the node (_check_reentrant) decline.
 """
 from __future__ import annotations
 
+import inspect
 import operator
 
 import torch
@@ -24,6 +30,7 @@ from ..exc import Unsupported, unsupported
 from ..graph import written_values
 from ..subgraph import LiftingGraph, tracing_into
 from .autograd import bodies_of
+from .body_stores import BodyStores
 from .constant import ConstantVariable
 from .function_effects import made_state, outside_unchanged
 from .lists import BaseListVariable, ListVariable, TupleVariable
@@ -33,6 +40,8 @@ from .tensor import TensorVariable
 _OPTIONS = {"preserve_rng_state": True, "early_stop": True}
 _DECLINED_UNLESS_DEFAULT = {"context_fn": torch_checkpoint.noop_context_fn, "debug": False,
                             "determinism_check": "default"}
+if "respect_saved_tensors_hooks" in inspect.signature(torch_checkpoint.checkpoint).parameters:
+    _DECLINED_UNLESS_DEFAULT["respect_saved_tensors_hooks"] = None
 
 
 def capture_checkpoint(tx, args: list, kwargs: dict):
@@ -47,17 +56,30 @@ def capture_checkpoint(tx, args: list, kwargs: dict):
         unsupported("call", "torch.utils.checkpoint.checkpoint without use_reentrant: torch warns and runs "
                             "the reentrant variant, which is not captured",
                     hint="pass use_reentrant=False (torch recommends it)")
-    if reentrant:
-        unsupported("call", "torch.utils.checkpoint.checkpoint(use_reentrant=True) is not captured",
-                    hint="use_reentrant=False is captured into the graph")
     for name, default in _DECLINED_UNLESS_DEFAULT.items():
         if name in fn_kwargs and _constant(fn_kwargs.pop(name), name) != default:
             unsupported("call", f"torch.utils.checkpoint.checkpoint with {name} other than its default "
                                 "is not captured")
     options = {name: _constant(fn_kwargs.pop(name), name) for name in _OPTIONS if name in fn_kwargs}
+    if reentrant:
+        _check_reentrant(fn_args, fn_kwargs)
     if not torch.is_grad_enabled():  # checkpoint then only calls the function
         return fn.call_function(tx, list(fn_args), fn_kwargs)
-    return _capture(tx, fn, fn_args, fn_kwargs, options)
+    return _capture(tx, fn, fn_args, fn_kwargs, options, reentrant)
+
+
+def _check_reentrant(fn_args: list, fn_kwargs: dict) -> None:
+    """Decline what the reentrant variant does otherwise than the captured node would (it
+    is called with use_reentrant=True, so the rest is torch's own): keyword arguments for
+    the function (torch raises), and tensor arguments none of which requires grad (torch
+    warns; the outputs then require none, and no gradient reaches the parameters)."""
+    if fn_kwargs:
+        unsupported("call", "torch.utils.checkpoint.checkpoint(use_reentrant=True) with keyword arguments for "
+                            f"the function ({', '.join(fn_kwargs)}): torch raises ValueError")
+    if not any(isinstance(a, TensorVariable) and a.fake.requires_grad for a in fn_args):
+        unsupported("call", "torch.utils.checkpoint.checkpoint(use_reentrant=True) where no tensor argument "
+                            "requires grad: its outputs require none and no gradient reaches the function's "
+                            "parameters (torch warns)", hint="use_reentrant=False is captured whatever requires grad")
 
 
 def _constant(var, name: str):
@@ -66,7 +88,7 @@ def _constant(var, name: str):
     return var.as_python_constant()
 
 
-def _capture(tx, fn, fn_args: list, fn_kwargs: dict, options: dict):
+def _capture(tx, fn, fn_args: list, fn_kwargs: dict, options: dict, reentrant: bool):
     output = tx.output
     body = LiftingGraph(output.graph)
     body.function_body = "checkpoint"  # a Function applied inside is a node of the body
@@ -76,13 +98,16 @@ def _capture(tx, fn, fn_args: list, fn_kwargs: dict, options: dict):
     roots = [fn, *fn_args, *fn_kwargs.values()]
     before = (made_state(roots), len(output.deferred_calls), _tensor_attrs(output))
     try:
-        with outside_unchanged(output, "the checkpointed function"), \
-                tracing_into(output, body, grad_enabled=True):
-            result = fn.call_function(tx, list(fn_args), fn_kwargs)
+        with outside_unchanged(output, "the checkpointed function", stores=BodyStores) as stores:
+            with tracing_into(output, body, grad_enabled=True):
+                result = fn.call_function(tx, list(fn_args), fn_kwargs)
+            stores.settle(tx)  # stores it put back are dropped; others decline
         if (made_state(roots), len(output.deferred_calls), _tensor_attrs(output)) != before:
             unsupported("side_effect", "it changes state outside itself")
         structure, outs = _flatten(result)
         _check_memory(body, outs)
+        if reentrant:
+            _check_reentrant_outputs(body, outs)
     except Unsupported as e:
         unsupported(e.category, f"torch.utils.checkpoint's function: {e.detail} (eager runs it again in "
                                 "backward; the call runs eagerly)", hint=e.hint)
@@ -95,7 +120,7 @@ def _capture(tx, fn, fn_args: list, fn_kwargs: dict, options: dict):
     lifted = list(body.lifted)
     spec = CheckpointSpec(tuple(lifted.index(a.node) for a in passed))
     node = output.graph.create_node("call_function", CheckpointCall(spec), (attr, *lifted),
-                                    {"use_reentrant": False, **options})
+                                    {"use_reentrant": reentrant, **options})
     node.meta["val"] = tuple(n.meta["val"] for n in out_nodes)
     node.meta["writes"] = node.meta["aliases"] = ()  # refused above (_check_memory)
     node.meta["item_aliases"] = (False,) * len(out_nodes)
@@ -104,6 +129,20 @@ def _capture(tx, fn, fn_args: list, fn_kwargs: dict, options: dict):
     for i, n in enumerate(out_nodes):
         renamed[n] = TensorVariable(output.getitem_node(node, i), n.meta["val"])
     return _rebuild(structure, {id(o): renamed[o.node] for o in made})
+
+
+def _check_reentrant_outputs(body, outs: list) -> None:
+    """The reentrant variant returns its function's tensors through an autograd.Function
+    whose inputs require grad: each one new, and each of a floating dtype requiring grad.
+    Decline where the body's would not be so (an input returned, a detached result)."""
+    if len({o.node for o in outs}) != len(outs):
+        unsupported("construct", "with use_reentrant=True it returns one tensor twice")
+    for o in outs:
+        if o.node.graph is not body:
+            unsupported("construct", "with use_reentrant=True it returns a tensor it did not compute")
+        if (o.fake.is_floating_point() or o.fake.is_complex()) and not o.fake.requires_grad:
+            unsupported("construct", "with use_reentrant=True it returns a tensor that does not require grad "
+                                     "(reentrant checkpoint's output would)")
 
 
 def _tensor_attrs(output) -> dict:

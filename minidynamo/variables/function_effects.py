@@ -9,8 +9,10 @@ node's output, in place, so every container holding it holds the new value.
 
 A backward runs at backward time: it must not change what the forward's caller can see
 (the entry writes outside containers back right after the forward's graph).
-`outside_unchanged` refuses changes to outside lists and dicts while it is traced;
-`made_state` tells whether it changed objects made in the trace.
+`outside_unchanged` refuses changes to outside lists and dicts while it is traced, and
+attribute stores on outside objects and module global stores (`RefusedStores`; a
+checkpointed body keeps those instead, body_stores.py); `made_state` tells whether it
+changed objects made in the trace.
 """
 from __future__ import annotations
 
@@ -159,26 +161,49 @@ def rename_escaping(output, fwd, escaping, renamed: dict) -> None:
 def made_state(roots) -> dict:
     """id -> what it holds, for each object made in the trace reachable from `roots`
     (lists, dicts, objects): equal before and after a trace that changed none of them."""
-    state, todo = {}, list(roots)
+    state, seen, todo = {}, {}, list(roots)
     while todo:
         v = todo.pop()
-        if id(v) in state or not isinstance(v, VariableTracker) or isinstance(
+        if id(v) in seen or not isinstance(v, VariableTracker) or isinstance(
                 v, (TensorVariable, SymNodeVariable, ObjectConstantVariable)):
             continue
+        seen[id(v)] = v  # (kept alive: ids stay unique while the walk runs)
         held = []
         for name in _slots(type(v)):
             held.extend(_trackers_in(getattr(v, name, None)))
         held.extend(_trackers_in(getattr(v, "__dict__", None)))
-        state[id(v)] = (v, tuple(map(id, held))) if v.source is None else (v, ())  # outside ones: hooks
+        # Outside ones are watched by the hooks (outside_unchanged), and walked through only:
+        # one reached for the first time (a closure cell's contents read) is no change.
+        if v.source is None:
+            state[id(v)] = tuple(map(id, held))
         todo.extend(held)
-    return {k: ids for k, (_, ids) in state.items()}
+    return state
+
+
+class RefusedStores:
+    """What `outside_unchanged` does with a store on an object from outside (`obj.x = v`,
+    stores.record_store) or on a module global (`global n; n = v`, global_stores.py) made
+    while its block is traced: refused, before it is made."""
+
+    def __init__(self, refuse):
+        self.refuse = refuse
+
+    def object_store(self, output, var) -> None:
+        self.refuse(var)
+
+    def global_store(self, output, globals_dict: dict, name: str) -> None:
+        self.refuse(None, f"the global {name!r}")
+
+    def undo(self, output) -> None:
+        """Put back what the block stored (nothing: every store was refused)."""
 
 
 @contextlib.contextmanager
-def outside_unchanged(output, what: str):
+def outside_unchanged(output, what: str, stores=RefusedStores):
     """Within the block, a change to a list or dict from outside declines (and is taken back):
     the backward runs at backward time, the entry writes outside containers back after the
-    forward's graph."""
+    forward's graph. Attribute and global stores go to `stores(refuse)`, which the block
+    gets (refused as made by default); what it kept is put back when the block ends."""
     lists = [(v, None if v.appended is None else list(v.appended), v._size)
              for _, v in output.wrapped.values() if isinstance(v, BaseListVariable)]
 
@@ -195,10 +220,15 @@ def outside_unchanged(output, what: str):
 
     # Nested (a Function's backward inside a checkpointed body): the enclosing refusal is
     # put back after.
-    enclosing = {k: v for k, v in vars(output).items() if k in ("record_append", "record_mutation")}
+    shadowed = ("record_append", "record_mutation", "store_watch")
+    enclosing = {k: v for k, v in vars(output).items() if k in shadowed}
+    watch = stores(refuse)
     output.record_append = output.record_mutation = refuse  # OutputGraph's own, shadowed
+    output.store_watch = watch  # read by stores.record_store and global_stores
     try:
-        yield
+        yield watch
     finally:
-        del output.record_append, output.record_mutation
+        watch.undo(output)
+        for k in shadowed:
+            vars(output).pop(k, None)
         vars(output).update(enclosing)

@@ -73,7 +73,7 @@ class GlobalBinding(VariableTracker):
         return False
 
 
-def _binding(output, globals_dict: dict, name: str):
+def binding_of(output, globals_dict: dict, name: str):
     """The trace's binding of global `name` of `globals_dict`, or None where it stored none."""
     found = _bindings.get(output)
     return found.get((id(globals_dict), name)) if found else None
@@ -82,16 +82,34 @@ def _binding(output, globals_dict: dict, name: str):
 def stored_global(output, globals_dict: dict, name: str):
     """The value the trace stored in global `name` of `globals_dict`, or None (a global
     the trace deleted: NameError)."""
-    binding = _binding(output, globals_dict, name)
+    binding = binding_of(output, globals_dict, name)
     if binding is not None and binding.contents is DELETED:
         unsupported("exceptions", f"NameError: name {name!r} is not defined", raised=NameError)
     return None if binding is None else binding.contents
 
 
+def forget_global(output, globals_dict: dict, name: str) -> None:
+    """The trace's binding of global `name` dropped: the global is as the trace found it
+    (a checkpointed body that put it back, body_stores.py)."""
+    binding = _bindings.get(output, {}).pop((id(globals_dict), name), None)
+    if binding is not None:
+        output.mutated.pop(id(binding), None)
+        output.wrapped.pop(binding.source, None)
+
+
+def _watch(output, globals_dict: dict, name: str) -> None:
+    """A store while a backward or a checkpointed body is traced: refused, or kept to be
+    checked (function_effects.outside_unchanged)."""
+    watch = vars(output).get("store_watch")
+    if watch is not None:
+        watch.global_store(output, globals_dict, name)
+
+
 def delete_global(tx, name: str) -> None:
     """`del name` of a global the trace assigned (deleted after the graph); another
     declines: whether it exists then is not known to the trace."""
-    binding = _binding(tx.output, tx.f_globals, name)
+    _watch(tx.output, tx.f_globals, name)
+    binding = binding_of(tx.output, tx.f_globals, name)
     if binding is None or binding.contents is DELETED:
         unsupported("side_effect", f"deleting the global {name!r}")
     binding.contents = DELETED
@@ -101,7 +119,8 @@ def store_global(tx, name: str, value, globals_dict: dict | None = None) -> None
     """`STORE_GLOBAL name` of `value` in `tx`'s globals (or in `globals_dict`, a module's
     attribute set through the module)."""
     output, g = tx.output, tx.f_globals if globals_dict is None else globals_dict
-    binding = _binding(output, g, name)
+    _watch(output, g, name)
+    binding = binding_of(output, g, name)
     if binding is None:
         binding = _bindings.setdefault(output, {})[(id(g), name)] = GlobalBinding(g, name)
         output.mutated[id(binding)] = (binding, f"assigning the global {name!r}")

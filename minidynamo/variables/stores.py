@@ -12,11 +12,11 @@ def record_store(output, var) -> None:
     """`var` (an object from outside) has an attribute set by the trace: the entry writes
     it after the graph, with the outside lists and dicts the trace changed, in the order
     first changed (side_effects.py)."""
-    # NOTE: while a backward is traced, function_effects.outside_unchanged shadows
-    # record_mutation on the output with a refusal: a write would happen at forward time.
-    refuse = vars(output).get("record_mutation")
-    if refuse is not None:
-        refuse(var)
+    # NOTE: while a backward or a checkpointed body is traced, function_effects.outside_unchanged
+    # puts a watch on the output: the store is refused, or kept to be checked (body_stores.py).
+    watch = vars(output).get("store_watch")
+    if watch is not None:
+        watch.object_store(output, var)
     if id(var) not in output.mutated:
         output.mutated[id(var)] = (var, f"setting attributes of {var.source.name()}")
 
