@@ -24,7 +24,7 @@ from .backends import eager as eager_backend
 from .config import config
 from .entries import BreakEntry, CacheEntry, ConstantEntry, EagerEntry, GraphEntry, holder
 from .exc import BackendError, InternalError, Unsupported, unsupported
-from .gc_pause import paused_gc
+from .gc_pause import paused_gc, resumed_gc
 from .globalstate import GlobalState
 from .graph import OutputGraph
 from .triton.capture import direct_launch_nodes
@@ -79,7 +79,7 @@ def _trace_frame(fn, args, kwargs, output, stop_at=None):
     state = GlobalState()  # what the trace assumes of grad mode, default dtype, autocast...
     check_around(output, state.guard())  # a user's mode around the call: whole-call eager
     try:
-        with paused_gc(), _saved_tensor_hooks_off():
+        with _saved_tensor_hooks_off():
             result = trace(output, fn, args, kwargs, stop_at)
     except StoppedForBreak as stopped:
         result = stopped
@@ -162,7 +162,8 @@ def compile_call(call: CallToCompile) -> CacheEntry:
     """Trace the call and build its cache entry (graph, graph break, constant or eager
     fallback). The cyclic garbage collector is off while it traces and builds the entry,
     not while the backend compiles (gc_pause.py)."""
-    return _EntryBuilder(call).build()
+    with paused_gc():
+        return _EntryBuilder(call).build()
 
 
 class _EntryBuilder:
@@ -251,7 +252,8 @@ class _EntryBuilder:
                 example_inputs = [inp.example for inp in output.inputs]
                 backend_start = time.perf_counter()
                 try:
-                    compiled = compile_with(call.backend, gm, example_inputs)
+                    with resumed_gc():
+                        compiled = compile_with(call.backend, gm, example_inputs)
                 except BackendError as error:
                     if not config.suppress_errors:
                         raise
@@ -281,11 +283,10 @@ class _EntryBuilder:
         # the environment (inductor: `s0 <= 4096`), and its artifact holds only under them.
         for guard in output.shape_guards():
             output.guards.add(guard)
-        with paused_gc():
-            guard_exprs = output.guards.expressions(ns)
-            checks = output.guards.check_expressions(ns)
-            checks = (checks, output.guards.fast_tier(ns))
-            run, text, fast = self.functions(checks, body)
+        guard_exprs = output.guards.expressions(ns)
+        checks = output.guards.check_expressions(ns)
+        checks = (checks, output.guards.fast_tier(ns))
+        run, text, fast = self.functions(checks, body)
         upgrade = None
         if inlined and output.kernels and breaking is None:
             # The builder outlives the call until the entry's first call: not its arguments.

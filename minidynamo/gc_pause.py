@@ -1,4 +1,5 @@
-"""paused_gc(): the cyclic garbage collector off while a call is traced and compiled.
+"""paused_gc(): the cyclic garbage collector off while a call is traced and its entry built;
+resumed_gc(): on again inside that, while a backend compiles the graph.
 
 A trace allocates many short-lived objects (trackers, fx nodes, fakes, guard text); each
 700 allocations start a young-generation collection, every tenth of those an older one,
@@ -10,6 +11,11 @@ young collection instead of dozens. Python promises nothing about when cycles ar
 collected, so no program can tell the difference (finalizers of cyclic garbage run a
 little later). The collector's state is restored exactly: left off if it was off,
 and nested or concurrent traces turn it back on only when the last one ends.
+
+The whole build is one pause: a pause around the trace alone left the collector on
+between the trace and the guards, where the first allocation paid for the trace's tens
+of thousands of young objects and, when that tipped the counters, a full collection
+(200 ms of a llama's first call, about as long as the rest of it).
 """
 from __future__ import annotations
 
@@ -37,3 +43,19 @@ def paused_gc():
             _depth -= 1
             if _depth == 0 and _was_enabled:
                 gc.enable()
+
+
+@contextlib.contextmanager
+def resumed_gc():
+    """The collector as it was before the outermost pause, inside one (a backend's compile,
+    whose own garbage may be large); paused again after."""
+    with _lock:
+        resume = _depth == 1 and _was_enabled
+        if resume:
+            gc.enable()
+    try:
+        yield
+    finally:
+        if resume:
+            with _lock:
+                gc.disable()
