@@ -280,7 +280,7 @@ class OutputGraph:
             if log.checked is not None and any(frame.in_try_block() for frame in self.frames):
                 unsupported("data_dependent", f"{what} checks tensor values inside a try block: eager's "
                                               "raise must reach the handler")
-            if self.shape_env is not None and free_unbacked_symbols(result):
+            if self.shape_env is not None and free_unbacked_symbols(_sized_leaves(result)):
                 # With a shape environment, torch's fakes answer a read of tensor data (a 0-d
                 # tensor as arange's bound) with an unbacked size instead of raising: the
                 # result's size is still the data's, so the op stays outside the graph.
@@ -414,6 +414,13 @@ def _tensor_args(fx_value, fake_value, acc: list) -> list:
         for k, f in fake_value.items():
             _tensor_args(fx_value[k], f, acc)
     return acc
+
+
+def _sized_leaves(value) -> list:
+    """The tensors and symbolic numbers of a result (torch's symbol search asserts on
+    anything else: `_parse_to` answers a dtype and a device)."""
+    return [v for v in torch.utils._pytree.tree_leaves(value)
+            if isinstance(v, (torch.Tensor, torch.SymInt, torch.SymFloat, torch.SymBool))]
 
 
 def _flat_tensors(value) -> list:

@@ -298,3 +298,22 @@ def test_a_function_named_like_a_builtin():
 
     torch.testing.assert_close(minidynamo.optimize(len)([torch.ones(2), 3]), torch.ones(2) * 2)
     torch.testing.assert_close(minidynamo.optimize(isinstance)(torch.ones(2)), torch.ones(2) + 1)
+
+
+def test_a_torch_call_answering_a_dtype_under_dynamic_shapes():
+    # `Module.to(dtype)` parses its arguments with `_parse_to`, whose result holds a dtype
+    # and a device: the check for sizes read from data must look at sizes only.
+    class Router(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.classifier = torch.nn.Linear(4, 2)
+
+        def forward(self, x):
+            dev, dtype, non_blocking, fmt = torch._C._nn._parse_to(torch.float64)
+            return self.classifier(x).to(dtype) * x.shape[0]
+
+    model = Router()
+    opt = minidynamo.optimize(model, dynamic=True)
+    for n in (2, 3):
+        x = torch.randn(n, 4)
+        torch.testing.assert_close(opt(x), model(x), rtol=0, atol=0)
