@@ -37,7 +37,7 @@ from .rebuild import Rebuilder
 from .side_effects import mutation_guards, writeback_lines
 from .logs import get_logger
 from .sources import AttrSource, Namespace, ObjectSource
-from .graph import _storage
+from .memory_facts import storage_of
 from .triton.program import program_lines
 
 
@@ -129,7 +129,7 @@ def _check_picks_escaping(output, nodes) -> None:
     object, here they are two (graph.OutputGraph.picked_storages)."""
     if not output.picked_storages:
         return
-    escaping = {_storage(n.meta["val"]) for n in nodes if isinstance(n.meta.get("val"), torch.Tensor)}
+    escaping = {storage_of(n.meta["val"]) for n in nodes if isinstance(n.meta.get("val"), torch.Tensor)}
     if len(escaping & output.picked_storages) > 1:
         unsupported("data_dependent", "a tensor min()/max() picked by a tensor comparison leaves the call "
                                       "with a candidate it picked from: eager's may be the same object")

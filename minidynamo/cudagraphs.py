@@ -44,7 +44,7 @@ import torch.fx as fx
 
 from . import cudagraph_training, held
 from .dynamic import has_symbolic, hint
-from .graph import aliased_values, written_values
+from .memory_facts import aliased_values, written_values
 from .held import HeldCheck
 from .backends import compile_with
 

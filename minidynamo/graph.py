@@ -3,22 +3,8 @@
 Tensor work becomes fx nodes; each node's result is computed on fake tensors (never on
 real data) so the trace knows shapes, dtypes and devices without running anything.
 
-Running the op on fakes also tells what it did to memory, recorded on the node once for
-every later pass (CUDA graphs, the launch program, the fake-op memo):
-
-* ``node.meta["writes"]``: positions in ``node.all_input_nodes`` of the values the op wrote —
-  those whose version counter moved (in-place ops, ``out=``, ``x[i] = v``, ``torch.relu_``)
-  or that an aten op's schema marks written (`_FactMode`: the writes counters miss).
-  A view shares its base's counter and storage, so a write through a view also shows on
-  every argument it views; passes map a written value to the inputs it may reach through
-  its aliases.
-* ``node.meta["aliases"]``: positions of the values whose storage the result shares (a
-  view, or an in-place op's own argument); ``()`` is a fresh tensor.
-
-Nodes made elsewhere carry the same facts, recorded where they are made: a Triton launch
-(variables/triton.py) from its kernel's source analysis, the functional pass's nodes
-(triton/functional.py). `written_values` and `aliased_values` read them back as nodes; a
-node without them reads as None: unknown, every input may be written and aliased.
+Running the op on fakes also tells what it did to memory, recorded on its node once
+(memory_facts.py: what it wrote, what its result shares).
 """
 from __future__ import annotations
 
@@ -31,18 +17,16 @@ import torch.fx as fx
 from torch._subclasses.fake_tensor import (
     DataDependentOutputException,
     DynamicOutputShapeException,
-    FakeTensorMode,
 )
-from torch._subclasses import fake_tensor as _fake_tensor
 from torch.fx.experimental.symbolic_shapes import GuardOnDataDependentSymNode, free_unbacked_symbols
 
-from .data_checks import CHECKED_CALLS, DATA_CHECKED
+from .data_checks import CHECKED_CALLS
 from .exc import unsupported
 from .dynamic import (has_symbolic, is_symbolic, new_shape_env, shape_guard_exprs, symbolic_fake,
                       symbolic_float, symbolic_int)
-from .fakecache import SLOW, direct, input_fake, learn, memo_key, op_key, op_result, remember, replay
+from .fakecache import input_fake, op_key, op_result, remember
 from .guards import Guard, GuardSet, shape_guard, tensor_guard
-from .overlap import refused_write
+from .memory_facts import FactMode, WriteLog, memory_facts, positions, storage_of, tensor_args, versions_of
 from .sources import Source, identifier
 from .triton.capture import KernelTable, direct_launches
 from .variables.base import VariableTracker
@@ -82,7 +66,7 @@ class OutputGraph:
         self.function_modes: list = []  # trackers of the torch function modes entered (function_modes.py)
         self.inference_regions = 0  # torch.inference_mode() regions the trace is inside
         self.final_grad_mode = None  # grad mode where the trace ended (convert._trace_frame)
-        self.fake_mode = _FactMode()
+        self.fake_mode = FactMode()
         # The thread's dispatch keys as the entry will check its guards (the state the trace
         # starts in): a tensor read inside a region the trace entered for real (autocast)
         # must not have that region's keys in its C check (see add_input).
@@ -245,10 +229,10 @@ class OutputGraph:
         result = None if key is None else op_result(key, self.fake_mode)
         writes = aliases = items = ()  # a memoized op wrote nothing and made a fresh tensor
         if result is None:
-            tensors = _tensor_args(fx_args, fake_args, []) + _tensor_args(fx_kwargs, fake_kwargs, [])
-            versions = _versions(tensors)
+            tensors = tensor_args(fx_args, fake_args, []) + tensor_args(fx_kwargs, fake_kwargs, [])
+            versions = versions_of(tensors)
             outs = [(t, t.shape) for t in _flat_tensors(fake_kwargs.get("out"))]
-            log = self.fake_mode.log = _WriteLog()
+            log = self.fake_mode.log = WriteLog()
             # NOTE: only the op itself is inside the try: what it raises is the user's (eager
             # raises it too); an error of the bookkeeping around it is minidynamo's own.
             try:
@@ -285,8 +269,8 @@ class OutputGraph:
                 # tensor as arange's bound) with an unbacked size instead of raising: the
                 # result's size is still the data's, so the op stays outside the graph.
                 unsupported("data_dependent", f"{what} depends on tensor data (a size read from a tensor)")
-            writes, aliases, items = _memory_facts(tensors, versions, log, result)
-            if self.picked_storages and any(n in writes and _storage(t) in self.picked_storages
+            writes, aliases, items = memory_facts(tensors, versions, log, result)
+            if self.picked_storages and any(n in writes and storage_of(t) in self.picked_storages
                                             for n, t in tensors):
                 unsupported("data_dependent", f"{what} writes to a tensor that min()/max() picked, or picked "
                                               "from, by a tensor comparison: which object eager writes "
@@ -308,8 +292,8 @@ class OutputGraph:
                                         "(results that are not tensors are only folded for metadata queries)")
         node = self.graph.create_node(kind, target, tuple(fx_args), fx_kwargs)
         node.meta["val"] = result  # fake value: device/shape for graph passes (cudagraphs)
-        node.meta["writes"] = _positions(node, writes)
-        node.meta["aliases"] = _positions(node, aliases)
+        node.meta["writes"] = positions(node, writes)
+        node.meta["aliases"] = positions(node, aliases)
         if items:
             node.meta["item_aliases"] = items  # per element of a tuple result: shares storage?
         self.op_count += 1
@@ -323,12 +307,12 @@ class OutputGraph:
 
     def _resizes_input(self, resized: list) -> bool:
         """Whether one of the out= tensors the op resized is a graph input's storage."""
-        inputs = {_storage(i.node.meta["val"]) for i in self.inputs if isinstance(i.node.meta["val"], torch.Tensor)}
-        return any(_storage(t) in inputs for t in resized)
+        inputs = {storage_of(i.node.meta["val"]) for i in self.inputs if isinstance(i.node.meta["val"], torch.Tensor)}
+        return any(storage_of(t) in inputs for t in resized)
 
     def picked(self, var) -> bool:
         """Whether `var` is a min()/max() pick or one of its candidates (picked_storages)."""
-        return bool(self.picked_storages) and _storage(var.fake) in self.picked_storages
+        return bool(self.picked_storages) and storage_of(var.fake) in self.picked_storages
 
     def example_of(self, var):
         """The real tensor behind a placeholder tracker, or None for computed tensors."""
@@ -367,20 +351,6 @@ class OutputGraph:
         return item
 
 
-def written_values(node: fx.Node) -> list | None:
-    """The graph values `node` writes (a write through a view also writes what it views:
-    follow `aliased_values`), or None when unknown."""
-    writes = node.meta.get("writes")
-    return None if writes is None else [node.all_input_nodes[i] for i in writes]
-
-
-def aliased_values(node: fx.Node) -> list | None:
-    """The graph values whose memory `node`'s result shares ([]: a fresh tensor, or no
-    tensor), or None when unknown."""
-    shared = node.meta.get("aliases")
-    return None if shared is None else [node.all_input_nodes[i] for i in shared]
-
-
 def _placeholder_name(source: Source, n: int) -> str:
     raw = source.name().replace("global ", "G_").replace("closure ", "C_")
     cleaned = identifier(raw).strip("_") or "input"
@@ -402,20 +372,6 @@ def _contains_tensor(v) -> bool:
     return False
 
 
-def _tensor_args(fx_value, fake_value, acc: list) -> list:
-    """(fx node, fake tensor) pairs of one lowered argument, walked in parallel."""
-    if isinstance(fake_value, torch.Tensor):
-        if isinstance(fx_value, fx.Node):
-            acc.append((fx_value, fake_value))
-    elif isinstance(fake_value, (list, tuple)):
-        for n, f in zip(fx_value, fake_value):
-            _tensor_args(n, f, acc)
-    elif isinstance(fake_value, dict):
-        for k, f in fake_value.items():
-            _tensor_args(fx_value[k], f, acc)
-    return acc
-
-
 def _sized_leaves(value) -> list:
     """The tensors and symbolic numbers of a result (torch's symbol search asserts on
     anything else: `_parse_to` answers a dtype and a device)."""
@@ -427,160 +383,6 @@ def _flat_tensors(value) -> list:
     if isinstance(value, torch.Tensor):
         return [value]
     return [t for v in value for t in _flat_tensors(v)] if isinstance(value, (list, tuple)) else []
-
-
-def _versions(tensors: list) -> list | None:
-    """Version counters of the arguments, or None where one has none (inference tensors)."""
-    try:
-        return [t._version for _, t in tensors]
-    except RuntimeError:
-        return None
-
-
-# aten ops that write batch norm's running statistics without their schema saying so (nor
-# their version counters): written argument positions, and the `training` flag's position.
-_UNDECLARED_WRITES = {
-    "aten::native_batch_norm": ((3, 4), 5),
-    "aten::cudnn_batch_norm": ((3, 4), 5),
-    "aten::miopen_batch_norm": ((3, 4), 5),
-    "aten::batch_norm_update_stats": ((1, 2), None),
-}
-_WRITE_SPOTS: dict = {}  # aten op -> ((position, name, keyword only, flag position), ...)
-
-
-def _write_spots(func) -> tuple:
-    schema = getattr(func, "_schema", None)
-    if schema is None:
-        return ()
-    args = schema.arguments
-    spots = [(i, a.name, a.kwarg_only, None) for i, a in enumerate(args)
-             if a.alias_info is not None and a.alias_info.is_write]
-    positions, flag = _UNDECLARED_WRITES.get(schema.name, ((), None))
-    spots += [(i, args[i].name, False, flag) for i in positions]
-    return tuple(spots)
-
-
-class _WriteLog:
-    """The tensors the aten ops of one traced call write, by their schemas."""
-
-    __slots__ = ("ids", "storages", "overlap", "checked")
-
-    def __init__(self):
-        self.ids: set = set()
-        self.storages: set = set()
-        self.overlap = None  # why eager may refuse a write (overlap.py), or None
-        self.checked = None  # an aten op that checks tensor values (data_checks.py), or None
-
-    def note(self, spots, args, kwargs) -> None:
-        written = []
-        for i, name, kwarg_only, flag in spots:
-            if flag is not None and not (args[flag] if flag < len(args) else kwargs.get("training")):
-                continue
-            v = kwargs.get(name) if kwarg_only or i >= len(args) else args[i]
-            listed = isinstance(v, (list, tuple))
-            for k, t in enumerate(v if listed else (v,)):  # Tensor(a!)[] too
-                if isinstance(t, torch.Tensor):
-                    self.ids.add(id(t))
-                    self.storages.add(_storage(t))
-                    written.append((k if listed else None, t))
-        if written and self.overlap is None:
-            self.overlap = refused_write(written, [*args, *kwargs.values()], _storage)
-
-
-# Ops FakeTensorMode.dispatch answers first, from the tensor's own fields (prim.device).
-_META_HANDLERS = getattr(_fake_tensor, "_DISPATCH_META_HANDLERS", {})
-
-
-class _FactMode(FakeTensorMode):
-    """FakeTensorMode that, while `log` is set, notes what each aten op writes by its
-    schema. Version counters alone miss writes: foreach and fused ops do not bump them on
-    fake tensors, batch norm never bumps its running statistics', and inference tensors
-    have none."""
-
-    log = None
-
-    @classmethod
-    def _should_skip_dynamo(cls) -> bool:
-        # torch wraps a mode's __torch_dispatch__ in torch._disable_dynamo (two eval-frame
-        # switches a call, 2% of a model's first trace) so that Dynamo never traces it; this
-        # mode runs only inside minidynamo's own traces.
-        return False
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        log = self.log
-        if log is not None:
-            spots = _WRITE_SPOTS.get(func)
-            if spots is None:
-                spots = _WRITE_SPOTS[func] = _write_spots(func)
-            if spots:
-                log.note(spots, args, kwargs or {})
-            if func.overloadpacket in DATA_CHECKED:
-                log.checked = func
-        handler = _META_HANDLERS.get(func)
-        if handler is not None:  # prim.device and the like: FakeTensorMode.dispatch's first step
-            return handler(args)
-        kwargs = kwargs or {}
-        result = direct(self, func, args, kwargs)
-        if result is not SLOW:
-            return result
-        key = memo_key(self, func, args, kwargs)
-        if key is not None:
-            result = replay(self, key, args)
-            if result is not SLOW:
-                return result
-        result = super().__torch_dispatch__(func, types, args, kwargs)
-        if key is not None:
-            learn(key, args, kwargs, result)
-        return result
-
-
-def _storage(t: torch.Tensor):
-    try:
-        return t.untyped_storage()._cdata
-    except (RuntimeError, NotImplementedError):  # sparse, nested: no single storage
-        return None
-
-
-def _memory_facts(tensors: list, versions, log, result):
-    """(nodes written, nodes whose storage the result shares, per-item sharing for a
-    tuple result or ()), from one fake run of the op."""
-    if not tensors:
-        return (), (), ()
-    # Storages after the op: set_ moves an argument onto another's storage.
-    storages = [(n, _storage(t)) for n, t in tensors]
-    written = ()
-    if versions is not None and [t._version for _, t in tensors] != versions:
-        written = tuple(n for (n, t), v in zip(tensors, versions) if t._version != v)
-    if log.ids:
-        written += tuple(n for (n, t), (_, st) in zip(tensors, storages)
-                         if id(t) in log.ids or st in log.storages or st is None)
-    written = _unique(written)
-    if isinstance(result, torch.Tensor):
-        return written, _shared(storages, result), ()
-    shared, items = (), []
-    for r in result if isinstance(result, (tuple, list)) else ():
-        mine = _shared(storages, r) if isinstance(r, torch.Tensor) else ()
-        shared += mine
-        items.append(bool(mine))
-    return written, _unique(shared), tuple(items)
-
-
-def _shared(storages: list, t: torch.Tensor) -> tuple:
-    """Argument nodes whose storage `t` shares (all of them where a storage is unknown)."""
-    s = _storage(t)
-    return _unique(n for n, st in storages if st == s or s is None or st is None)
-
-
-def _positions(node: fx.Node, values: tuple) -> tuple:
-    if not values:
-        return ()
-    inputs = node.all_input_nodes
-    lift = getattr(node.graph, "lift", None)  # a body's graph names outer values by placeholders
-    return tuple(inputs.index(lift(v) if lift is not None else v) for v in values)
-
-
-def _unique(nodes) -> tuple:
-    return tuple(dict.fromkeys(nodes))
 
 
 def _flat(args, kwargs):

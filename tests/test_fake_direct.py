@@ -1,6 +1,6 @@
 """fakecache.direct: aten ops run straight to their meta kernels must give what
 FakeTensorMode's own dispatch gives. Each example runs one call on fakes of the same real
-tensors twice, under a stock FakeTensorMode and under the trace's mode (graph._FactMode,
+tensors twice, under a stock FakeTensorMode and under the trace's mode (memory_facts.FactMode,
 which takes the direct path), and compares every result's and argument's metadata:
 size, stride, offset, dtype, device, storage sharing, autograd state, versions, or the
 exception raised."""
@@ -13,8 +13,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from torch._subclasses.fake_tensor import FakeTensorMode
 
-from minidynamo import fakecache, graph
-from minidynamo.graph import _FactMode
+from minidynamo import fakecache, memory_facts
+from minidynamo.memory_facts import FactMode
 
 
 def _index_put(x, y):
@@ -122,7 +122,7 @@ def test_direct_meta_matches_fake_tensor_mode(call, shape, dtype, layouts, broad
         reals.append(r)
     before = dict(_stats)
     want = _run(FakeTensorMode(), fn, reals, grad)
-    got = _run(_FactMode(), fn, reals, grad)
+    got = _run(FactMode(), fn, reals, grad)
     assert got == want, name
     _stats["examples"] += 1
     _stats["direct"] += _taken[0] - before.get("taken", 0)
@@ -143,9 +143,9 @@ def _count_direct():
         if r is not fakecache.SLOW:
             _taken[0] += 1
         return r
-    graph.direct = counting
+    memory_facts.direct = counting
     yield
-    graph.direct = real
+    memory_facts.direct = real
 
 
 def test_direct_path_was_compared():
@@ -168,7 +168,7 @@ def test_routes(func, direct):
 
 
 def test_constants_and_other_modes_take_the_slow_path():
-    mode, other = _FactMode(), FakeTensorMode()
+    mode, other = FactMode(), FakeTensorMode()
     x = mode.from_tensor(torch.randn(2, 3))
     assert fakecache.direct(mode, torch.ops.aten.mm.default, (x, x.t()), {}) is not fakecache.SLOW
     y = other.from_tensor(torch.randn(3, 2))
@@ -184,7 +184,7 @@ def test_a_fake_rule_registered_later_is_followed():
     """A rule torch registers after a route was decided (torch.export does, for a while)
     decides that op's route again: the op then takes FakeTensorMode's path."""
     from torch._subclasses import fake_impls
-    mode = _FactMode()
+    mode = FactMode()
     x = mode.from_tensor(torch.randn(2, 3))
     op = torch.ops.aten.mm.default
     assert fakecache.direct(mode, op, (x, x.t()), {}) is not fakecache.SLOW
@@ -247,7 +247,7 @@ def test_view_shortcut_matches_fake_tensor_mode(data, shape, dtype, layout, requ
     fakecache._SHORTCUTS[torch.ops.aten.view.default] = _counting(real, hits)
     try:
         want = _run(FakeTensorMode(), fn, [r], grad)
-        got = _run(_FactMode(), fn, [r], grad)
+        got = _run(FactMode(), fn, [r], grad)
     finally:
         fakecache._SHORTCUTS[torch.ops.aten.view.default] = real
     assert got == want, (shape, r.stride(), target)
@@ -282,7 +282,7 @@ def test_addmm_shortcut_matches_fake_tensor_mode(m, k, n, dtype, bias, m1t, m2t,
     fakecache._SHORTCUTS[torch.ops.aten.addmm.default] = _counting(real, hits)
     try:
         want = _run(FakeTensorMode(), fn, reals, grad)
-        got = _run(_FactMode(), fn, reals, grad)
+        got = _run(FactMode(), fn, reals, grad)
     finally:
         fakecache._SHORTCUTS[torch.ops.aten.addmm.default] = real
     assert got == want, (m, k, n, dtype, bias, scale)
@@ -313,12 +313,12 @@ def test_memo_replays_what_fake_tensor_mode_made():
         fakecache._memo.clear()
         for fn in calls:
             want = _run(FakeTensorMode(), fn, [r], True)
-            first = _run(_FactMode(), fn, [r], True)
-            real = graph.replay
-            graph.replay = _counting(real, replays)
+            first = _run(FactMode(), fn, [r], True)
+            real = memory_facts.replay
+            memory_facts.replay = _counting(real, replays)
             try:
-                second = _run(_FactMode(), fn, [r], True)
+                second = _run(FactMode(), fn, [r], True)
             finally:
-                graph.replay = real
+                memory_facts.replay = real
             assert first == want and second == want
     assert replays[0] >= 8, replays

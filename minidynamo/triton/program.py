@@ -28,7 +28,7 @@ from __future__ import annotations
 import torch
 import torch.fx as fx
 
-from ..graph import aliased_values, written_values
+from ..memory_facts import aliased_values, written_values
 from ..sources import identifier
 from .capture import launch_record
 from .launch_code import (alignment_condition, kernel_args, launch_call, per_call_conditions,

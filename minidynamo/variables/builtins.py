@@ -27,7 +27,7 @@ from .symbolic import SymNodeVariable, symbolic_result
 from .tensor import TensorVariable, size_variable
 from .functions import BaseFunctionVariable, BoundMethodVariable, PartialVariable, UserMethodVariable, UserFunctionVariable
 from .objects import UserObjectVariable
-from ..graph import _storage
+from ..memory_facts import storage_of
 from ..guards import Guard
 from ..interpreter.operators import binary_op, compare, getitem, unary_op
 
@@ -364,7 +364,7 @@ def _where(tx, name, cond, a, b, exact):
                                               "comparison: which object it returns depends on the data")
     picked = tx.output.call("call_function", torch.where, [cond, a, b], {}, what=f"{name}() of tensors")
     if exact:  # eager's result is one of a, b: writes and `is` on any of them must not be traced
-        tx.output.picked_storages.update(_storage(v.fake) for v in (a, b, picked))
+        tx.output.picked_storages.update(storage_of(v.fake) for v in (a, b, picked))
     return picked
 
 

@@ -27,7 +27,7 @@ import torch.utils.checkpoint as torch_checkpoint
 from ..autograd_function import AutogradFunctionApply
 from ..checkpointing import CheckpointCall, CheckpointSpec
 from ..exc import Unsupported, unsupported
-from ..graph import written_values
+from ..memory_facts import written_values
 from ..subgraph import LiftingGraph, tracing_into
 from .autograd import bodies_of
 from .body_stores import BodyStores

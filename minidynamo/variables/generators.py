@@ -43,7 +43,7 @@ import types
 import weakref
 
 from ..exc import current_location, unsupported
-from ..graph import aliased_values, written_values
+from ..memory_facts import aliased_values, written_values
 from ..interpreter.run_ends import _Yield
 from .base import ObjectConstantVariable, VariableTracker
 from .constant import ConstantVariable
