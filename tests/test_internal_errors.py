@@ -87,7 +87,7 @@ def test_an_error_around_a_fake_op_is_internal_but_the_ops_own_error_is_a_declin
 
     def memory_facts(*args):
         raise AttributeError("a bookkeeping bug")
-    monkeypatch.setattr(graph, "_memory_facts", memory_facts)
+    monkeypatch.setattr(graph, "memory_facts", memory_facts)
     monkeypatch.setattr(graph, "op_result", lambda key, mode: None)  # no memo: every op runs
     opt = minidynamo.optimize(backend=CountingBackend())(f)
     with pytest.raises(InternalError, match="AttributeError: a bookkeeping bug"):

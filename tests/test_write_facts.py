@@ -11,7 +11,7 @@ from kernels.capture_kernels import triton
 import minidynamo
 from minidynamo import fakecache
 from minidynamo.cudagraphs import CudaGraphRunner, analyse, reshaped_inputs
-from minidynamo.graph import aliased_values, written_values
+from minidynamo.memory_facts import aliased_values, written_values
 from minidynamo.triton.capture import launch_record
 from minidynamo.triton.functional import functionalize
 from minidynamo.triton.program import fresh_allocations
