@@ -63,9 +63,9 @@ class TreeSpecVariable(ObjectConstantVariable):
     def call_method(self, tx, name, args, kwargs):
         spec = self.value
         if name == "unflatten" and len(args) == 1 and not kwargs:
-            return _unflatten(tx, args[0], spec)
+            return unflatten(tx, args[0], spec)
         if name == "flatten_up_to" and len(args) == 1 and not kwargs:
-            tree = _Structure()
+            tree = Structure()
             return ListVariable([tree.back(tx, s) for s in _run(spec.flatten_up_to, tree.real(args[0]))])
         if name in ("is_leaf", "children", "child") and not kwargs and all(a.is_python_constant() for a in args):
             result = _run(getattr(spec, name), *[a.as_python_constant() for a in args])
@@ -89,7 +89,7 @@ class _Leaf:
         self.var = var
 
 
-class _Structure:
+class Structure:
     """One call's mapping between trackers and the real structure pytree sees."""
 
     def __init__(self):
@@ -208,8 +208,8 @@ def _no_is_leaf(name: str, kwargs: dict):
         unsupported("call", f"torch.utils._pytree.{name} with keywords {sorted(kwargs)} is not traced")
 
 
-def _flatten(tx, tree):
-    structure = _Structure()
+def flatten(tx, tree):
+    structure = Structure()
     leaves, spec = _run(pytree.tree_flatten, structure.real(tree))
     return [structure.back(tx, leaf) for leaf in leaves], spec
 
@@ -220,9 +220,9 @@ def _leaf_items(tx, leaves) -> list:
     return list(tx.drain(leaves) if leaves.python_type() not in (list, tuple) else leaves.unpack_sequence(tx))
 
 
-def _unflatten(tx, leaves, spec):
+def unflatten(tx, leaves, spec):
     items = _leaf_items(tx, leaves)
-    structure = _Structure()
+    structure = Structure()
     # every leaf as it is, containers included: a stand-in each, never looked into
     return structure.back(tx, _run(spec.unflatten, [_Leaf(i) for i in items]))
 
@@ -235,25 +235,25 @@ def _spec_of(var):
 
 def tree_flatten(tx, args, kwargs):
     tree, = _arguments("tree_flatten", args, kwargs, ("tree",))
-    leaves, spec = _flatten(tx, tree)
+    leaves, spec = flatten(tx, tree)
     return TupleVariable([ListVariable(leaves), TreeSpecVariable(spec)])
 
 
 def tree_leaves(tx, args, kwargs):
     tree, = _arguments("tree_leaves", args, kwargs, ("tree",))
-    return ListVariable(_flatten(tx, tree)[0])
+    return ListVariable(flatten(tx, tree)[0])
 
 
 def tree_structure(tx, args, kwargs):
     tree, = _arguments("tree_structure", args, kwargs, ("tree",))
-    return TreeSpecVariable(_flatten(tx, tree)[1])
+    return TreeSpecVariable(flatten(tx, tree)[1])
 
 
 def tree_unflatten(tx, args, kwargs):
     leaves, spec = _arguments("tree_unflatten", args, kwargs, ("leaves", "treespec"), is_leaf=False)
     if isinstance(leaves, TreeSpecVariable) and not isinstance(spec, TreeSpecVariable):
         leaves, spec = spec, leaves  # torch takes the two either way round
-    return _unflatten(tx, leaves, _spec_of(spec))
+    return unflatten(tx, leaves, _spec_of(spec))
 
 
 def tree_map(tx, args, kwargs):
@@ -261,13 +261,13 @@ def tree_map(tx, args, kwargs):
         unsupported("call", "torch.utils._pytree.tree_map without func and tree is not traced")
     func, tree, *rests = args
     _no_is_leaf("tree_map", dict(kwargs))
-    leaves, spec = _flatten(tx, tree)
+    leaves, spec = flatten(tx, tree)
     columns = [leaves]
     for rest in rests:
-        structure = _Structure()
+        structure = Structure()
         columns.append([structure.back(tx, s) for s in _run(spec.flatten_up_to, structure.real(rest))])
     mapped = [func.call_function(tx, list(row), {}) for row in zip(*columns)]
-    return _unflatten(tx, ListVariable(mapped), spec)
+    return unflatten(tx, ListVariable(mapped), spec)
 
 
 def tree_map_only(tx, args, kwargs):
@@ -278,13 +278,13 @@ def tree_map_only(tx, args, kwargs):
     which, func, tree = args
     _no_is_leaf("tree_map_only", dict(kwargs))
     by_type = which.is_python_constant() and isinstance(which.as_python_constant(), (type, tuple, types.UnionType))
-    leaves, spec = _flatten(tx, tree)
+    leaves, spec = flatten(tx, tree)
     mapped = []
     for leaf in leaves:
         chosen = BuiltinVariable(isinstance).call_function(tx, [leaf, which], {}) if by_type \
             else which.call_function(tx, [leaf], {})
         mapped.append(func.call_function(tx, [leaf], {}) if chosen.truthy(tx) else leaf)
-    return _unflatten(tx, ListVariable(mapped), spec)
+    return unflatten(tx, ListVariable(mapped), spec)
 
 
 def _arguments(name, args, kwargs, names, is_leaf=True):
@@ -309,15 +309,6 @@ CALLS = {
     pytree.tree_map: tree_map,
     pytree.tree_map_only: tree_map_only,
 }
-
-
-def pytree_call(tx, fn, args, kwargs):
-    """A modelled pytree function's result, else None."""
-    try:
-        handler = CALLS.get(fn)
-    except TypeError:  # unhashable
-        return None
-    return None if handler is None else handler(tx, list(args), dict(kwargs))
 
 
 def is_treespec(value) -> bool:
