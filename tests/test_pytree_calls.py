@@ -110,7 +110,14 @@ def appended_calls(x, y):
     return out, seen
 
 
-CASES = [round_trip, imported_names, collections_round_trip, map_lambda, map_torch_function, map_several_trees,
+def torch_structures(x, y):
+    # a torch.return_types result and a torch.Size: nodes torch registers with pytree
+    leaves, spec = pytree.tree_flatten([torch.max(x, 0), x.shape, (y, 1.5)])
+    out = pytree.tree_unflatten([leaf * 2 for leaf in leaves], spec)
+    return out, type(out[0]), type(out[1]), spec.num_leaves
+
+
+CASES = [torch_structures, round_trip, imported_names, collections_round_trip, map_lambda, map_torch_function, map_several_trees,
          map_with_prefix, map_only, leaves_and_structure, spec_methods, spec_returned, user_object_leaf,
          leaf_list_kept, appended_calls]
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 import types
 from collections import OrderedDict, defaultdict, deque, namedtuple
 
+import torch
 import torch.utils._pytree as pytree
 
 from ..exc import unsupported
@@ -26,7 +27,7 @@ from ..guards import Guard
 from .base import ObjectConstantVariable
 from .builtins import BuiltinVariable
 from .collections_types import DefaultDictVariable, OrderedDictVariable
-from .constant import ConstantVariable
+from .constant import ConstantVariable, is_constant_value
 from .deques import DequeVariable
 from .dict_keys import has_object_keys
 from .dicts import DictVariable
@@ -98,8 +99,8 @@ class Structure:
 
     def real(self, var):
         """The real structure of `var`: its builtin containers real, leaves stand-ins."""
-        if isinstance(var, ConstantVariable) and var.value is None:
-            return None
+        if isinstance(var, ConstantVariable) and is_constant_value(var.value) and type(var.value) not in _NODE_CONSTANTS:
+            return var.value  # (immutable: the value itself is as good a leaf, and torch.Size takes ints)
         made = self._container(var)
         if made is None:
             return _Leaf(var)
@@ -120,8 +121,12 @@ class Structure:
                     unsupported("call", f"a pytree holding a {cls.__qualname__}, a namedtuple class that makes "
                                         "its instances its own way, is not traced")
                 return tuple.__new__(cls, [self.real(i) for i in var.items])
-            if pytree.is_structseq_class(cls):
-                return cls([self.real(i) for i in var.items])
+        if isinstance(var, TupleVariable) and var.tuple_type is torch.Size:
+            if not var.is_python_constant():
+                unsupported("call", "a pytree holding a torch.Size with symbolic sizes is not traced")
+            return var.as_python_constant()
+        if isinstance(var, TupleVariable) and pytree.is_structseq_class(var.tuple_type):  # torch.return_types
+            return var.tuple_type([self.real(i) for i in var.items])
         if kind in (DictVariable, OrderedDictVariable, DefaultDictVariable) and var.dict_type in _DICT_TYPES:
             items = var.items
             if has_object_keys(items):
@@ -152,8 +157,6 @@ class Structure:
         found = self.origin.get(id(obj))
         if found is not None:
             return found
-        if obj is None:
-            return ConstantVariable(None)
         cls = type(obj)
         if cls is list:
             return ListVariable([self.back(tx, i) for i in obj])
@@ -176,6 +179,10 @@ class Structure:
             return DefaultDictVariable({k: self.back(tx, v) for k, v in obj.items()}, factory)
         if cls is deque:
             return DequeVariable([self.back(tx, i) for i in obj], obj.maxlen)
+        if cls is torch.Size:
+            return TupleVariable([ConstantVariable(i) for i in obj], tuple_type=torch.Size)
+        if is_constant_value(obj):
+            return ConstantVariable(obj)
         unsupported("call", f"a pytree node of type {cls.__qualname__} made by unflattening is not traced")
 
 

@@ -130,6 +130,8 @@ def _capture(tx, fn, args: list, options: dict):
         if not outs or not all(isinstance(o, TensorVariable) and o.node.graph is body
                                and o.node.op != "placeholder" for o in outs):
             unsupported("construct", "it returns something other than tensors it computed")
+        if len({id(o.node) for o in outs}) != len(outs):  # (the node's items would share storage)
+            unsupported("construct", "it returns one tensor twice")
         check_memory(body, outs)
     except Unsupported as e:
         unsupported(e.category, f"torch.vmap's function: {e.detail} (the call runs eagerly)", hint=e.hint)
