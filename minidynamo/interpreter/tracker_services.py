@@ -1,13 +1,13 @@
 """What the trackers ask of the translator (`tx`) that lives above them: the generic
 operators (interpreter/operators.py), which tracker models which real object
 (variables/registry.py), iterating a user object (iteration_protocol.py), sorting
-(builtins.sort_items), checkpointed calls (checkpoint.py),
+(builtins.sort_items), checkpointed calls (checkpoint.py), pytree and vmap calls (pytree_calls.py, vmap_calls.py),
 folded results (builder.wrap_constant_result) and `x.numpy()` (numpy_interop.py).
 Each of those modules imports the trackers, so a tracker module cannot import it: it
 calls `tx.compare(...)` instead, as it calls `tx.wrap(...)`."""
 from __future__ import annotations
 
-from ..variables import checkpoint, function_modes, numpy_interop, registry
+from ..variables import checkpoint, function_modes, numpy_interop, pytree_calls, registry, vmap_calls
 from ..variables.builder import wrap_constant_result
 from ..variables.builtins import sort_items
 from ..variables.torch import TorchVariable
@@ -24,6 +24,15 @@ class TrackerServices:
         """A call of `TorchFunctionMode.__enter__`/`__exit__` (function_modes.py), else None."""
         model = function_modes.MODE_FUNCTIONS.get(fn)
         return None if model is None else model(self, args, kwargs)
+
+    def library_call(self, fn, args: list, kwargs: dict):
+        """A call of a modelled `torch.utils._pytree` function (pytree_calls.py) or of
+        `torch.vmap` (vmap_calls.py), else None."""
+        try:
+            handler = pytree_calls.CALLS.get(fn) or vmap_calls.CALLS.get(fn)
+        except TypeError:  # unhashable
+            return None
+        return None if handler is None else handler(self, list(args), dict(kwargs))
 
     def torch_callable(self, fn):
         """`fn`, a function or method of torch's, called as the trace calls torch's (a thin

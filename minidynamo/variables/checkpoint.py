@@ -105,7 +105,7 @@ def _capture(tx, fn, fn_args: list, fn_kwargs: dict, options: dict, reentrant: b
         if (made_state(roots), len(output.deferred_calls), _tensor_attrs(output)) != before:
             unsupported("side_effect", "it changes state outside itself")
         structure, outs = _flatten(result)
-        _check_memory(body, outs)
+        check_memory(body, outs)
         if reentrant:
             _check_reentrant_outputs(body, outs)
     except Unsupported as e:
@@ -122,7 +122,7 @@ def _capture(tx, fn, fn_args: list, fn_kwargs: dict, options: dict, reentrant: b
     node = output.graph.create_node("call_function", CheckpointCall(spec), (attr, *lifted),
                                     {"use_reentrant": reentrant, **options})
     node.meta["val"] = tuple(n.meta["val"] for n in out_nodes)
-    node.meta["writes"] = node.meta["aliases"] = ()  # refused above (_check_memory)
+    node.meta["writes"] = node.meta["aliases"] = ()  # refused above (check_memory)
     node.meta["item_aliases"] = (False,) * len(out_nodes)
     output.op_count += 1
     renamed = {}
@@ -173,7 +173,7 @@ def _rebuild(structure, made: dict):
     return TupleVariable(items) if kind is tuple else ListVariable(items)
 
 
-def _check_memory(body: LiftingGraph, outs: list) -> None:
+def check_memory(body: LiftingGraph, outs: list) -> None:
     """Decline a body that writes a tensor it reads, or returns a view of one."""
     read = {_storage(p.meta["val"]) for p in body.nodes
             if p.op == "placeholder" and isinstance(p.meta.get("val"), torch.Tensor)}

@@ -199,7 +199,8 @@ class RefusedStores:
 
 
 @contextlib.contextmanager
-def outside_unchanged(output, what: str, stores=RefusedStores):
+def outside_unchanged(output, what: str, stores=RefusedStores,
+                      why: str = "it runs at backward time, after the forward's graph"):
     """Within the block, a change to a list or dict from outside declines (and is taken back):
     the backward runs at backward time, the entry writes outside containers back after the
     forward's graph. Attribute and global stores go to `stores(refuse)`, which the block
@@ -215,8 +216,7 @@ def outside_unchanged(output, what: str, stores=RefusedStores):
             # (the frame reuses the tracker after the block: it must not keep the append).
             var._size -= len(var.appended)
             var.appended = None
-        unsupported("side_effect", f"{what} changes {change or var.source.name()!r} from outside: it runs "
-                                   "at backward time, after the forward's graph")
+        unsupported("side_effect", f"{what} changes {change or var.source.name()!r} from outside: {why}")
 
     # Nested (a Function's backward inside a checkpointed body): the enclosing refusal is
     # put back after.

@@ -166,6 +166,8 @@ class UserFunctionVariable(BaseFunctionVariable):
         if is_checkpoint(self.fn):
             return tx.capture_checkpoint(list(args), dict(kwargs))
         modelled = tx.function_mode_call(self.fn, args, kwargs)  # TorchFunctionMode.__enter__/__exit__
+        if modelled is None:
+            modelled = tx.library_call(self.fn, args, kwargs)  # torch.utils._pytree.tree_flatten, torch.vmap, ...
         if modelled is not None:
             return modelled
         if is_compiler_disabled(self.fn):  # runs eagerly (torch's wrapper switches the eval-frame hook off)

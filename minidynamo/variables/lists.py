@@ -198,6 +198,15 @@ class TupleVariable(BaseListVariable):
         values = tuple(i.as_python_constant() for i in self.items)
         return values if self.tuple_type is tuple else tuple_maker(self.tuple_type)(values)
 
+    def call_method(self, tx, name, args, kwargs):
+        if name == "numel" and not args and not kwargs and _size_or_tuple(self.tuple_type) is not tuple:
+            # torch.Size.numel(): the product of the sizes (symbolic ones stay graph values)
+            product = ConstantVariable(1)
+            for item in self.items:
+                product = tx.binary_op("mul", product, item)
+            return product
+        return super().call_method(tx, name, args, kwargs)
+
     def var_getattr(self, tx, name):
         if self.tuple_type is not tuple:
             found = _namedtuples().namedtuple_getattr(tx, self, name)

@@ -40,7 +40,7 @@ import torch
 from .. import regions
 from . import (attribute_builtins, autograd, builder, c_callables, collections_types, copying, deques, dict_subclasses, enums,
                distributed, environ, identity_keys, iterutils, library_contexts, made_classes, namedtuples, nn_modules,
-               numpy_interop, operator_getters,
+               numpy_interop, operator_getters, pytree_calls,
                object_builtins, storages, super_calls, torch as torch_trackers, triton, typing_forms, user_modules,
                user_objects, value_keys)
 from ..sources import AttrSource
@@ -95,6 +95,7 @@ WRAPPERS: tuple = (
     Wrapper(lambda v: type(v) is torch.UntypedStorage, storages._wrap_storage, identity=False),
     Wrapper(distributed.is_process_group, distributed._wrap_process_group),
     Wrapper(lambda v: v is os.environ, environ._wrap_environ),
+    Wrapper(pytree_calls.is_treespec, pytree_calls.wrap_treespec, identity=False),
     Wrapper(lambda v: v is itertools.chain, iterutils._wrap_chain_class),
     Wrapper(lambda v: type(v) in operator_getters.GETTER_CLASSES, operator_getters.wrap_getter),
     Wrapper(lambda v: type(v) in (zip, enumerate), iterutils._wrap_pulled, identity=False),

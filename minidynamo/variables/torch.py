@@ -138,6 +138,9 @@ class TorchVariable(ObjectConstantVariable):
         special = _special_call(fn)
         if special is not None:
             return special(tx, fn, list(args), dict(kwargs))
+        modelled = tx.library_call(fn, args, kwargs)  # torch.utils._pytree.tree_flatten, torch.vmap, ...
+        if modelled is not None:
+            return modelled
         constant_args = all(a.is_python_constant() for a in args) and all(
             v.is_python_constant() for v in kwargs.values())
         query = query_of(fn)
