@@ -3,6 +3,7 @@ attributes, a class's `__dict__`, sets from outside changed in place, read-only 
 `**` of a user mapping, the operator module on tensors, and `dynamic=False` reaching the
 callees an eager run offers."""
 import functools
+import operator
 
 import torch
 
@@ -201,3 +202,32 @@ def test_set_made_from_an_outside_set_then_its_argument_changes():
         return x + 1, u, X.copy(), X.difference(Y)
 
     check(fn, torch.randn(4), kind="graph")
+
+
+# --- the operator module on tensors and sizes ---------------------------------------------
+def test_operator_unary_functions_on_tensors():
+    def fn(x, i):
+        return (operator.pos(x) + (+x) + operator.neg(x) + operator.abs(x) + operator.__pos__(x),
+                operator.invert(i), operator.inv(i), operator.__abs__(i))
+
+    check(fn, Args(torch.randn(4), torch.tensor([1, -2])), kind="graph")
+
+
+def test_operator_functions_on_sizes():
+    def fn(x, n):
+        return x * operator.index(n) + operator.neg(n) + operator.pos(x.shape[0]) + operator.abs(-x.shape[0])
+
+    check(fn, Args(torch.randn(4), 3), kind="graph")
+
+    def plain(x, n):  # the same with the operators' own syntax: as many graphs
+        return x * n + (-n) + (+x.shape[0]) + abs(-x.shape[0])
+
+    counts = []
+    for f in (fn, plain):
+        cnt = CountingBackend()
+        opt = minidynamo.optimize(f, backend=cnt, dynamic=True)
+        for k in (4, 5, 6):
+            x = torch.randn(k)
+            torch.testing.assert_close(opt(x, 2 * k), f(x, 2 * k))
+        counts.append(cnt.calls)
+    assert counts[0] == counts[1]
