@@ -2,6 +2,7 @@
 attributes, a class's `__dict__`, sets from outside changed in place, read-only set methods,
 `**` of a user mapping, the operator module on tensors, and `dynamic=False` reaching the
 callees an eager run offers."""
+import collections.abc
 import functools
 import operator
 
@@ -231,3 +232,67 @@ def test_operator_functions_on_sizes():
             torch.testing.assert_close(opt(x, 2 * k), f(x, 2 * k))
         counts.append(cnt.calls)
     assert counts[0] == counts[1]
+
+
+# --- ** of a user mapping -----------------------------------------------------------------
+class TD(collections.abc.MutableMapping):
+    def __init__(self, d):
+        self.d = d
+
+    def __getitem__(self, k):
+        return self.d[k]
+
+    def __setitem__(self, k, v):
+        self.d[k] = v
+
+    def __delitem__(self, k):
+        del self.d[k]
+
+    def __iter__(self):
+        return iter(self.d)
+
+    def __len__(self):
+        return len(self.d)
+
+
+class Logged(TD):
+    def __init__(self, d):
+        super().__init__(d)
+        self.reads = []
+
+    def keys(self):
+        self.reads.append("keys")
+        return list(self.d)
+
+    def __getitem__(self, k):
+        self.reads.append(k)
+        return self.d[k]
+
+
+def _gn(x, a=None, b=None):
+    return x + a * b
+
+
+def test_double_star_of_a_user_mapping_passed_in():
+    def fn(x, t):
+        return _gn(x, **t)
+
+    check(fn, Args(torch.randn(4), TD({"a": torch.randn(4), "b": torch.randn(4)})), kind="graph")
+
+
+def test_double_star_of_a_user_mapping_made_inside_reads_keys_then_items():
+    def fn(x):
+        t = Logged({"b": 2, "a": x})
+        return _gn(x, **t), t.reads
+
+    check(fn, torch.randn(4), kind="graph")
+
+
+def test_double_star_of_a_user_mapping_with_a_repeated_keyword():
+    def fn(x, t):
+        try:
+            return _gn(x, a=1, **t)
+        except TypeError:
+            return x
+
+    check(fn, Args(torch.randn(4), TD({"a": 1, "b": 2})), kind="eager")
