@@ -3,6 +3,7 @@ attributes, a class's `__dict__`, sets from outside changed in place, read-only 
 `**` of a user mapping, the operator module on tensors, and `dynamic=False` reaching the
 callees an eager run offers."""
 import collections.abc
+import contextlib
 import functools
 import operator
 
@@ -296,3 +297,61 @@ def test_double_star_of_a_user_mapping_with_a_repeated_keyword():
             return x
 
     check(fn, Args(torch.randn(4), TD({"a": 1, "b": 2})), kind="eager")
+
+
+# --- functools.wraps on functions made in the trace -------------------------------------------
+def test_contextmanager_made_with_wraps_in_the_trace():
+    def fn(x):
+        def mycm(func):
+            @functools.wraps(func)
+            def helper(*args, **kwds):
+                return contextlib._GeneratorContextManager(func, args, kwds)
+            return helper
+
+        @mycm
+        def gen(v):
+            """doubles"""
+            yield v * 2
+
+        with gen(3) as k:
+            y = x * k
+        return y, gen.__name__, gen.__qualname__, gen.__doc__, gen.__wrapped__.__name__
+
+    check(fn, torch.randn(4), kind="graph")
+
+
+def test_wraps_of_a_contextmanager_helper_made_in_the_trace():
+    def fn(x):
+        @contextlib.contextmanager
+        def cm(v):
+            yield v
+
+        @functools.wraps(cm)
+        def w():
+            return 1
+
+        with cm(2) as v:
+            return x * v, w.__name__, w.__qualname__, w.__wrapped__ is cm, w(), sorted(w.__dict__)
+
+    check(fn, torch.randn(4), kind="graph")
+
+
+def test_wrapper_made_in_the_trace_escapes_with_its_attributes():
+    def fn(x):
+        def deco(f):
+            @functools.wraps(f)
+            def inner(*a):
+                return f(*a) + 1
+            return inner
+
+        @deco
+        def h(y):
+            """doc"""
+            return y * 2
+
+        return h(x), h, h.__doc__, h.__wrapped__
+
+    info = check(fn, torch.randn(4), kind="graph")
+    h = info.opt(torch.randn(4))[1]
+    assert (h.__name__, h.__doc__, h.__wrapped__.__name__) == ("h", "doc", "h")
+    torch.testing.assert_close(h(torch.ones(2)), torch.full((2,), 3.0))
