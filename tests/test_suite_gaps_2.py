@@ -7,6 +7,8 @@ import contextlib
 import functools
 import operator
 
+import pytest
+
 import torch
 
 import minidynamo
@@ -170,7 +172,7 @@ def test_set_changed_then_graph_break():
         T2.add(3)
         return x + len(T2)
 
-    check(fn, torch.randn(4), kind="break", same_entry=False)
+    check(fn, torch.randn(4), kind="break", reason="graph_break", same_entry=False)
 
 
 # --- read-only set methods -----------------------------------------------------------------
@@ -355,3 +357,59 @@ def test_wrapper_made_in_the_trace_escapes_with_its_attributes():
     h = info.opt(torch.randn(4))[1]
     assert (h.__name__, h.__doc__, h.__wrapped__.__name__) == ("h", "doc", "h")
     torch.testing.assert_close(h(torch.ones(2)), torch.full((2,), 3.0))
+
+
+# --- dynamic=False reaches the frames an eager run offers -----------------------------------
+def _h(x, n):
+    return x * n + 1
+
+
+def _g(x, n):
+    return _h(x, n) + n
+
+
+def _f(x, n):
+    return _g(x, n) * 2
+
+
+def _symbolic_inputs(backend) -> list:
+    return [e for inputs in backend.example_inputs for e in inputs
+            if isinstance(e, torch.SymInt) or isinstance(e, torch.Tensor) and any(
+                isinstance(s, torch.SymInt) for s in e.shape)]
+
+
+@pytest.mark.parametrize("dynamic", [False, None])
+def test_static_mode_reaches_callees_past_the_cache_limit(monkeypatch, dynamic):
+    monkeypatch.setattr(minidynamo.config, "cache_size_limit", 2)
+    minidynamo.reset()
+    cnt = CountingBackend()
+    opt = minidynamo.optimize(_f, backend=cnt, dynamic=dynamic)
+    for n in range(10):
+        x = torch.randn(3 + n)
+        torch.testing.assert_close(opt(x, n), _f(x, n))
+    if dynamic is False:
+        # f, then g and h on their own, each up to its limit; every graph static
+        assert cnt.calls == 6
+        assert _symbolic_inputs(cnt) == []
+    else:  # automatic: the second size of f makes it symbolic
+        assert cnt.calls == 2
+        assert _symbolic_inputs(cnt)
+
+
+def test_static_mode_reaches_a_callee_at_a_break(monkeypatch):
+    def fn(x, n):
+        y = x + 1
+        print("break")
+        return _g(y, n)
+
+    def outer(x, n):
+        return fn(x, n)
+
+    monkeypatch.setattr(minidynamo.config, "cache_size_limit", 2)
+    minidynamo.reset()
+    cnt = CountingBackend()
+    opt = minidynamo.optimize(outer, backend=cnt, dynamic=False)
+    for n in range(6):
+        x = torch.randn(3 + n)
+        torch.testing.assert_close(opt(x, n), outer(x, n))
+    assert _symbolic_inputs(cnt) == []
