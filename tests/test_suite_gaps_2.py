@@ -121,6 +121,7 @@ def test_global_set_changed_in_place():
         S.update({7})
         S.update([8, 9])
         S.difference_update({9})
+        S.update(k * 10 for k in (1, 2))
         return x + len(S)
 
     global S
@@ -135,6 +136,7 @@ def test_global_set_changed_in_place():
         expected = {1, 2}
         expected.add(3), expected.discard(1), expected.update({7}), expected.update([8, 9])
         expected.difference_update({9})
+        expected.update(k * 10 for k in (1, 2))
         assert list(S) == list(expected)
 
 

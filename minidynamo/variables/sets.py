@@ -66,7 +66,7 @@ class SetVariable(VariableTracker):
                 steps.append(f"{target}.clear()")
             elif name in ("add", "discard"):
                 steps.append(f"{target}.{name}({rb.key(arg)})")
-            elif isinstance(arg, tuple):  # pulled one item at a time, as the program's was
+            elif isinstance(arg, tuple):  # difference_update by a set: each member discarded
                 steps.append(f"{target}.{name}(({''.join(rb.key(k) + ', ' for k in arg)}))")
             else:  # a set or dict merged whole: one of the same size iterating alike
                 steps.append(f"{target}.{name}({rb.ns.bind(arg, 'merged')})")
@@ -167,15 +167,13 @@ class SetVariable(VariableTracker):
             self.values, self.order = set(self.values), None
         for other in others:
             if name in ("update", "difference_update") and not _merged_whole(other):
-                pulled = []
-                for item in pulled_one_by_one(tx, other):
+                for item in pulled_one_by_one(tx, other):  # CPython adds (discards) each as it comes
                     key = _key(tx, item)
-                    pulled.append(key)
                     if name == "update":
                         self.values.add(key)
                     else:
                         self.values.discard(key)
-                self.changed(name, tuple(pulled))
+                    self.changed("add" if name == "update" else "discard", key)
                 continue
             if self.source is not None:
                 self.changed(name, _merged_alike(self, tx, name, other))
