@@ -81,10 +81,11 @@ class BreakTail:
     (convert.py: the graph values it uses become the graph's outputs)."""
 
     def __init__(self, tx, index: int, resumes, continuation: bool, inside_call: bool = False,
-                 backend=None):
+                 backend=None, dynamic=None):
         self.tx = tx
         self.inside_call = inside_call  # the decline happened inside the function this call calls
         self.backend = backend
+        self.dynamic = dynamic  # the dynamic-shape mode the callees optimized at the break get
         self.index = index
         self.resumes = resumes  # makes the optimized resume functions: see cache.FunctionCache
         self.continuation = continuation  # a resume function's entry: return Continue
@@ -123,7 +124,7 @@ class BreakTail:
             call = (f"{rb.ns.bind(Continue, 'Continue')}({fn}, ({args}))" if self.continuation
                     else f"{rb.ns.bind(drive, 'drive')}({fn}, ({args}))")
             out += [f"return {call}"] if ex.cond is None else [f"if {cond}:", f"    return {call}"]
-        hooked = region(self.backend)
+        hooked = region(self.backend, self.dynamic)
         if hooked is not None and native:  # what the instruction calls is optimized frame by frame
             native = [f"with {rb.ns.bind(hooked, 'hooked')}:", *("    " + line for line in native)]
         if self.regions.raising:
@@ -201,15 +202,15 @@ class BreakTail:
             return rb.expr(fn)
         if isinstance(fn, FunctionApplyVariable):  # its forward declined: run it as a frame of its own
             rb.expr(fn)  # reachable (else no break)
-            return rb.ns.bind(optimized_apply(fn.fn_cls, self.backend), "apply")
-        module_call = optimized_module_call(fn, self.backend)
+            return rb.ns.bind(optimized_apply(fn.fn_cls, self.backend, self.dynamic), "apply")
+        module_call = optimized_module_call(fn, self.backend, self.dynamic)
         if module_call is not None:
             return rb.ns.bind(module_call, "module_call"), rb.expr(fn)
         target = optimizable_callee(fn)
         if target is None:
             return rb.expr(fn)
         func, obj = target
-        optimized = rb.ns.bind(optimized_function(func, self.backend), "optimized")
+        optimized = rb.ns.bind(optimized_function(func, self.backend, self.dynamic), "optimized")
         return optimized if obj is None else (optimized, rb.expr(obj))
 
 

@@ -202,7 +202,7 @@ class FunctionCache:
                 memo[key] = -1
             return self.miss(args, kwargs)
         fn, memo = limit_dispatcher(self.name, self.fn, runs, slow, lambda ns: _key_exprs(guard, ns),
-                                    (self.fn, self.backend))
+                                    (self.fn, self.backend, self.dynamic.mode))
         return fn
 
     def _most_failed(self, prefer=None):
@@ -229,7 +229,7 @@ class FunctionCache:
 
     @functools.cached_property
     def _eager(self):
-        return eager_call(self.fn, self.backend)
+        return eager_call(self.fn, self.backend, self.dynamic.mode)
 
     def run_eagerly(self, args, kwargs):
         """The function run plainly (past the limit), its callees still optimized (frame_hook)."""

@@ -2,7 +2,8 @@
 frame of its own, optimized (its own graphs and breaks), as torch.compile's frame hook
 would compile it. A Python function or method; an nn.Module's forward, while the module
 runs plainly; an autograd.Function, through a subclass whose forward and backward are
-optimized. Each is made once per object and backend.
+optimized. Each is made once per object, backend and dynamic-shape mode (the one of the
+optimized function whose call broke: `dynamic=False` reaches its callees).
 """
 from __future__ import annotations
 
@@ -17,17 +18,17 @@ from .variables.objects import UserObjectVariable
 from .variables.purity import is_compiler_disabled
 from .variables.module_calls import hooks_present
 
-# function / Function class / module class → {(what, backend key): the optimized callable}
+# function / Function class / module class → {(what, (backend key, dynamic)): the optimized callable}
 _made: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 
 
-def _backend_key(backend):
-    return backend if isinstance(backend, str) else id(backend)
+def _backend_key(backend, dynamic=None):
+    return backend if isinstance(backend, str) else id(backend), dynamic
 
 
-def _once(obj, what: str, backend, make):
+def _once(obj, what: str, backend, make, dynamic=None):
     per_obj = _made.setdefault(obj, {})
-    key = (what, _backend_key(backend))
+    key = (what, _backend_key(backend, dynamic))
     found = per_obj.get(key)
     if found is None:
         found = per_obj[key] = make()
@@ -60,12 +61,13 @@ def optimizable_callee_function(func):
     return func
 
 
-def optimized_function(func, backend):
+def optimized_function(func, backend, dynamic=None):
     """The optimized version of `func` that breaks in callees use."""
-    return _once(func, "function", backend, lambda: optimizing.OptimizedFunction(func, backend))
+    return _once(func, "function", backend, lambda: optimizing.OptimizedFunction(func, backend, dynamic=dynamic),
+                 dynamic)
 
 
-def optimized_apply(cls, backend):
+def optimized_apply(cls, backend, dynamic=None):
     """`apply` of a subclass of the autograd.Function `cls` whose forward and backward are
     optimized functions: where the forward cannot be captured as one Function node, its
     frames still are (with breaks), as they would be when torch calls them."""
@@ -76,12 +78,12 @@ def optimized_apply(cls, backend):
         for name in ("forward", "backward"):
             method = getattr(cls, name)
             if isinstance(method, types.FunctionType) and method is not getattr(torch.autograd.Function, name):
-                optimized = optimized_function(method, backend)
+                optimized = optimized_function(method, backend, dynamic)
                 # torch's apply reads forward's code to place keyword arguments: hand it the
                 # function's own (a plain function with it, calling the optimized one)
                 attrs[name] = staticmethod(_with_code(optimized, method))
         return type(cls.__name__, (cls,), attrs).apply
-    return _once(cls, "apply", backend, make)
+    return _once(cls, "apply", backend, make, dynamic)
 
 
 def _with_code(optimized, fn):
@@ -113,7 +115,7 @@ def _with_code(optimized, fn):
     return wrapper
 
 
-def optimized_module_call(fn, backend):
+def optimized_module_call(fn, backend, dynamic=None):
     """For a call of an nn.Module whose forward declined: a function calling the module
     with its forward optimized on its own, while the module runs plainly (its class's
     forward, no hooks); else the module itself is called. None: not such a module."""
@@ -126,7 +128,7 @@ def optimized_module_call(fn, backend):
         return None
 
     def make():
-        optimized = optimized_function(forward, backend)
+        optimized = optimized_function(forward, backend, dynamic)
 
         def call(module, *args, **kwargs):
             if type(module).forward is forward and "forward" not in module.__dict__ \
@@ -138,13 +140,14 @@ def optimized_module_call(fn, backend):
         # forward (and the hooks) offered to the optimizer as frames of their own.
         run_plainly(call.__code__)
         return call
-    return _once(cls, "module call", backend, make)
+    return _once(cls, "module call", backend, make, dynamic)
 
 
 def optimized_callees(backend) -> list:
-    """The optimized functions made for `backend` so far."""
-    key = ("function", _backend_key(backend))
-    return [per_obj[key] for per_obj in list(_made.values()) if key in per_obj]
+    """The optimized functions made for `backend` so far (under any dynamic-shape mode)."""
+    backend_key = _backend_key(backend)[0]
+    return [found for per_obj in list(_made.values()) for (what, (b, _)), found in list(per_obj.items())
+            if what == "function" and b == backend_key]
 
 
 def chain_caches(cache, backend) -> list:

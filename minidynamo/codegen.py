@@ -209,10 +209,11 @@ def dispatcher(name: str, fn, runs: list, slow) -> object:
                           qualname=fn.__qualname__)[0]
 
 
-def eager_call_lines(ns: Namespace, fn, backend, call: str, indent: str = "    ") -> list[str]:
+def eager_call_lines(ns: Namespace, fn, backend, call: str, indent: str = "    ", dynamic=None) -> list[str]:
     """`return fn(call)`, run plainly with the frames it calls optimized under `backend`
-    (frame_hook), in the generated function itself: no frame between it and `fn`."""
-    plain, hooked = eager_call(fn, backend)
+    and dynamic-shape mode `dynamic` (frame_hook), in the generated function itself: no
+    frame between it and `fn`."""
+    plain, hooked = eager_call(fn, backend, dynamic)
     ret = f"return {ns.bind(plain, 'fn')}({call})"
     if hooked is None:
         return [indent + ret]
@@ -223,7 +224,7 @@ def limit_dispatcher(name: str, fn, runs: list, slow, key_exprs_of, eager):
     """Past the cache limit: a function with fn's parameters that reads a key (the values of
     `key_exprs_of(ns)`: what made the entries differ) and looks up which entry took that key last
     time, or that none did; then one entry's guards or the original function (run plainly
-    under `eager`, the backend its callees are optimized with), not every
+    under `eager`: (function, backend, dynamic mode) its callees are optimized with), not every
     entry's guards. An unknown key, a key that raises, or an entry whose guards now fail
     goes to `slow(key, *args, **kwargs)`, which tries them all and records the outcome."""
     ns = Namespace(pick_prefix(fn))
@@ -236,7 +237,7 @@ def limit_dispatcher(name: str, fn, runs: list, slow, key_exprs_of, eager):
             "    except Exception:",
             f"        {p}key, {p}hit = None, -2",
             f"    if {p}hit == -1:",
-            *eager_call_lines(ns, *eager, call, "        "),
+            *eager_call_lines(ns, eager[0], eager[1], call, "        ", dynamic=eager[2]),
             f"    if {p}hit >= 0:",
             f"        {p}r = {ns.bind(tuple(runs), 'entries')}[{p}hit]({call})",
             f"        if {p}r is not {ns.bind(MISS, 'MISS')}:",

@@ -158,6 +158,11 @@ class CallToCompile:
     dynamic: object = None
 
 
+def _dynamic_mode(call: CallToCompile):
+    """The dynamic-shape mode the frames its eager code calls are optimized under."""
+    return call.dynamic.mode if call.dynamic is not None else None
+
+
 def compile_call(call: CallToCompile) -> CacheEntry:
     """Trace the call and build its cache entry (graph, graph break, constant or eager
     fallback). The cyclic garbage collector is off while it traces and builds the entry,
@@ -329,7 +334,8 @@ class _EntryBuilder:
         why = why_no_break(tx, index, call.fullgraph)
         if why is not None:
             raise _no_break(reason, why)
-        tail = BreakTail(tx, index, call.resumes, call.continuation, reason.inside_call, call.backend)
+        tail = BreakTail(tx, index, call.resumes, call.continuation, reason.inside_call, call.backend,
+                         _dynamic_mode(call))
         rb = self.rebuilder()
         rb.prepare(tail.roots())
         try:
@@ -413,7 +419,7 @@ class _EntryBuilder:
         guard_exprs = output.guards.expressions(ns)
         hits = [0]
         body = [f"    {ns.bind(hits, 'hits')}[0] += 1",
-                *codegen.eager_call_lines(ns, call.fn, call.backend, self.call_args)]
+                *codegen.eager_call_lines(ns, call.fn, call.backend, self.call_args, dynamic=_dynamic_mode(call))]
         run, text, fast = self.functions(output.guards.check_expressions(ns), body,
                                          f"<minidynamo eager entry {call.name}>")
         now = time.perf_counter()

@@ -124,12 +124,15 @@ def available() -> bool:
 
 # --- regions -------------------------------------------------------------------------------
 class Region:
-    """A `with` block in which frames started are offered to the optimizer under `backend`.
-    Inside a region of torch.compile's (another callback is set), it leaves that one be."""
-    __slots__ = ("backend",)
+    """A `with` block in which frames started are offered to the optimizer under `backend`
+    and the dynamic-shape mode of the optimized function whose eager run it is (`dynamic=False`
+    means static everywhere, as torch.compile's). Inside a region of torch.compile's
+    (another callback is set), it leaves that one be."""
+    __slots__ = ("backend", "dynamic")
 
-    def __init__(self, backend):
+    def __init__(self, backend, dynamic=None):
         self.backend = backend
+        self.dynamic = dynamic
 
     def __enter__(self):
         api = _Torch.api
@@ -139,7 +142,7 @@ class Region:
             stack.append(None)  # someone else's hook: not ours to replace
             return
         isolated = api.isolate(_ISOLATE_ID) if api.isolate is not None else None
-        stack.append((prior, self.backend, isolated))
+        stack.append((prior, self.backend, isolated, self.dynamic))
         api.set(_callback)
 
     def __exit__(self, *exc):
@@ -163,18 +166,18 @@ def _stack() -> list:
     return stack
 
 
-def region(backend):
+def region(backend, dynamic=None):
     """The context manager of an eager region under `backend`, or None without the hook."""
-    return Region(backend) if available() else None
+    return Region(backend, dynamic) if available() else None
 
 
-def eager_call(fn, backend):
+def eager_call(fn, backend, dynamic=None):
     """(what an eager entry calls for `fn`, the region to call it in): `fn` run plainly with
     the frames it calls offered to the optimizer under `backend`; (fn, None) without the
     hook."""
     if not available() or not isinstance(fn, types.FunctionType):
         return fn, None
-    return plain_function(fn), Region(backend)
+    return plain_function(fn), Region(backend, dynamic)
 
 
 # id(code) -> (code, its plain copy). By identity: equal code objects of two files compare
@@ -340,25 +343,26 @@ class HookedCode:
     def __call__(self, cells, args, kwargs):
         globals_ = sys._getframe(1).f_globals
         stack = getattr(_tls, "stack", None)
-        backend = stack[-1][1] if stack and stack[-1] is not None else "eager"
-        key = (id(globals_), cells and tuple(map(id, cells)), backend if isinstance(backend, str) else id(backend))
+        backend, dynamic = stack[-1][1::2] if stack and stack[-1] is not None else ("eager", None)
+        key = (id(globals_), cells and tuple(map(id, cells)), backend if isinstance(backend, str) else id(backend),
+               dynamic)
         found = self.functions.get(key)
         if found is None:
-            found = self._optimized(globals_, cells, backend, key)
+            found = self._optimized(globals_, cells, backend, dynamic, key)
         return found(*args, **kwargs)
 
-    def _optimized(self, globals_, cells, backend, key):
+    def _optimized(self, globals_, cells, backend, dynamic, key):
         code = self.code
         fn = types.FunctionType(plain_code(code), globals_, code.co_name, None, cells)
         fn.__qualname__ = self.qualname
         fn.__module__ = globals_.get("__name__")
         if self.plain in ("a closure", "generated code"):  # kept nowhere (nor its cells' values)
-            return _PlainCall(fn, backend)
+            return _PlainCall(fn, backend, dynamic)
         if self.plain is not None or len(self.functions) >= _VARIANT_LIMIT:
             self.plain = self.plain or f"more than {_VARIANT_LIMIT} globals or classes"
-            found = self.functions[key] = _PlainCall(fn, backend)
+            found = self.functions[key] = _PlainCall(fn, backend, dynamic)
             return found
-        optimized = optimizing.optimized_function(fn, backend)
+        optimized = optimizing.optimized_function(fn, backend, dynamic)
         self.functions[key] = _FirstCall(self, key, fn, optimized)
         return self.functions[key]
 
@@ -388,7 +392,8 @@ class _FirstCall:
             entries = self.optimized.cache_entries()
             if entries and all(e.plain_reason is not None for e in entries):
                 hooked.plain = entries[0].plain_reason
-                hooked.functions[self.key] = _PlainCall(self.fn, self.optimized._cache.backend)
+                cache = self.optimized._cache
+                hooked.functions[self.key] = _PlainCall(self.fn, cache.backend, cache.dynamic.mode)
                 log.info("%s (%s:%s) runs plainly from now on (%s); the frames it calls are still optimized",
                          self.fn.__qualname__, hooked.code.co_filename, hooked.code.co_firstlineno, hooked.plain)
             elif entries:
@@ -400,8 +405,8 @@ class _PlainCall:
     off under minidynamo's own frames: the region sets it again)."""
     __slots__ = ("fn", "region")
 
-    def __init__(self, fn, backend):
-        self.fn, self.region = fn, Region(backend)
+    def __init__(self, fn, backend, dynamic=None):
+        self.fn, self.region = fn, Region(backend, dynamic)
 
     def __call__(self, *args, **kwargs):
         with self.region:

@@ -108,7 +108,7 @@ class OutputGraph:
 
     def record_mutation(self, var, what: str) -> None:
         if id(var) not in self.mutated:
-            var.items  # read it all (and guard it) before it changes
+            getattr(var, "items", None)  # read it all (and guard it) before it changes
             self.mutated[id(var)] = (var, what)
 
     # --- inputs ------------------------------------------------------------------

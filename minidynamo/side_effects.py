@@ -35,7 +35,7 @@ from .variables.objects import UserObjectVariable
 # The types of outside objects whose trackers the trace changes (dict trackers model the
 # collections' dict types too; collections_types.DequeVariable has its own writeback).
 _CONTAINER_TYPES = (list, dict, collections.OrderedDict, collections.defaultdict, collections.Counter,
-                    collections.deque)
+                    collections.deque, set)
 
 
 def mutation_guards(output) -> None:

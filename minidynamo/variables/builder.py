@@ -158,7 +158,7 @@ def _wrap(tx, value, source):
         # The real keywords dict, guarded and written back as any dict passed in.
         kw = wrap(tx, value.keywords, sub("keywords")) if source else {
             k: wrap(tx, v, None) for k, v in value.keywords.items()}
-        return PartialVariable(func, args, kw, source)
+        return PartialVariable(func, args, kw, source, real=value if source is not None else None)
     if isinstance(value, functools._lru_cache_wrapper) and isinstance(
             getattr(value, "__wrapped__", None), types.FunctionType):
         _guard(tx, "ID_MATCH", source, value)

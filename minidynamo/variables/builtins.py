@@ -94,8 +94,10 @@ class BuiltinVariable(ObjectConstantVariable):
             return compare(tx, _OPERATOR_COMPARE[fn], args[0], args[1])
         if fn is operator.getitem and len(args) == 2:
             return getitem(tx, args[0], args[1])
-        if fn is operator.neg and len(args) == 1:
-            return unary_op(tx, "neg", args[0])
+        if fn in _OPERATOR_UNARY and len(args) == 1 and not kwargs:
+            return unary_op(tx, _OPERATOR_UNARY[fn], args[0])
+        if fn is operator.abs and len(args) == 1 and not kwargs:  # the builtin, by another name
+            return BuiltinVariable(abs).call_function(tx, args, kwargs)
         if fn in _SYMBOLIC_MATH and len(args) == 1 and not kwargs and isinstance(args[0], SymNodeVariable):
             # math.ceil(n / 2) of a symbolic size: a symbolic int (SymFloat's __ceil__)
             return symbolic_result(tx, "call_function", fn, [args[0].as_fx_arg()], fn(args[0].sym))
@@ -118,6 +120,7 @@ class BuiltinVariable(ObjectConstantVariable):
 
 
 _SYMBOLIC_MATH = (math.ceil, math.floor, math.trunc)
+_OPERATOR_UNARY = {operator.neg: "neg", operator.pos: "pos", operator.invert: "invert", operator.inv: "invert"}
 # Builtins that never ask a torch function mode about a tensor argument.
 _NO_TORCH_FUNCTION = {isinstance, type, id, callable, hasattr, getattr, issubclass}
 

@@ -392,13 +392,14 @@ class PartialVariable(VariableTracker):
     calls, as CPython's partial reads its dict at each call (a partial passed in holds
     the real dict's tracker, whose writes go back to it)."""
 
-    __slots__ = ("func", "args", "keywords")
+    __slots__ = ("func", "args", "keywords", "real")
 
-    def __init__(self, func, args, keywords, source=None):
+    def __init__(self, func, args, keywords, source=None, real=None):
         super().__init__(source)
         self.func = func
         self.args = list(args)
         self.keywords = keywords if isinstance(keywords, DictVariable) else DictVariable(dict(keywords))
+        self.real = real  # the partial passed in (its __dict__ read), None for one made here
 
     def python_type(self):
         import functools
@@ -417,7 +418,39 @@ class PartialVariable(VariableTracker):
             return TupleVariable(self.args)
         if name == "keywords":
             return self.keywords
-        return super().var_getattr(tx, name)
+        return _partial_attribute(tx, self, name)
+
+
+def _partial_attribute(tx, p, name):
+    """Any other attribute of a partial: an entry of its `__dict__` (one passed in: the
+    entry's presence guarded, the value guarded as read), else the class's constant
+    (`__module__`, `__doc__`), else the AttributeError CPython raises (`__name__`: a
+    partial has none, so hasattr() is False and getattr() gives its default)."""
+    import functools
+    inst = p.real.__dict__ if p.real is not None else {}
+    if name == "__class__":
+        return tx.wrap(functools.partial, None)
+    if name == "__dict__":
+        if p.source is None:  # made here: what it holds is not modelled
+            unsupported("construct", f"the __dict__ of {p.describe()}")
+        return tx.wrap(inst, AttrSource(p.source, "__dict__"))
+    if p.source is not None:
+        present = name in inst
+        tx.output.guards.add(Guard("HASATTR", p.source, None, {"attr": name}) if present
+                             else Guard("NOT_IN_DICT", p.source, None, {"attr": name}))
+        if present:
+            return tx.wrap(inst[name], AttrSource(p.source, name))
+    # the class's own members (not type's: `functools.partial.__name__` is the class's name)
+    on_class = next((vars(k)[name] for k in functools.partial.__mro__ if name in vars(k)), _MISSING)
+    if on_class is _MISSING:
+        unsupported("exceptions", f"AttributeError: 'functools.partial' object has no attribute {name!r}",
+                    raised=AttributeError)
+    if isinstance(on_class, (str, type(None))):  # __module__, __doc__: the C type's, fixed
+        return ConstantVariable(on_class)
+    unsupported("construct", f"attribute {name!r} of {p.describe()}")
+
+
+_MISSING = object()
 
 
 class UserMethodVariable(VariableTracker):

@@ -24,6 +24,7 @@ import torch
 from ..exc import unsupported
 from .base import RealValueVariable, VariableTracker
 from .constant import ConstantVariable
+from .dicts import DictVariable
 from .contexts import ContextManagerVariable, GeneratorContextVariable, enter_real, null_exit
 from .functions import BaseFunctionVariable
 
@@ -162,9 +163,23 @@ class ContextManagerFunctionVariable(VariableTracker):
     def var_getattr(self, tx, name):
         if name == "__wrapped__":
             return self.fn
-        if name in ("__name__", "__qualname__", "__doc__", "__module__"):
+        if name in ("__name__", "__qualname__", "__doc__", "__module__", "__annotations__", "__annotate__",
+                    "__type_params__"):  # what functools.wraps copied: fn's very objects
             return self.fn.var_getattr(tx, name)
+        if name == "__dict__":  # wraps' update of fn's, then __wrapped__ (read by another wraps)
+            entries = self.fn.var_getattr(tx, "__dict__")
+            return _HelperDict({**entries.items, "__wrapped__": self.fn})
         unsupported("construct", f"attribute {name!r} of {self.describe()}")
+
+
+class _HelperDict(DictVariable):
+    """The `__dict__` of a contextmanager helper made in the trace, as read: not kept, so
+    not written."""
+
+    __slots__ = ()
+
+    def check_mutable(self, what, tx):
+        unsupported("side_effect", f"{what} on the __dict__ of a contextmanager helper made in the trace")
 
     def rebuild_new(self, rb):
         return f"{rb.ns.bind(contextlib.contextmanager, 'contextmanager')}({rb.expr(self.fn)})"

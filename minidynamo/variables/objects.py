@@ -120,6 +120,9 @@ class ClassVariable(ObjectConstantVariable):
         if name == "apply" and is_function_class(self.value):
             return FunctionApplyVariable(self.value, AttrSource(self.source, name) if self.source else None,
                                          self.source)
+        if name == "__dict__" and type(self.value) is type:  # a mappingproxy (mapping_proxies.py)
+            base = self.source if self.source is not None else ObjectSource(self.value, self.value.__qualname__)
+            return tx.wrap(self.value.__dict__, AttrSource(base, "__dict__"))
         try:
             static = inspect.getattr_static(self.value, name)
         except AttributeError:

@@ -39,8 +39,8 @@ import torch
 
 from .. import regions
 from . import (attribute_builtins, autograd, builder, c_callables, collections_types, copying, deques, dict_subclasses, enums,
-               distributed, environ, identity_keys, iterutils, library_contexts, made_classes, namedtuples, nn_modules,
-               numpy_interop, operator_getters, pytree_calls,
+               distributed, environ, identity_keys, iterutils, library_contexts, made_classes, mapping_proxies,
+               namedtuples, nn_modules, numpy_interop, operator_getters, pytree_calls,
                object_builtins, storages, super_calls, torch as torch_trackers, triton, typing_forms, user_modules,
                user_objects, value_keys)
 from ..sources import AttrSource
@@ -89,6 +89,7 @@ WRAPPERS: tuple = (
     Wrapper(lambda v: type(v) in (OrderedDict, defaultdict, Counter), collections_types._wrap_dict, identity=False),
     Wrapper(collections_types._is_fromkeys, collections_types._wrap_fromkeys, identity=False),
     Wrapper(lambda v: type(v) is deque, deques._wrap_deque, identity=False),
+    Wrapper(lambda v: type(v) is types.MappingProxyType, mapping_proxies.wrap_proxy, identity=False),
     Wrapper(namedtuples._is_stock_function, namedtuples._wrap_stock_function),
     Wrapper(namedtuples._is_uninstantiable_constant, namedtuples._wrap_uninstantiable_constant, identity=False),
     Wrapper(lambda v: v is collections.namedtuple or v is typing.NamedTuple, namedtuples._wrap_factory),

@@ -6,7 +6,12 @@ entries), not on its members alone: {1, 9} and {9, 1} iterate differently, and s
 equal sets of strings. The trace's own set (`values`) is made by the operations the
 program makes its set by, so it iterates as the program's does ("mirrored"). Where it
 cannot be (a set passed in, copied: `order` holds the order a guard pins; one made from
-such a set: None), nothing that reads the order (iteration, repr) is traced from it."""
+such a set: None), nothing that reads the order (iteration, repr) is traced from it.
+
+A set from outside that the trace changes (`S.add(3)` on a global, a closure's or an
+argument's set) keeps the operations it took: the entry replays them on the real set after
+the graph (side_effects.py), so its table ends as eager's would, dummies and order included.
+Its order is unknown to the trace from then on."""
 from __future__ import annotations
 
 import operator
@@ -27,7 +32,7 @@ class SetVariable(VariableTracker):
     """A set (or frozenset) of constants: literals, comprehensions, constant arguments.
     `shadow`: a set made by the program's own operations, taken as it is (mirrored)."""
 
-    __slots__ = ("values", "set_type", "order")
+    __slots__ = ("values", "set_type", "order", "replay", "recipe")
 
     def __init__(self, values=(), source=None, set_type=set, order=None, *, shadow=None):
         super().__init__(source)
@@ -37,6 +42,35 @@ class SetVariable(VariableTracker):
             self.values = set(values)
             self.order = order if order is not None or self.values else MIRRORED  # a new empty set
         self.set_type = set_type
+        self.replay = []  # (method, argument) applied to the set from outside, in order
+        # (set, method, arguments): made by `S.copy()` / `S.union(T)`... where S's order is not
+        # the trace's to know, unchanged since: made again by that call on the real objects
+        self.recipe = None
+
+    def changing(self, tx, name: str) -> None:
+        """Before an operation changes this set: one from outside is recorded as changed."""
+        self.recipe = None
+        if self.source is not None and not self.replay:
+            tx.output.record_mutation(self, f"set.{name} on {self.source.name()!r}")
+
+    def changed(self, name: str, arg=None) -> None:
+        """After it changed this set: what the entry replays on the real one."""
+        if self.source is not None:
+            self.replay.append((name, arg))
+            self.order = None  # the real table's layout is not the shadow's
+
+    def writeback(self, rb, target: str, temp: str) -> tuple[str, str]:
+        steps = []
+        for name, arg in self.replay:
+            if name == "clear":
+                steps.append(f"{target}.clear()")
+            elif name in ("add", "discard"):
+                steps.append(f"{target}.{name}({rb.key(arg)})")
+            elif isinstance(arg, tuple):  # difference_update by a set: each member discarded
+                steps.append(f"{target}.{name}(({''.join(rb.key(k) + ', ' for k in arg)}))")
+            else:  # a set or dict merged whole: one of the same size iterating alike
+                steps.append(f"{target}.{name}({rb.ns.bind(arg, 'merged')})")
+        return "None", "; ".join(steps)
 
     def python_type(self):
         return self.set_type
@@ -56,6 +90,10 @@ class SetVariable(VariableTracker):
 
     def rebuild_new(self, rb) -> str:
         t = rb.ns.bind(self.python_type(), "t")
+        if self.recipe is not None and not any(getattr(v, "replay", None) for v in (self.recipe[0], *self.recipe[2])):
+            receiver, name, args = self.recipe  # eager's own call: its result iterates as eager's
+            parts = [rb.ns.bind(a.value, "arg") if isinstance(a, _Now) else rb.expr(a) for a in args]
+            return f"{rb.expr(receiver)}.{name}({''.join(p + ', ' for p in parts)})"
         if has_identity_keys(self.values) or any(holds_made(k) for k in self.values):
             # members hashed by identity: the objects of this call
             return f"{t}(({''.join(rb.key(k) + ', ' for k in self.values)}))"
@@ -103,11 +141,12 @@ class SetVariable(VariableTracker):
         return bool(self.values)
 
     def add(self, tx, item):
-        if self.source is not None:
-            unsupported("side_effect", f"set.add on {self.source.name()!r}, which outlives the call")
+        key = _key(tx, item)
+        self.changing(tx, "add")
         if type(self.values) is frozenset:
             self.values, self.order = set(self.values), None
-        self.values.add(_key(tx, item))
+        self.values.add(key)
+        self.changed("add", key)
 
     def iter_items(self, tx):
         if sum(type(v) is ObjectKey for v in self.values) > 1:
@@ -121,19 +160,23 @@ class SetVariable(VariableTracker):
         set_difference_update_internal), so code making an item sees the set change; a set
         or a dict is merged whole (set_merge, a presized table), as here. intersection_update
         and symmetric_difference_update take the whole iterable first."""
-        if self.source is not None:
+        if self.source is not None and name not in ("update", "difference_update"):
             unsupported("side_effect", f"set.{name} on {self.source.name()!r}, which outlives the call")
+        self.changing(tx, name)
         if type(self.values) is frozenset:
             self.values, self.order = set(self.values), None
         for other in others:
             if name in ("update", "difference_update") and not _merged_whole(other):
-                for item in pulled_one_by_one(tx, other):
+                for item in pulled_one_by_one(tx, other):  # CPython adds (discards) each as it comes
                     key = _key(tx, item)
                     if name == "update":
                         self.values.add(key)
                     else:
                         self.values.discard(key)
+                    self.changed("add" if name == "update" else "discard", key)
                 continue
+            if self.source is not None:
+                self.changed(name, _merged_alike(self, tx, name, other))
             if name == "symmetric_difference_update" and len(others) != 1:
                 unsupported("exceptions", f"TypeError: set.symmetric_difference_update() takes exactly "
                                           f"one argument ({len(others)} given)")
@@ -144,6 +187,12 @@ class SetVariable(VariableTracker):
                 self.order = None
                 return
             getattr(self.values, name)(self._mirror(tx, other))
+
+    def _members(self, tx, other):
+        """The members of `other` (a set, or any iterable's items), for a query of membership."""
+        if isinstance(other, SetVariable):
+            return other.values
+        return [_key(tx, i) for i in other.iter_items(tx)]
 
     def _mirror(self, tx, other):
         """`other` as the real object the program's set operation reads: a set's shadow, a
@@ -169,48 +218,96 @@ class SetVariable(VariableTracker):
         if name == "__len__":
             return ConstantVariable(len(self.values))
         if name in ("discard", "remove", "clear") and self.set_type is set and not kwargs:
-            if self.source is not None:
-                unsupported("side_effect", f"set.{name} on {self.source.name()!r}, which outlives the call")
             keys = [_key(tx, a) for a in args]
             if name == "clear" and not args:
+                self.changing(tx, name)
                 self.values.clear()  # the small table again, as CPython's set_clear
                 self.order = MIRRORED
+                self.changed(name)
                 return ConstantVariable(None)
             if len(keys) == 1 and (name == "discard" or keys[0] in self.values):
+                self.changing(tx, name)
                 self.values.discard(keys[0])  # leaves a dummy entry in both tables
+                self.changed("discard", keys[0])
                 return ConstantVariable(None)
         if name == "copy" and not args and not kwargs:
             if self.set_type is frozenset and self.order is MIRRORED:
                 return self
-            return self._made(self.values.copy(), self.mirrors())
+            return self._made(self.values.copy(), self.mirrors(), (self, name, []))
         if name in _SET_UPDATES and not kwargs and self.set_type is set:
             self.update_with(tx, name, args)
             return ConstantVariable(None)
+        if name in ("isdisjoint", "issubset", "issuperset") and len(args) == 1 and not kwargs:
+            return ConstantVariable(getattr(self.values, name)(self._members(tx, args[0])))
         if name in ("union", "intersection", "difference", "symmetric_difference") and not kwargs and all(
-                a.is_python_constant() for a in args) and not has_object_keys(self.values):
+                a.is_python_constant() or isinstance(a, SetVariable) for a in args):
             if name == "symmetric_difference" and len(args) != 1:
                 return super().call_method(tx, name, args, kwargs)
             probe = SetVariable(shadow=set())
             if not self.mirrors():
                 probe.order = None
             result = getattr(self.values, name)(*[probe._mirror(tx, a) for a in args])
-            return self._made(result, probe.order is MIRRORED)
+            # members hashed by identity or by a dataclass's hash: the order is not the program's
+            return self._made(result, probe.order is MIRRORED and not has_object_keys(result), (self, name, args))
         return super().call_method(tx, name, args, kwargs)
 
-    def _made(self, result, mirrored: bool) -> SetVariable:
+    def _made(self, result, mirrored: bool, recipe=None) -> SetVariable:
         made = SetVariable(shadow=result, set_type=self.set_type)
         if not mirrored:
             made.order = None
+            if recipe is not None and not has_object_keys(result) and recipe[0].source is not None and all(
+                    isinstance(a, SetVariable) and a.source is not None or not isinstance(a, SetVariable)
+                    for a in recipe[2]):
+                receiver, name, args = recipe  # sets from outside, other arguments as they are now
+                made.recipe = (receiver, name, [a if isinstance(a, SetVariable) else _Now(a.as_python_constant())
+                                                for a in args])
         return made
 
     def apply_set_operator(self, tx, name: str, other) -> SetVariable | None:
         """`self | other` (&, -, ^) for two sets of constants, on the shadows themselves."""
-        if name not in _SET_OPERATORS or not isinstance(other, SetVariable) or has_object_keys(
-                self.values) or has_object_keys(other.values):
+        if name not in _SET_OPERATORS or not isinstance(other, SetVariable):
             return None
         result = _SET_OPERATORS[name](self.values, other.values)
         return self._made(self.set_type(result) if type(result) is not self.set_type else result,
-                          self.mirrors() and other.mirrors() and type(result) is self.set_type)
+                          self.mirrors() and other.mirrors() and type(result) is self.set_type
+                          and not has_object_keys(result))
+
+
+class _Now:
+    """A constant argument of a set method, as it was at the call."""
+
+    __slots__ = ("value",)
+    replay = None
+
+    def __init__(self, value):
+        self.value = value
+
+
+def _merged_alike(target: SetVariable, tx, name: str, other):
+    """What the entry merges into the real set for `other` merged whole: an object whose
+    merge changes the table as the program's did. difference_update discards each member
+    (any container of them will do); update inserts in the other's iteration order after
+    presizing for its size, unless the real set is empty (then CPython may copy the
+    other's table slot by slot): a dict of the same keys, or a set iterating alike."""
+    if has_object_keys(target.values):
+        unsupported("side_effect", f"set.{name} on {target.source.name()!r} with members hashed by identity")
+    if isinstance(other, DictVariable):
+        keys = list(other.items)
+        return tuple(keys) if name == "difference_update" else dict.fromkeys(keys)
+    if other is target:
+        unsupported("side_effect", f"set.{name} of {target.source.name()!r} with itself")
+    if has_object_keys(other.values):
+        unsupported("side_effect", f"set.{name} on {target.source.name()!r} with members hashed by identity")
+    if name == "difference_update":
+        return tuple(other.values)
+    keys = other.ordered_keys()
+    if keys is None or not target.values:
+        unsupported("side_effect", f"set.update on {target.source.name()!r} from a set whose layout the trace "
+                                   "does not know")
+    for made in (frozenset(keys), set(keys), frozenset(other.values)):
+        if list(made) == keys and len(made) == len(keys):
+            return made
+    unsupported("side_effect", f"set.update on {target.source.name()!r} from a set no set made anew iterates like")
 
 
 def _merged_whole(other) -> bool:

@@ -87,7 +87,13 @@ class BuildOps:
         v = self.pop()
         target = self.stack[-inst.arg]
         if not isinstance(v, DictVariable):
-            unsupported("construct", f"** of {v.describe()}")
+            if not has_keys(v):
+                unsupported("construct", f"** of {v.describe()}")
+            # a mapping of a user class (collections.abc.Mapping): CPython's keys(), then [k]
+            # for each, traced (dicts.py `_update_from_mapping`)
+            read = DictVariable({})
+            read.update_from(self, v)
+            v = read
         for k in v.items:
             if k in target.items:
                 unsupported("exceptions", f"TypeError: got multiple values for keyword argument {k!r}")
